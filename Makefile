@@ -1,0 +1,27 @@
+# Two commands on a fresh machine:
+#   make demo   - the game day on the bundled example project (DuckDB)
+#   make test   - the test suite (DuckDB files and a throwaway PostgreSQL server)
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: demo test install clean
+
+$(BIN)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $@
+
+install: $(BIN)/.installed
+
+demo: $(BIN)/.installed
+	$(BIN)/python examples/shop/generate_data.py --out examples/shop/shop.duckdb
+	cd examples/shop && ../../$(BIN)/rerun-safety gameday --profiles-dir . --output-dir target/rerun_safety; \
+	  rc=$$?; [ $$rc -le 1 ] || exit $$rc; echo "report: examples/shop/target/rerun_safety/report.html"
+
+test: $(BIN)/.installed
+	$(BIN)/python -m pytest tests
+
+clean:
+	rm -rf $(VENV) examples/shop/target examples/shop/*.duckdb integration_tests/target

@@ -1,0 +1,149 @@
+"""Shared helpers for the test suite: a throwaway PostgreSQL server, profiles, and dbt runs.
+
+Everything here talks to real engines: DuckDB files in temp dirs and a PostgreSQL server
+started with initdb + pg_ctl for the test session.
+"""
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def _pg_bin(name: str) -> str:
+    found = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"))
+    if found:
+        return found[-1]
+    path = shutil.which(name)
+    if not path:
+        raise RuntimeError(f"PostgreSQL binary {name!r} not found; install the 'postgresql' package")
+    return path
+
+
+def _as_postgres(cmd: list[str]) -> list[str]:
+    # initdb refuses to run as root: run server binaries as the postgres user when we are root.
+    if os.geteuid() == 0:
+        return ["runuser", "-u", "postgres", "--", *cmd]
+    return cmd
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class PgServer:
+    host: str
+    port: int
+    user: str
+    datadir: str
+    base: str
+
+    def dsn(self, dbname: str = "postgres") -> str:
+        return f"host={self.host} port={self.port} user={self.user} dbname={dbname}"
+
+    def connect(self, dbname: str = "postgres", autocommit: bool = True):
+        import psycopg2
+
+        conn = psycopg2.connect(self.dsn(dbname))
+        conn.autocommit = autocommit
+        return conn
+
+    def create_database(self, prefix: str = "t") -> str:
+        name = f"{prefix}_{uuid.uuid4().hex[:10]}"
+        conn = self.connect()
+        try:
+            with conn.cursor() as cur:
+                cur.execute(f'create database "{name}"')
+        finally:
+            conn.close()
+        return name
+
+    def drop_database(self, name: str) -> None:
+        conn = self.connect()
+        try:
+            with conn.cursor() as cur:
+                cur.execute(f'drop database if exists "{name}" with (force)')
+        finally:
+            conn.close()
+
+    def stop(self) -> None:
+        subprocess.run(_as_postgres([_pg_bin("pg_ctl"), "-D", self.datadir, "-m", "immediate", "stop"]),
+                       capture_output=True)
+        shutil.rmtree(self.base, ignore_errors=True)
+
+
+def start_pg_server() -> PgServer:
+    base = tempfile.mkdtemp(prefix="rerun_safety_pg_")
+    os.chmod(base, 0o777)
+    datadir = os.path.join(base, "data")
+    if os.geteuid() == 0:
+        shutil.chown(base, user="postgres", group="postgres")
+        user = "postgres"
+    else:
+        import getpass
+
+        user = getpass.getuser()
+    subprocess.run(_as_postgres([_pg_bin("initdb"), "-D", datadir, "-U", user, "--auth=trust",
+                                 "--encoding=UTF8", "--no-sync"]),
+                   check=True, capture_output=True)
+    port = free_port()
+    opts = f"-p {port} -k {base} -c listen_addresses=127.0.0.1 -c max_connections=200 -c fsync=off"
+    subprocess.run(_as_postgres([_pg_bin("pg_ctl"), "-D", datadir, "-o", opts, "-l",
+                                 os.path.join(base, "server.log"), "-w", "start"]),
+                   check=True, capture_output=True)
+    server = PgServer("127.0.0.1", port, user, datadir, base)
+    deadline = time.time() + 30
+    while True:
+        try:
+            server.connect().close()
+            return server
+        except Exception:
+            if time.time() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def duckdb_profile(path: str | Path, schema: str = "main", **extra) -> dict:
+    out = {"type": "duckdb", "path": str(path), "schema": schema, "threads": 1}
+    out.update(extra)
+    return out
+
+
+def postgres_profile(server: PgServer, dbname: str, schema: str = "public", **extra) -> dict:
+    out = {"type": "postgres", "host": server.host, "port": server.port, "user": server.user,
+           "password": "", "dbname": dbname, "schema": schema, "threads": 1}
+    out.update(extra)
+    return out
+
+
+def write_profiles(directory: str | Path, profile_name: str, output: dict, target: str = "dev") -> Path:
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "profiles.yml"
+    path.write_text(yaml.safe_dump({profile_name: {"target": target, "outputs": {target: output}}}))
+    return path
+
+
+def copy_fixture(name: str, dest: str | Path) -> Path:
+    """Copy a fixture dbt project into a temp dir, pointing any `local:` package at the repo root."""
+    dest = Path(dest) / name
+    shutil.copytree(FIXTURES / name, dest, ignore=shutil.ignore_patterns("target", "dbt_packages", "logs"))
+    packages = dest / "packages.yml"
+    if packages.exists():
+        packages.write_text(packages.read_text().replace("__REPO_ROOT__", str(REPO_ROOT)))
+    return dest
