@@ -1,0 +1,234 @@
+{#- Internal helpers of the `partition_overwrite` strategy (no contract). -#}
+
+{% macro _po_error(message) %}
+  {{ exceptions.raise_compiler_error("partition_overwrite strategy, model '" ~ model.name ~ "': " ~ message) }}
+{% endmacro %}
+
+{#- True when the profile runs statements outside a transaction: dbt-duckdb
+    `disable_transactions: true`, dbt-postgres `autocommit: true`. -#}
+{% macro _po_transactions_off() %}
+  {% if target.get('disable_transactions') %}
+    {{ return('disable_transactions: true') }}
+  {% endif %}
+  {% if target.get('autocommit') %}
+    {{ return('autocommit: true') }}
+  {% endif %}
+  {{ return('') }}
+{% endmacro %}
+
+{#- Validate the model config against the columns being written; return
+    {'keys': [{'name', 'quoted', 'data_type'}], 'granularity': none|str, 'static': none|list of tuples}. -#}
+{% macro _po_parse_config(dest_columns) %}
+  {% set granularities = ['hour', 'day', 'month', 'year'] %}
+  {% set shape_hint = "partition_key='<column>', partition_key=['<column>', ...] or partition_key={'field': '<date or timestamp column>', 'granularity': 'day'}" %}
+  {% set raw = config.get('partition_key') %}
+  {% set granularity = none %}
+  {% if raw is none or raw == '' or raw == [] %}
+    {% do rerun_safety._po_error("partition_key is not set. Add " ~ shape_hint ~ " to the model's config.") %}
+  {% elif raw is mapping %}
+    {% if not raw.get('field') or raw.get('field') is not string %}
+      {% do rerun_safety._po_error("partition_key is a dict without a 'field' column name (got " ~ raw ~ "). Use " ~ shape_hint ~ ".") %}
+    {% endif %}
+    {% set granularity = (raw.get('granularity') or 'day') %}
+    {% if granularity is not string or granularity | lower not in granularities %}
+      {% do rerun_safety._po_error("partition_key granularity '" ~ granularity ~ "' is unknown. Set 'granularity' to one of " ~ granularities | join(', ') ~ ".") %}
+    {% endif %}
+    {% set granularity = granularity | lower %}
+    {% set names = [raw.get('field')] %}
+  {% elif raw is string %}
+    {% set names = [raw] %}
+  {% elif raw is iterable %}
+    {% set names = raw | list %}
+  {% else %}
+    {% do rerun_safety._po_error("partition_key must be " ~ shape_hint ~ "; got " ~ raw ~ ".") %}
+  {% endif %}
+
+  {% set by_lower = {} %}
+  {% for col in dest_columns %}
+    {% do by_lower.update({col.name | lower: col}) %}
+  {% endfor %}
+  {% set keys = [] %}
+  {% for name in names %}
+    {% if name is not string or (name | lower) not in by_lower %}
+      {% do rerun_safety._po_error("partition_key names '" ~ name ~ "', which is not a column of the model (columns: "
+          ~ dest_columns | map(attribute='name') | join(', ') ~ "). Set partition_key to one of them.") %}
+    {% endif %}
+    {% set col = by_lower[name | lower] %}
+    {% do keys.append({'name': col.name, 'quoted': adapter.quote(col.name), 'data_type': col.data_type}) %}
+  {% endfor %}
+
+  {% set static = none %}
+  {% set raw_partitions = config.get('partitions') %}
+  {% if raw_partitions is not none %}
+    {% if raw_partitions is string or raw_partitions is mapping or raw_partitions is not iterable %}
+      {% do rerun_safety._po_error("partitions must be a list of partition values, e.g. partitions=['2024-01-01', '2024-01-02'] (a list of lists for a list partition_key); got " ~ raw_partitions ~ ". Remove partitions to replace the partitions present in the batch.") %}
+    {% endif %}
+    {% if raw_partitions | length == 0 %}
+      {% do rerun_safety._po_error("partitions is an empty list. List the partitions to replace, or remove partitions to replace the partitions present in the batch.") %}
+    {% endif %}
+    {% set static = [] %}
+    {% for entry in raw_partitions %}
+      {% if keys | length == 1 %}
+        {% set values = [entry] %}
+      {% elif entry is string or entry is mapping or entry is not iterable or entry | length != keys | length %}
+        {% do rerun_safety._po_error("partitions entries must each be a list of " ~ keys | length ~ " values, one per partition_key column ("
+            ~ keys | map(attribute='name') | join(', ') ~ "); got " ~ entry ~ ".") %}
+      {% else %}
+        {% set values = entry | list %}
+      {% endif %}
+      {% for value in values %}
+        {% if value is mapping or (value is iterable and value is not string) %}
+          {% do rerun_safety._po_error("partitions values must be scalars (string, number, date or null); got " ~ value ~ ".") %}
+        {% endif %}
+      {% endfor %}
+      {% do static.append(values) %}
+    {% endfor %}
+  {% endif %}
+  {{ return({'keys': keys, 'granularity': granularity, 'static': static}) }}
+{% endmacro %}
+
+{#- The partition value of a row: the column itself, or truncated to the granularity. -#}
+{% macro _po_part_expr(alias, key, granularity) %}
+  {%- if granularity -%}
+    date_trunc('{{ granularity }}', {{ alias }}.{{ key.quoted }})
+  {%- else -%}
+    {{ alias }}.{{ key.quoted }}
+  {%- endif -%}
+{% endmacro %}
+
+{#- A static partition value as a typed SQL literal; quotes in strings are doubled, never pasted raw. -#}
+{% macro _po_literal(value, key, granularity) %}
+  {%- if value is sameas true or value is sameas false -%}
+    {%- set text = 'true' if value else 'false' -%}
+  {%- elif value is number -%}
+    {%- set text = value | string -%}
+    {%- if text | lower in ['nan', 'inf', '-inf'] -%}
+      {% do rerun_safety._po_error("partitions value " ~ text ~ " is not a finite number.") %}
+    {%- endif -%}
+  {%- elif value is string -%}
+    {%- set text = "'" ~ value | replace("'", "''") ~ "'" -%}
+  {%- elif value.isoformat is defined -%}
+    {%- set text = "'" ~ value.isoformat() ~ "'" -%}
+  {%- else -%}
+    {% do rerun_safety._po_error("partitions value " ~ value ~ " is not a string, number or date.") %}
+  {%- endif -%}
+  {%- set typed = 'cast(' ~ text ~ ' as ' ~ key.data_type ~ ')' -%}
+  {%- if granularity -%}
+    date_trunc('{{ granularity }}', {{ typed }})
+  {%- else -%}
+    {{ typed }}
+  {%- endif -%}
+{% endmacro %}
+
+{#- A boolean that is true when the row at `alias` lies in one of the static partitions. -#}
+{% macro _po_static_match(alias, cfg) %}
+  {%- set alternatives = [] -%}
+  {%- for values in cfg.static -%}
+    {%- set terms = [] -%}
+    {%- for key in cfg['keys'] -%}
+      {%- set value = values[loop.index0] -%}
+      {%- set expr = rerun_safety._po_part_expr(alias, key, cfg.granularity) -%}
+      {%- if value is none -%}
+        {%- do terms.append(expr ~ ' is null') -%}
+      {%- else -%}
+        {%- do terms.append(expr ~ ' = ' ~ rerun_safety._po_literal(value, key, cfg.granularity)) -%}
+      {%- endif -%}
+    {%- endfor -%}
+    {%- do alternatives.append('(' ~ terms | join(' and ') ~ ')') -%}
+  {%- endfor -%}
+  ({{ alternatives | join('\n      or ') }})
+{%- endmacro %}
+
+{#- A boolean that is true when the target row's partition is present in the batch, NULL-safe.
+    The IN form lets the engines hash the batch's partitions; rows with a NULL partition value
+    take the correlated IS NOT DISTINCT FROM branch, evaluated only for them. -#}
+{% macro _po_dynamic_match(dest, source_relation, cfg) %}
+  {%- set src = 'DBT_INTERNAL_SOURCE' -%}
+  {%- set dest_exprs = [] -%}
+  {%- set src_exprs = [] -%}
+  {%- set null_terms = [] -%}
+  {%- set same_terms = [] -%}
+  {%- for key in cfg['keys'] -%}
+    {%- set d = rerun_safety._po_part_expr(dest, key, cfg.granularity) -%}
+    {%- set s = rerun_safety._po_part_expr(src, key, cfg.granularity) -%}
+    {%- do dest_exprs.append(d) -%}
+    {%- do src_exprs.append(s) -%}
+    {%- do null_terms.append(d ~ ' is null') -%}
+    {%- do same_terms.append(s ~ ' is not distinct from ' ~ d) -%}
+  {%- endfor -%}
+  (
+        ({{ dest_exprs | join(', ') }}) in (
+            select {{ src_exprs | join(', ') }} from {{ source_relation }} as {{ src }}
+        )
+        or (
+            ({{ null_terms | join(' or ') }})
+            and exists (
+                select 1 from {{ source_relation }} as {{ src }}
+                where {{ same_terms | join(' and ') }}
+            )
+        )
+    )
+{%- endmacro %}
+
+{#- Engine-specific ways to abort the statement from inside a row expression, with a message
+    built from the row (so it is never constant-folded at plan time). Both return a boolean. -#}
+{% macro _po_fail_by_cast(message_sql) -%}
+  cast({{ message_sql }} as boolean)
+{%- endmacro %}
+
+{% macro _po_fail_by_error(message_sql) -%}
+  (error({{ message_sql }}) is null)
+{%- endmacro %}
+
+{#- The whole replacement as ONE statement: a data-modifying CTE deletes the partitions, the outer
+    INSERT writes the batch. Both engines evaluate the delete against the statement's snapshot, so
+    the inserted rows are never deleted, and any error (a static-partition violation, a constraint)
+    aborts both. -#}
+{% macro _po_statement(arg_dict, fail_macro) %}
+  {% set off = rerun_safety._po_transactions_off() %}
+  {% if off %}
+    {% do rerun_safety._po_error("the profile sets " ~ off ~ ", so the delete and the insert could not run in one transaction. Remove " ~ off.split(':')[0] ~ " from the profile's target, or pick another incremental_strategy for this model.") %}
+  {% endif %}
+  {% set target_relation = arg_dict['target_relation'] %}
+  {% set source_relation = arg_dict['temp_relation'] %}
+  {% set dest_columns = arg_dict['dest_columns'] %}
+  {% set predicates = arg_dict.get('incremental_predicates') or [] %}
+  {% if predicates is string %}{% set predicates = [predicates] %}{% endif %}
+  {% set cfg = rerun_safety._po_parse_config(dest_columns) %}
+  {% set dest_cols_csv = get_quoted_csv(dest_columns | map(attribute='name')) %}
+
+  {% if cfg.static is not none %}
+    {% set delete_match = rerun_safety._po_static_match('DBT_INTERNAL_DEST', cfg) %}
+    {% set shown = [] %}
+    {% for key in cfg['keys'] %}
+      {% do shown.append("coalesce(cast(" ~ rerun_safety._po_part_expr('DBT_INTERNAL_SOURCE', key, cfg.granularity) ~ " as varchar), 'NULL')") %}
+    {% endfor %}
+    {% set prefix = "partition_overwrite strategy, model '" ~ model.name ~ "': a batch row has partition_key ("
+        ~ cfg['keys'] | map(attribute='name') | join(', ') ~ ") = (" %}
+    {% set suffix = "), outside the static partitions; nothing was changed. Add it to partitions, or filter the model to the listed partitions." %}
+    {% set message_sql = "'" ~ prefix | replace("'", "''") ~ "' || " ~ shown | join(" || ', ' || ") ~ " || '" ~ suffix | replace("'", "''") ~ "'" %}
+  {% else %}
+    {% set delete_match = rerun_safety._po_dynamic_match('DBT_INTERNAL_DEST', source_relation, cfg) %}
+  {% endif %}
+
+  {% set sql %}
+with rerun_safety_deleted as (
+    delete from {{ target_relation }} as DBT_INTERNAL_DEST
+    where {{ delete_match }}
+    {%- for predicate in predicates %}
+      and ({{ predicate }})
+    {%- endfor %}
+    returning 1
+)
+insert into {{ target_relation }} ({{ dest_cols_csv }})
+select {{ dest_cols_csv }}
+from {{ source_relation }} as DBT_INTERNAL_SOURCE
+{%- if cfg.static is not none %}
+where case when {{ rerun_safety._po_static_match('DBT_INTERNAL_SOURCE', cfg) }}
+      then true
+      else {{ fail_macro(message_sql) }}
+      end
+{%- endif %}
+  {% endset %}
+  {{ return(sql) }}
+{% endmacro %}

@@ -1,0 +1,158 @@
+"""A dbt project using the `partition_overwrite` strategy, driven in-process on one engine.
+
+Each model reads a raw table named `raw_<model>` that the test fills directly; the project is
+parsed once and every later run reuses the manifest (one dbt invocation at a time).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import yaml
+
+from _support import REPO_ROOT, duckdb_profile, postgres_profile
+
+SHIM = (REPO_ROOT / "integration_tests" / "macros" / "get_incremental_partition_overwrite_sql.sql").read_text()
+
+
+class DbtFailed(AssertionError):
+    pass
+
+
+class PoProject:
+    """One dbt project + one warehouse (a DuckDB file or a PostgreSQL database)."""
+
+    def __init__(self, root: Path, engine: str, models: dict[str, str], pg_server=None, dbname=None):
+        self.root = Path(root)
+        self.engine = engine
+        self.pg_server = pg_server
+        self.dbname = dbname
+        self.db_path = self.root / "warehouse.duckdb"
+        self.schema = "main" if engine == "duckdb" else "public"
+        (self.root / "models").mkdir(parents=True, exist_ok=True)
+        (self.root / "macros").mkdir(exist_ok=True)
+        (self.root / "macros" / "get_incremental_partition_overwrite_sql.sql").write_text(SHIM)
+        for name, sql in models.items():
+            (self.root / "models" / f"{name}.sql").write_text(sql)
+        (self.root / "dbt_project.yml").write_text(yaml.safe_dump({
+            "name": "po_tests", "version": "1.0", "config-version": 2, "profile": "po_tests",
+            "model-paths": ["models"], "macro-paths": ["macros"]}))
+        (self.root / "packages.yml").write_text(yaml.safe_dump({"packages": [{"local": str(REPO_ROOT)}]}))
+        self.write_profiles()
+        self._manifest = None
+
+    # -- profiles -------------------------------------------------------------------------
+    def output(self, **extra) -> dict:
+        if self.engine == "duckdb":
+            # keep_open false: the test opens the file between dbt invocations.
+            return duckdb_profile(self.db_path, schema=self.schema, keep_open=False, **extra)
+        return postgres_profile(self.pg_server, self.dbname, schema=self.schema, **extra)
+
+    def write_profiles(self) -> None:
+        off = {"disable_transactions": True} if self.engine == "duckdb" else {"autocommit": True}
+        outputs = {"dev": self.output(), "notx": self.output(**off)}
+        (self.root / "profiles.yml").write_text(yaml.safe_dump(
+            {"po_tests": {"target": "dev", "outputs": outputs}}))
+
+    # -- dbt ------------------------------------------------------------------------------
+    def _args(self, args: list[str]) -> list[str]:
+        return [*args, "--project-dir", str(self.root), "--profiles-dir", str(self.root)]
+
+    def setup(self) -> None:
+        from dbt.cli.main import dbtRunner
+
+        res = dbtRunner().invoke(self._args(["deps"]))
+        if not res.success:
+            raise DbtFailed(f"dbt deps failed: {res.exception}")
+        res = dbtRunner().invoke(self._args(["parse"]))
+        if not res.success:
+            raise DbtFailed(f"dbt parse failed: {res.exception}")
+        self._manifest = res.result
+
+    def dbt(self, *args: str, reuse_manifest: bool = True):
+        """Run dbt in-process; return (success, list of node messages, exception)."""
+        from dbt.cli.main import dbtRunner
+
+        runner = dbtRunner(manifest=self._manifest) if reuse_manifest else dbtRunner()
+        res = runner.invoke(self._args(list(args)))
+        messages = []
+        if res.result is not None and hasattr(res.result, "results"):
+            messages = [f"{r.status}: {r.message}" for r in res.result.results]
+        return res.success, messages, res.exception
+
+    def run(self, model: str, *extra: str) -> None:
+        ok, messages, exc = self.dbt("run", "--select", model, *extra)
+        if not ok:
+            raise DbtFailed(f"dbt run of {model} failed: {exc} {messages}")
+
+    def run_fails(self, model: str, *extra: str, reuse_manifest: bool = True) -> str:
+        ok, messages, exc = self.dbt("run", "--select", model, *extra, reuse_manifest=reuse_manifest)
+        assert not ok, f"dbt run of {model} unexpectedly succeeded"
+        assert exc is None, f"dbt crashed instead of failing the model: {exc}"
+        return "\n".join(messages)
+
+    # -- warehouse ------------------------------------------------------------------------
+    def connect(self):
+        if self.engine == "duckdb":
+            import duckdb
+
+            return duckdb.connect(str(self.db_path))
+        return self.pg_server.connect(self.dbname)
+
+    def sql(self, statements: str | list, params_rows=None, fetch: bool = False):
+        conn = self.connect()
+        try:
+            cur = conn.cursor()
+            if isinstance(statements, str):
+                statements = [statements]
+            out = None
+            for stmt in statements:
+                cur.execute(stmt)
+                if fetch:
+                    out = cur.fetchall()
+            if self.engine == "postgres":
+                conn.commit()
+            return out
+        finally:
+            conn.close()
+
+    def fill_raw(self, model: str, columns: str, rows: list[tuple]) -> None:
+        """(Re)create raw_<model> with `columns` (SQL column defs) and exactly `rows`."""
+        conn = self.connect()
+        try:
+            cur = conn.cursor()
+            cur.execute(f"drop table if exists raw_{model}")
+            cur.execute(f"create table raw_{model} ({columns})")
+            if rows:
+                marks = ", ".join(["%s" if self.engine == "postgres" else "?"] * len(rows[0]))
+                cur.executemany(f"insert into raw_{model} values ({marks})", rows)
+            if self.engine == "postgres":
+                conn.commit()
+        finally:
+            conn.close()
+
+    def rows(self, table: str, columns: str = "*") -> Counter:
+        """The exact multiset of rows of a table."""
+        return Counter(self.sql(f"select {columns} from {table}", fetch=True))
+
+    def drop_warehouse(self) -> None:
+        if self.engine == "postgres":
+            self.pg_server.drop_database(self.dbname)
+
+
+def make_project(tmp_root: Path, engine: str, models: dict[str, str], pg_server=None) -> PoProject:
+    dbname = pg_server.create_database("po") if engine == "postgres" else None
+    project = PoProject(tmp_root, engine, models, pg_server=pg_server, dbname=dbname)
+    project.setup()
+    return project
+
+
+def model_sql(config: str, columns: str = "*") -> str:
+    """A model reading its raw table; `config` is the body of config(...)."""
+    return (
+        "{{ config(materialized='incremental', incremental_strategy='partition_overwrite', "
+        + config
+        + ") }}\nselect " + columns + " from {{ target.schema }}.raw_{{ this.identifier }}\n"
+    )
