@@ -1,0 +1,4 @@
+{{ config(materialized='table') }}
+
+select * from {{ ref('data_events') }}
+where {{ rerun_safety.window_filter('event_at', lookback=1, grain='day') }}

@@ -1,0 +1,9 @@
+{{ config(
+    materialized='incremental',
+    incremental_strategy='delete+insert',
+    unique_key='event_id',
+    post_hook="{{ rerun_safety.record_batch() }}"
+) }}
+
+select * from {{ ref('data_events') }}
+where {{ rerun_safety.window_filter('event_at', lookback=1, grain='day') }}

@@ -1,0 +1,41 @@
+{#- Per group (e.g. per day): count(distinct key) in the model vs in compare_to, plus the model's
+    raw count(*). Fails a group when the distinct keys differ by more than tolerance (an absolute
+    number of keys), or when the model has more rows than distinct keys there (duplicates).
+    A group present on one side only counts 0 on the other. -#}
+{% test reconcile_counts(model, compare_to, key, group_by=none, tolerance=0) %}
+  {{ return(adapter.dispatch('test_reconcile_counts', 'rerun_safety')(model, compare_to, key, group_by, tolerance)) }}
+{% endtest %}
+
+{% macro default__test_reconcile_counts(model, compare_to, key, group_by, tolerance) %}
+  {%- do rerun_safety._rs_require_relation('reconcile_counts', 'compare_to', compare_to) -%}
+  {%- set keys = rerun_safety._rs_as_list('reconcile_counts', 'key', key) -%}
+  {%- set groups = rerun_safety._rs_as_list('reconcile_counts', 'group_by', group_by, required=false) -%}
+  {%- set tolerance = rerun_safety._rs_number('reconcile_counts', 'tolerance', tolerance, minimum=0) -%}
+  {{ config(fail_calc='count(*)') }}
+  {%- if not execute -%}{{ return('') }}{%- endif -%}
+  {%- set model_keys = rerun_safety._rs_resolve_columns('reconcile_counts', 'key', model, keys) -%}
+  {%- set compare_keys = rerun_safety._rs_resolve_columns('reconcile_counts', 'key (in compare_to)', compare_to, keys) -%}
+  {%- set model_groups = rerun_safety._rs_quote_all(rerun_safety._rs_resolve_columns('reconcile_counts', 'group_by', model, groups)) -%}
+  {%- set compare_groups = rerun_safety._rs_quote_all(rerun_safety._rs_resolve_columns('reconcile_counts', 'group_by (in compare_to)', compare_to, groups)) -%}
+  {%- set model_sql = rerun_safety._rs_key_stats_sql(model, model_keys, model_groups, model_groups) -%}
+  {%- set compare_sql = rerun_safety._rs_key_stats_sql(compare_to, compare_keys, compare_groups, model_groups) -%}
+with per_group as (
+  select * from {{ rerun_safety._rs_align_groups_sql(model_sql, compare_sql, model_groups, ['n_rows', 'n_distinct_keys']) }} as _rs_groups
+),
+validation_errors as (
+  select {% for g in model_groups %}{{ g }}, {% endfor %}
+    model_n_rows as model_rows,
+    model_n_distinct_keys as model_distinct_keys,
+    compare_n_distinct_keys as compare_distinct_keys,
+    compare_n_rows as compare_rows,
+    model_n_distinct_keys - compare_n_distinct_keys as distinct_key_diff,
+    case
+      when abs(model_n_distinct_keys - compare_n_distinct_keys) > {{ tolerance }} then 'distinct_keys_differ'
+      else 'duplicate_keys_in_model'
+    end as reason
+  from per_group
+  where abs(model_n_distinct_keys - compare_n_distinct_keys) > {{ tolerance }}
+     or model_n_rows > model_n_distinct_keys
+)
+select * from validation_errors
+{%- endmacro %}
