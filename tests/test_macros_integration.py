@@ -1,0 +1,323 @@
+"""integration_tests/ built for real on DuckDB and on the session's PostgreSQL server.
+
+Each engine builds the project once (module-scoped fixture) and a few extra dbt invocations run
+against that build (windows, incremental watermark, a run that fails after its insert, bad
+arguments); the tests below assert on the results. dbtRunner is not thread-safe: one invocation
+at a time, in this process.
+"""
+from __future__ import annotations
+
+import csv
+import hashlib
+import shutil
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+import yaml
+
+from _support import REPO_ROOT, duckdb_profile, postgres_profile, write_profiles
+
+IT_DIR = REPO_ROOT / "integration_tests"
+PROFILE = "rerun_safety_integration_tests"
+
+# Exact failure counts of every data test in integration_tests/models/schema.yml.
+EXPECTED_FAILURES = {
+    # clean table and deduplicate outputs: pass
+    "clean_unique_key": 0,
+    "clean_reconcile_counts": 0,
+    "clean_reconcile_sums": 0,
+    "clean_equal_multiset": 0,
+    "clean_volume_within_band": 0,
+    "dedup_orders_current_matches_expected": 0,
+    "dedup_orders_current_one_row_per_key": 0,
+    "dedup_shuffled_1_matches_expected": 0,
+    "dedup_shuffled_2_matches_expected": 0,
+    "dedup_shuffled_3_matches_expected": 0,
+    # last day (23 events) appended twice
+    "expect_fail_doubled_unique_key": 23,           # each of its 23 keys twice
+    "expect_fail_doubled_reconcile_counts": 1,      # that day: 46 rows for 23 distinct keys
+    "expect_fail_doubled_reconcile_sums": 1,        # that day's sum doubled
+    "expect_fail_doubled_equal_multiset": 23,       # 23 rows with count 2 vs 1
+    "expect_fail_doubled_volume_within_band": 1,    # duplicate_rows (distinct 23 is in band)
+    # last day: 11 of 23 events kept, each twice (22 rows, inside the band)
+    "expect_fail_half_missing_volume_within_band": 2,  # distinct below band + duplicate rows
+    "expect_fail_half_missing_reconcile_counts": 1,
+    "expect_fail_short_history_volume_within_band": 1,  # insufficient_history
+    "expect_fail_equal_multiset_xxy_vs_xyy": 2,     # x: 2 vs 1, y: 1 vs 2
+    "expect_fail_unique_key_composite_nulls": 3,    # (1,NULL) twice, (2,NULL), (3,3) twice
+    "expect_fail_unique_key_composite_allow_null": 2,  # (1,NULL) twice, (3,3) twice
+}
+
+# data_events: day d (0-based from 2026-01-01) has 20 + (7*d % 9) events.
+DAY_COUNTS = [20 + (7 * d) % 9 for d in range(40)]
+
+
+@dataclass
+class Built:
+    engine: str
+    project: Path
+    query: callable
+    build: object
+    extra: dict = field(default_factory=dict)
+
+
+def _invoke(project: Path, args: list[str], manifest=None):
+    from dbt.cli.main import dbtRunner
+
+    runner = dbtRunner(manifest=manifest) if manifest is not None else dbtRunner()
+    return runner.invoke([*args, "--project-dir", str(project), "--profiles-dir", str(project)])
+
+
+def _copy_project(dest: Path) -> Path:
+    project = dest / "integration_tests"
+    shutil.copytree(IT_DIR, project, ignore=shutil.ignore_patterns("target", "dbt_packages", "logs", "*.duckdb",
+                                                                   "package-lock.yml", "profiles.yml"))
+    (project / "packages.yml").write_text(yaml.safe_dump({"packages": [{"local": str(REPO_ROOT)}]}))
+    return project
+
+
+def _error_text(res) -> str:
+    parts = [str(res.exception or "")]
+    for r in getattr(res.result, "results", None) or []:
+        parts.append(str(r.message or ""))
+    return "\n".join(parts)
+
+
+def _by_name(res) -> dict:
+    return {r.node.name: r for r in res.result.results}
+
+
+@pytest.fixture(scope="module", params=["duckdb", "postgres"])
+def built(request, tmp_path_factory):
+    engine = request.param
+    tmp = tmp_path_factory.mktemp(f"it_{engine}")
+    project = _copy_project(tmp)
+    dbname = None
+    if engine == "duckdb":
+        path = tmp / "it.duckdb"
+        write_profiles(project, PROFILE, duckdb_profile(path, keep_open=False))
+
+        def query(sql):
+            import duckdb
+
+            con = duckdb.connect(str(path))
+            try:
+                return con.execute(sql).fetchall()
+            finally:
+                con.close()
+    else:
+        server = request.getfixturevalue("pg_server")
+        dbname = server.create_database("rs_it")
+        write_profiles(project, PROFILE, postgres_profile(server, dbname))
+
+        def query(sql):
+            conn = server.connect(dbname)
+            try:
+                with conn.cursor() as cur:
+                    cur.execute(sql)
+                    return cur.fetchall()
+            finally:
+                conn.close()
+
+    try:
+        deps = _invoke(project, ["deps"])
+        assert deps.success, deps.exception
+        parsed = _invoke(project, ["parse"])
+        assert parsed.success, parsed.exception
+        manifest = parsed.result
+        build = _invoke(project, ["build"], manifest)
+        out = Built(engine, project, query, build)
+        if build.success:
+            extra = out.extra
+            # A second run of the incremental model: the window comes from the target's watermark.
+            extra["incremental"] = _invoke(project, ["run", "-s", "window_events_incremental"], manifest)
+            extra["windowed"] = _invoke(project, ["run", "-s", "window_events", "--vars",
+                                                  "{rerun_safety_window_start: '2026-01-05', "
+                                                  "rerun_safety_window_end: '2026-01-07T00:00:00Z'}"], manifest)
+            extra["ledger_before_fail"] = query(
+                "select count(*) from rerun_safety_ledger where model_name = 'ledger_fails_after_insert'")[0][0]
+            extra["failing"] = _invoke(project, ["run", "-s", "ledger_fails_after_insert", "--vars",
+                                                 "{rs_it_fail_after_insert: true, "
+                                                 "rerun_safety_window_start: '2026-02-01', "
+                                                 "rerun_safety_window_end: '2026-02-02'}"], manifest)
+            extra["injection"] = _invoke(project, ["compile", "-s", "window_events", "--vars",
+                                                   "{rerun_safety_window_start: \"2026-01-01'; drop table "
+                                                   "data_events; --\", rerun_safety_window_end: '2026-01-02'}"], manifest)
+            extra["reversed_window"] = _invoke(project, ["compile", "-s", "window_events", "--vars",
+                                                         "{rerun_safety_window_start: '2026-01-02', "
+                                                         "rerun_safety_window_end: '2026-01-02'}"], manifest)
+            # An unknown column is only knowable from the warehouse: checked at compile time.
+            bad = project / "models" / "_bad_unknown_column.yml"
+            bad.write_text(yaml.safe_dump({"version": 2, "models": [{"name": "window_events", "data_tests": [
+                {"rerun_safety.reconcile_counts": {"name": "bad_unknown_column", "arguments": {
+                    "compare_to": "ref('data_events')", "key": "event_idd", "group_by": "event_date"}}}]}]}))
+            extra["unknown_column"] = _invoke(project, ["test", "-s", "bad_unknown_column"])
+            bad.unlink()
+        yield out
+    finally:
+        if dbname:
+            request.getfixturevalue("pg_server").drop_database(dbname)
+
+
+def test_build_succeeds_and_every_test_has_its_exact_failure_count(built):
+    assert built.build.success, _error_text(built.build)
+    results = _by_name(built.build)
+    tests = {name: r for name, r in results.items() if r.node.resource_type == "test"}
+    assert set(tests) == set(EXPECTED_FAILURES)
+    got = {name: (str(r.status), r.failures) for name, r in tests.items()}
+    want = {name: ("pass" if n == 0 else "warn", n) for name, n in EXPECTED_FAILURES.items()}
+    assert got == want
+    errors = [n for n, r in results.items() if str(r.status) in ("error", "fail", "skipped")]
+    assert errors == []
+
+
+def _failing_rows(built, test_name):
+    node = _by_name(built.build)[test_name].node
+    return built.query(f"select * from ({node.compiled_code}) as t")
+
+
+def test_volume_band_reasons(built):
+    doubled = _failing_rows(built, "expect_fail_doubled_volume_within_band")
+    assert [r[-1] for r in doubled] == ["duplicate_rows"]
+    period, n_rows, n_distinct, used = doubled[0][:4]
+    assert (n_rows, n_distinct, used) == (46, 23, 30)
+    half = _failing_rows(built, "expect_fail_half_missing_volume_within_band")
+    assert sorted(r[-1] for r in half) == ["distinct_keys_below_band", "duplicate_rows"]
+    row = half[0]
+    n_rows, n_distinct, lower, upper = row[1], row[2], float(row[6]), float(row[7])
+    # count(*) alone would look normal; the distinct count is what leaves the band.
+    assert (n_rows, n_distinct) == (22, 11)
+    assert lower <= n_rows <= upper and n_distinct < lower
+    short = _failing_rows(built, "expect_fail_short_history_volume_within_band")
+    assert [(r[3], r[-1]) for r in short] == [(2, "insufficient_history")]
+
+
+def test_reconcile_rows_name_the_partition(built):
+    rows = _failing_rows(built, "expect_fail_half_missing_reconcile_counts")
+    assert [(str(r[0])[:10], r[1], r[2], r[3], r[4], r[5], r[6]) for r in rows] == [
+        ("2026-02-09", 22, 11, 23, 23, -12, "distinct_keys_differ")]
+    rows = _failing_rows(built, "expect_fail_doubled_reconcile_sums")
+    assert len(rows) == 1 and str(rows[0][0])[:10] == "2026-02-09"
+    assert rows[0][1] == 2 * rows[0][2] and rows[0][3] == rows[0][2]
+
+
+def _expected_dedup_rows():
+    rows = []
+    with open(IT_DIR / "seeds" / "data_deduplicate_expected.csv") as f:
+        for r in csv.DictReader(f):
+            rows.append((int(r["id"]) if r["id"] else None, r["updated_at"] or None, r["status"] or None,
+                         Decimal(r["amount"]).quantize(Decimal("0.01")) if r["amount"] else None))
+    return rows
+
+
+def _norm(row):
+    id_, ts, status, amount = row
+    return (id_, ts.strftime("%Y-%m-%d %H:%M:%S") if ts is not None else None, status,
+            Decimal(str(amount)).quantize(Decimal("0.01")) if amount is not None else None)
+
+
+def test_deduplicate_is_identical_across_insert_orders(built):
+    # The three inputs really hold the rows in different physical orders...
+    scans = [built.query(f"select id, status, amount from dedup_shuffled_input_{k}") for k in (1, 2, 3)]
+    assert len({tuple(s) for s in scans}) == 3 and all(len(s) == 169 for s in scans)
+    # ...and the deduplicated outputs are byte-identical, with the NULL key and NULL columns kept.
+    order = "order by id nulls last, updated_at nulls last, status nulls last, amount nulls last"
+    outputs = {}
+    for rel in ("orders_current", "dedup_shuffled_1", "dedup_shuffled_2", "dedup_shuffled_3"):
+        rows = [_norm(r) for r in built.query(f"select id, updated_at, status, amount from {rel} {order}")]
+        outputs[rel] = hashlib.sha256(repr(rows).encode()).hexdigest()
+        assert rows == _expected_dedup_rows()
+    assert len(set(outputs.values())) == 1
+    rows = _expected_dedup_rows()
+    assert len(rows) == 38
+    assert sum(1 for r in rows if r[0] is None) == 1          # NULL is a key value, kept once
+    assert sum(1 for r in rows if r[1] is None) == 2          # ids 4 and 6: NULL order_by kept
+
+
+def test_window_vars_select_a_half_open_window(built):
+    assert built.extra["windowed"].success, _error_text(built.extra["windowed"])
+    # [2026-01-05, 2026-01-07): days 4 and 5 exactly, none of 2026-01-07 00:05.
+    assert built.query("select count(*) from window_events")[0][0] == DAY_COUNTS[4] + DAY_COUNTS[5] == 49
+
+
+def test_incremental_window_is_aligned_to_the_grain(built):
+    res = built.extra["incremental"]
+    assert res.success, _error_text(res)
+    assert built.query("select count(*), count(distinct event_id) from window_events_incremental")[0] == (959, 959)
+    ledger = built.query("select rows_in_batch, rows_in_target, window_start from rerun_safety_ledger "
+                         "where model_name = 'window_events_incremental' order by recorded_at")
+    assert len(ledger) == 2
+    assert ledger[0] == (959, 959, None)  # first build: the whole table
+    # Second run: watermark 2026-02-09 13:39 minus 1 day, truncated to 2026-02-08 00:00 -> two whole days.
+    expected_batch = DAY_COUNTS[38] + DAY_COUNTS[39]
+    assert expected_batch == 48
+    if built.engine == "postgres":
+        assert ledger[1] == (expected_batch, 959, None)
+    else:  # dbt-duckdb does not report rows affected
+        assert ledger[1] == (None, 959, None)
+
+
+def test_ledger_row_only_for_committed_runs(built):
+    # The build committed ledger_target and ledger_fails_after_insert once each.
+    rows = built.query("select model_name, rows_in_batch, rows_in_target, status, invocation_id "
+                       "from rerun_safety_ledger where model_name in ('ledger_target', 'ledger_fails_after_insert') "
+                       "order by model_name")
+    assert [(r[0], r[1], r[2], r[3]) for r in rows] == [
+        ("ledger_fails_after_insert", 959, 959, "success"), ("ledger_target", 959, 959, "success")]
+    assert rows[0][4] == rows[1][4]  # both written by the same build invocation
+    # A run that recorded its batch and then failed left nothing: no new ledger row.
+    failing = built.extra["failing"]
+    assert not failing.success
+    assert str(_by_name(failing)["ledger_fails_after_insert"].status) == "error"
+    assert built.extra["ledger_before_fail"] == 1
+    assert built.query("select count(*), count(window_start) from rerun_safety_ledger "
+                       "where model_name = 'ledger_fails_after_insert'")[0] == (1, 0)
+    # The exposed ledger view reads the same rows.
+    assert built.query("select count(*) from rerun_safety_run_ledger")[0][0] == \
+        built.query("select count(*) from rerun_safety_ledger")[0][0] == 4
+
+
+def test_window_vars_are_validated_before_any_sql(built):
+    res = built.extra["injection"]
+    assert not res.success
+    text = _error_text(res)
+    assert "rerun_safety_window_start" in text and "is not an ISO-8601 date/timestamp" in text
+    assert built.query("select count(*) from data_events")[0][0] == 959
+    res = built.extra["reversed_window"]
+    assert not res.success
+    assert "start must be before end" in _error_text(res)
+
+
+def test_unknown_column_fails_at_compile_time(built):
+    res = built.extra["unknown_column"]
+    assert not res.success
+    text = _error_text(res)
+    assert "reconcile_counts: argument 'key' names column 'event_idd'" in text
+    assert "Fix: use one of: event_id, event_at, event_date, amount" in text
+
+
+@pytest.mark.parametrize("test_name, arguments, message", [
+    ("reconcile_counts", {"compare_to": "ref('m')", "key": "id", "group_by": "d", "tolerance": "five"},
+     "reconcile_counts: argument 'tolerance' must be a number; got 'five' (a string). Fix: write it unquoted"),
+    ("reconcile_counts", {"compare_to": "ref('m')", "group_by": "d"},
+     "reconcile_counts: argument 'key' is required; set it to a column name or a list of column names"),
+    ("equal_multiset", {"compare_to": "m"},
+     "equal_multiset: argument 'compare_to' is required and must be a relation; got 'm'. Fix: compare_to: ref("),
+])
+def test_bad_arguments_fail_at_parse_time(tmp_path, test_name, arguments, message):
+    """Type and presence errors need no warehouse: `dbt parse` already refuses them."""
+    project = tmp_path / "bad_args"
+    (project / "models").mkdir(parents=True)
+    (project / "dbt_project.yml").write_text(yaml.safe_dump(
+        {"name": "bad_args", "version": "1.0.0", "config-version": 2, "profile": "bad_args"}))
+    (project / "packages.yml").write_text(yaml.safe_dump({"packages": [{"local": str(REPO_ROOT)}]}))
+    (project / "models" / "m.sql").write_text("select 1 as id, current_date as d")
+    (project / "models" / "m.yml").write_text(yaml.safe_dump({"version": 2, "models": [
+        {"name": "m", "data_tests": [{f"rerun_safety.{test_name}": {"arguments": arguments}}]}]}))
+    write_profiles(project, "bad_args", duckdb_profile(tmp_path / "w.duckdb", keep_open=False))
+    assert _invoke(project, ["deps"]).success
+    res = _invoke(project, ["parse"])
+    assert not res.success
+    assert message in _error_text(res)
