@@ -1,0 +1,75 @@
+"""The renderer interface and the few formatting helpers the renderers share.
+
+Renderers turn a finished `GamedayReport` into text. They only format: every number, verdict,
+root cause and contamination they show comes from the report as the game day decided it.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import ClassVar
+
+from ..results import GamedayReport, ModelVerdict, ScenarioResult
+
+
+class Renderer(ABC):
+    """One output format. `render` is pure: the same report always gives the same text."""
+
+    #: Key in the dict `write_reports` returns.
+    key: ClassVar[str]
+    #: File name inside the output directory.
+    filename: ClassVar[str]
+
+    @abstractmethod
+    def render(self, report: GamedayReport) -> str:
+        """The whole file's text."""
+
+
+def numbers(s: ScenarioResult) -> str:
+    """The key numbers of a scenario in one line, as every format shows them."""
+    parts = [f"{s.extra_rows} extra rows", f"{s.missing_rows} missing rows",
+             f"{s.duplicate_keys} duplicate keys", f"{s.changed_rows} changed rows"]
+    return f"{', '.join(parts)} (reference {s.reference_rows} rows, scenario {s.rows} rows)"
+
+
+def cause(model: ModelVerdict) -> str:
+    """'root cause', 'contaminated by a, b', the skip reason, or ''."""
+    if model.root_cause:
+        return "root cause"
+    if model.contaminated_by:
+        return "contaminated by " + ", ".join(model.contaminated_by)
+    if model.verdict == "skipped" and model.reason:
+        return model.reason
+    return ""
+
+
+def headline(report: GamedayReport) -> str:
+    """One line: how many models are unsafe and which are the root causes."""
+    n = len(report.models)
+    unsafe = report.unsafe
+    if not unsafe:
+        skipped = sum(1 for m in report.models if m.verdict == "skipped")
+        tail = f" ({skipped} skipped)" if skipped else ""
+        return f"All {n - skipped} judged models are safe to run twice{tail}."
+    roots = report.root_causes
+    text = f"{len(unsafe)} of {n} models are unsafe"
+    if roots:
+        text += "; root cause" + ("s" if len(roots) > 1 else "") + ": " + ", ".join(
+            f"{m.name} ({m.verdict})" for m in roots)
+    return text + "."
+
+
+def sample_columns(sample) -> list[str]:
+    """Columns of sample rows, in order of first appearance."""
+    cols: dict[str, None] = {}
+    for row in sample:
+        for k in row:
+            cols.setdefault(str(k), None)
+    return list(cols)
+
+
+def cell(value, limit: int = 80) -> str:
+    """A sample value as short display text (NULL for None)."""
+    if value is None:
+        return "NULL"
+    text = str(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,144 @@
+"""report.md: a pull-request comment. Headline, root causes, contaminated models, a compact table
+of all models, then a few sample rows per unsafe model.
+
+Every string that comes from the user's project or data is escaped, so a `|` in a model name or
+a value cannot break a table and `<tag>` cannot become HTML.
+"""
+from __future__ import annotations
+
+import re
+
+from ..results import UNSAFE, GamedayReport, ModelVerdict, ScenarioResult, sort_worst_first
+from .base import Renderer, cause, cell, headline, sample_columns
+
+# GitHub rejects comments over 65,536 characters; samples are dropped first to stay under.
+MAX_CHARS = 60_000
+SAMPLE_ROWS = 5
+SAMPLE_COLUMNS = 8
+
+_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
+
+
+
+def md(text) -> str:
+    """Escape text for GitHub markdown, inline and in table cells."""
+    text = str(text).replace("\r", " ").replace("\n", " ")
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _SPECIAL.sub(r"\\\1", text)
+
+
+def _verdict(v: str) -> str:
+    return f"**{md(v)}**" if v in UNSAFE else md(v)
+
+
+def _worst_line(model: ModelVerdict) -> str:
+    s = model.worst_scenario
+    if s is None:
+        return ""
+    bits = [f"{n} {label}" for n, label in ((s.extra_rows, "extra rows"), (s.missing_rows, "missing rows"),
+                                             (s.duplicate_keys, "duplicate keys"),
+                                             (s.changed_rows, "changed rows")) if n]
+    text = f"in `{md_code(s.name)}`: " + (", ".join(bits) if bits else "no row difference")
+    text += f" (reference {s.reference_rows}, scenario {s.rows})"
+    diff = s.differing_partitions
+    if diff:
+        shown = ", ".join(f"{md(p.partition)}: {p.reference_rows} → {p.rows}" for p in diff[:3])
+        more = f" and {len(diff) - 3} more" if len(diff) > 3 else ""
+        text += f"; partitions {shown}{more}"
+    if s.verdict == "error" and s.message:
+        text += f": {md(s.message)}"
+    return text
+
+
+def md_code(text) -> str:
+    """Text for inside a code span: no backticks or newlines to break out of it."""
+    return str(text).replace("`", "'").replace("\r", " ").replace("\n", " ")
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    out += ["| " + " | ".join(r) + " |" for r in rows]
+    return out
+
+
+def _sample(model: ModelVerdict, s: ScenarioResult) -> list[str]:
+    cols = sample_columns(s.sample)
+    shown = cols[:SAMPLE_COLUMNS]
+    rows = [[md(cell(r.get(c), 40)) for c in shown] for r in s.sample[:SAMPLE_ROWS]]
+    out = [f"**{md(model.name)}** · `{md_code(s.name)}` · {md(s.verdict)}", ""]
+    out += _table([md(c) for c in shown], rows)
+    notes = []
+    if len(s.sample) > SAMPLE_ROWS:
+        notes.append(f"{SAMPLE_ROWS} of {len(s.sample)} sample rows")
+    if len(cols) > SAMPLE_COLUMNS:
+        notes.append(f"{SAMPLE_COLUMNS} of {len(cols)} columns")
+    if notes:
+        out += ["", "_" + "; ".join(notes) + "; see report.html_"]
+    return out + [""]
+
+
+class MarkdownRenderer(Renderer):
+    key = "markdown"
+    filename = "report.md"
+
+    def render(self, report: GamedayReport) -> str:
+        head, samples = self._main(report), self._samples(report)
+        text = "\n".join(head + samples)
+        if len(text) > MAX_CHARS:
+            text = "\n".join(head + ["_Sample rows omitted to fit a comment; see report.html._", ""])
+        return text.rstrip("\n") + "\n"
+
+    def _main(self, report: GamedayReport) -> list[str]:
+        icon = "❌" if report.unsafe else "✅"
+        out = [f"### {icon} rerun-safety game day: {md(headline(report))}", ""]
+        out.append(f"Project `{md_code(report.project)}` on {md(report.adapter)} "
+                   f"(target `{md_code(report.target)}`), scenarios "
+                   f"{', '.join(f'`{md_code(s)}`' for s in report.scenarios)}, {report.steps} steps.")
+        out.append("")
+        models = sort_worst_first(report.models)
+        roots = [m for m in models if m.root_cause]
+        if roots:
+            out += ["#### Root causes", ""]
+            for m in roots:
+                fanout = [x.name for x in models if m.name in x.contaminated_by or m.unique_id in x.contaminated_by]
+                line = f"- **{md(m.name)}**: {_verdict(m.verdict)} {_worst_line(m)}"
+                if fanout:
+                    line += f". Contaminates {len(fanout)}: " + ", ".join(md(n) for n in fanout)
+                out.append(line)
+            out.append("")
+        contaminated = [m for m in models if m.contaminated_by and not m.root_cause]
+        if contaminated:
+            out += ["#### Contaminated downstream", ""]
+            for m in contaminated:
+                out.append(f"- **{md(m.name)}**: {_verdict(m.verdict)}, contaminated by "
+                           + ", ".join(f"**{md(c)}**" for c in m.contaminated_by))
+            out.append("")
+        others = [m for m in models if m.verdict in UNSAFE
+                  and not m.root_cause and not m.contaminated_by]
+        if others:
+            out += ["#### Other unsafe models", ""]
+            out += [f"- **{md(m.name)}**: {_verdict(m.verdict)} {_worst_line(m)}" for m in others]
+            out.append("")
+        out += ["#### All models", ""]
+        rows = []
+        for m in models:
+            s = m.worst_scenario
+            nums = [str(s.extra_rows), str(s.missing_rows), str(s.duplicate_keys), str(s.changed_rows)] \
+                if s else ["", "", "", ""]
+            rows.append([md(m.name), _verdict(m.verdict), md(cause(m)),
+                         md(s.name) if s else ""] + nums)
+        out += _table(["Model", "Verdict", "Cause", "Worst scenario", "Extra", "Missing",
+                       "Dup keys", "Changed"], rows)
+        out.append("")
+        return out
+
+    def _samples(self, report: GamedayReport) -> list[str]:
+        out: list[str] = []
+        for m in sort_worst_first(report.unsafe):
+            s = next((x for x in sorted(m.scenarios, key=lambda x: x is not m.worst_scenario)
+                      if x.sample), None)
+            if s is not None:
+                out += _sample(m, s)
+        if out:
+            out = ["<details><summary>Sample rows</summary>", ""] + out + ["</details>", ""]
+        return out

@@ -1,0 +1,162 @@
+"""Frozen result types of a game day. Renderers take these and never recompute them."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+# Worst first. A model's verdict is the worst of its scenarios' verdicts.
+VERDICT_ORDER = ("error", "nondeterministic", "loss", "duplicates", "drift", "safe", "skipped")
+UNSAFE = frozenset({"error", "nondeterministic", "loss", "duplicates", "drift"})
+
+
+def _verdict_rank(verdict: str) -> int:
+    """Position in VERDICT_ORDER (worst is 0); an unknown verdict ranks after all known ones."""
+    return VERDICT_ORDER.index(verdict) if verdict in VERDICT_ORDER else len(VERDICT_ORDER)
+
+
+def sort_worst_first(models) -> list:
+    """Models worst verdict first; within a verdict, root causes first, then by name."""
+    return sorted(models, key=lambda m: (_verdict_rank(m.verdict), not m.root_cause, m.name))
+
+
+def worst(verdicts) -> str:
+    vs = [v for v in verdicts if v]
+    if not vs:
+        return "skipped"
+    return min(vs, key=VERDICT_ORDER.index)
+
+
+@dataclass(frozen=True)
+class PartitionCount:
+    """Rows of one partition (e.g. one day) in the reference and in the scenario."""
+
+    partition: str
+    reference_rows: int
+    rows: int
+
+
+@dataclass(frozen=True)
+class ScenarioResult:
+    name: str
+    verdict: str
+    reference_rows: int = 0
+    rows: int = 0
+    extra_rows: int = 0
+    missing_rows: int = 0
+    duplicate_keys: int = 0
+    missing_keys: int = 0
+    extra_keys: int = 0
+    changed_rows: int = 0
+    volatile_columns: tuple[str, ...] = ()
+    differing_columns: tuple[str, ...] = ()
+    message: str = ""
+    sample: tuple[dict[str, Any], ...] = ()
+    partitions: tuple[PartitionCount, ...] = ()
+    partition_column: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["sample"] = [dict(r) for r in self.sample]
+        return d
+
+    @property
+    def differing_partitions(self) -> tuple[PartitionCount, ...]:
+        """Partitions whose row count differs from the reference's (e.g. a doubled day)."""
+        return tuple(p for p in self.partitions if p.rows != p.reference_rows)
+
+    @property
+    def difference(self) -> int:
+        """How much this scenario differs, for ranking: extra + missing + duplicate keys + changed."""
+        return self.extra_rows + self.missing_rows + self.duplicate_keys + self.changed_rows
+
+
+@dataclass(frozen=True)
+class ModelVerdict:
+    name: str
+    unique_id: str
+    verdict: str
+    root_cause: bool
+    contaminated_by: tuple[str, ...]
+    materialized: str
+    strategy: str | None
+    key: tuple[str, ...]
+    parents: tuple[str, ...]
+    scenarios: tuple[ScenarioResult, ...]
+    reason: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "unique_id": self.unique_id,
+            "verdict": self.verdict,
+            "root_cause": self.root_cause,
+            "contaminated_by": list(self.contaminated_by),
+            "materialized": self.materialized,
+            "strategy": self.strategy,
+            "key": list(self.key),
+            "parents": list(self.parents),
+            "reason": self.reason,
+            "scenarios": [s.to_dict() for s in self.scenarios],
+        }
+
+    @property
+    def worst_scenario(self) -> ScenarioResult | None:
+        """The scenario that decided the verdict: worst verdict first, then the largest difference."""
+        if not self.scenarios:
+            return None
+        return min(self.scenarios,
+                   key=lambda s: (_verdict_rank(s.verdict), -s.difference))
+
+
+@dataclass(frozen=True)
+class GamedayReport:
+    project: str
+    adapter: str
+    target: str
+    scenarios: tuple[str, ...]
+    steps: int
+    cutoffs: tuple[str, ...]
+    models: tuple[ModelVerdict, ...]
+    wall_time: float
+    dbt_invocations: int
+    model_time: float
+    started_at: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def unsafe(self) -> tuple[ModelVerdict, ...]:
+        return tuple(m for m in self.models if m.verdict in UNSAFE)
+
+    @property
+    def root_causes(self) -> tuple[ModelVerdict, ...]:
+        return tuple(m for m in self.models if m.root_cause)
+
+    def summary(self) -> dict[str, Any]:
+        counts: dict[str, int] = {v: 0 for v in VERDICT_ORDER}
+        for m in self.models:
+            counts[m.verdict] = counts.get(m.verdict, 0) + 1
+        return {
+            "models": len(self.models),
+            "verdicts": counts,
+            "unsafe": len(self.unsafe),
+            "root_causes": [m.name for m in self.root_causes],
+            "contaminated": [m.name for m in self.models if m.contaminated_by],
+            "scenarios": list(self.scenarios),
+            "steps": self.steps,
+            "cutoffs": list(self.cutoffs),
+            "wall_time_s": round(self.wall_time, 3),
+            "dbt_invocations": self.dbt_invocations,
+            "model_time_s": round(self.model_time, 3),
+            "exit_code": 1 if self.unsafe else 0,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "project": self.project,
+            "adapter": self.adapter,
+            "target": self.target,
+            "started_at": self.started_at,
+            "models": [m.to_dict() for m in self.models],
+            "summary": self.summary(),
+            **({"extra": self.extra} if self.extra else {}),
+        }

@@ -1,0 +1,476 @@
+"""Reports rendered from a hand-built game day result: report.json, junit.xml, report.md,
+report.html and the terminal summary. Pure Python: no dbt, no warehouse."""
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import io
+import json
+import re
+import xml.etree.ElementTree as ET
+from html.parser import HTMLParser
+
+import pytest
+from rich.console import Console
+
+from rerun_safety.report import RENDERERS, write_reports
+from rerun_safety.report.html import HtmlRenderer
+from rerun_safety.report.junit import JunitRenderer
+from rerun_safety.report.markdown import MarkdownRenderer, md
+from rerun_safety.report.terminal import TerminalProgress, print_summary
+from rerun_safety.results import GamedayReport, ModelVerdict, PartitionCount, ScenarioResult
+
+HOSTILE = "<script>alert(1)</script>|x"
+DAYS = ["2024-01-01", "2024-01-02", "2024-01-03", "2024-01-04", "2024-01-05"]
+
+
+def _days(reference: list[int], rows: list[int]) -> tuple[PartitionCount, ...]:
+    return tuple(PartitionCount(d, r, n) for d, r, n in zip(DAYS, reference, rows))
+
+
+SAFE_DAYS = _days([100] * 5, [100] * 5)
+
+
+def _safe(name: str, rows: int = 500, partitions=SAFE_DAYS) -> ScenarioResult:
+    return ScenarioResult(name, "safe", reference_rows=rows, rows=rows, partitions=partitions,
+                          partition_column="order_date" if partitions else None)
+
+
+def build_report() -> GamedayReport:
+    """A shop-like game day: an append model with a lookback doubles 2024-01-03 (root cause) and
+    contaminates a daily aggregate; a strict watermark loses a day under `partial`; a model with
+    random() is nondeterministic; one model errors; static reference data is skipped."""
+    stg = ModelVerdict(
+        "stg_orders", "model.shop.stg_orders", "safe", False, (), "view", None, ("order_id",),
+        ("source.shop.raw.orders",), (_safe("replay"), _safe("rerun")))
+    orders = ModelVerdict(
+        "orders_append", "model.shop.orders_append", "duplicates", True, (), "incremental", "append",
+        ("order_id",), ("model.shop.stg_orders",),
+        (ScenarioResult("replay", "duplicates", reference_rows=500, rows=600, extra_rows=100,
+                        duplicate_keys=100, partitions=_days([100] * 5, [100, 100, 200, 100, 100]),
+                        partition_column="order_date",
+                        sample=({"order_id": 7, "order_date": dt.date(2024, 1, 3),
+                                 "amount": decimal.Decimal("12.50"), "note": "a|b", "_count": 2},)),
+         ScenarioResult("rerun", "duplicates", reference_rows=500, rows=700, extra_rows=200,
+                        duplicate_keys=200, partitions=_days([100] * 5, [100, 100, 200, 200, 100]),
+                        partition_column="order_date"),
+         _safe("determinism")))
+    daily = ModelVerdict(
+        "daily_revenue", "model.shop.daily_revenue", "drift", False, ("orders_append",), "table", None,
+        ("order_date",), ("model.shop.orders_append",),
+        (ScenarioResult("replay", "drift", reference_rows=5, rows=5, changed_rows=1,
+                        differing_columns=("revenue",), partitions=_days([1] * 5, [1] * 5),
+                        partition_column="order_date"),
+         ScenarioResult("rerun", "drift", reference_rows=5, rows=5, changed_rows=2,
+                        differing_columns=("revenue",)),
+         _safe("determinism", rows=5, partitions=())))
+    sessions = ModelVerdict(
+        "sessions_watermark", "model.shop.sessions_watermark", "loss", True, (), "incremental", "append",
+        ("session_id",), ("source.shop.raw.sessions",),
+        (_safe("replay"),
+         ScenarioResult("partial", "loss", reference_rows=500, rows=440, missing_rows=60, missing_keys=60,
+                        partitions=_days([100] * 5, [100, 100, 100, 100, 40]),
+                        partition_column="session_date",
+                        sample=({"session_id": "s-1", "session_date": "2024-01-05", "_side": "missing"},))))
+    hostile = ModelVerdict(
+        HOSTILE, "model.shop.hostile", "nondeterministic", True, (), "table", None, (),
+        ("model.shop.stg_orders",),
+        (ScenarioResult("determinism", "nondeterministic", reference_rows=500, rows=500, changed_rows=500,
+                        volatile_columns=("loaded_at",), message="columns differ between two builds: "
+                        "<b>loaded_at</b>"),))
+    broken = ModelVerdict(
+        "broken_model", "model.shop.broken_model", "error", False, (), "incremental", "merge", ("id",),
+        ("model.shop.stg_orders",),
+        (ScenarioResult("replay", "error", message="Binder Error: column \"amout\" not found"),
+         ScenarioResult("rerun", "skipped", message="replay failed")))
+    static = ModelVerdict(
+        "country_codes", "model.shop.country_codes", "skipped", False, (), "table", None, (),
+        ("source.shop.raw.countries",), (), reason="static reference data: no time column")
+    return GamedayReport(
+        project="shop", adapter="duckdb", target="dev",
+        scenarios=("reference", "replay", "rerun", "partial", "determinism"), steps=4,
+        cutoffs=("2024-01-02", "2024-01-03", "2024-01-04", "2024-01-06"),
+        models=(stg, orders, daily, sessions, hostile, broken, static),
+        wall_time=12.34567, dbt_invocations=31, model_time=3.2, started_at="2026-11-30T04:00:00+00:00")
+
+
+def build_safe_report() -> GamedayReport:
+    m = ModelVerdict("orders_merge", "model.shop.orders_merge", "safe", False, (), "incremental", "merge",
+                     ("order_id",), (), (_safe("replay"), _safe("rerun")))
+    return GamedayReport("shop", "postgres", "ci", ("replay", "rerun"), 3, (), (m,), 1.0, 6, 0.5,
+                         "2026-11-30T04:00:00+00:00")
+
+
+@pytest.fixture(scope="module")
+def report() -> GamedayReport:
+    return build_report()
+
+
+@pytest.fixture(scope="module")
+def written(report, tmp_path_factory):
+    out = tmp_path_factory.mktemp("reports") / "nested" / "rerun_safety"
+    return write_reports(report, out)
+
+
+# ---------------------------------------------------------------------------------------------
+# write_reports
+
+
+def test_write_reports_writes_the_four_files(written):
+    assert {k: p.name for k, p in written.items()} == {
+        "json": "report.json", "junit": "junit.xml", "markdown": "report.md", "html": "report.html"}
+    out = written["json"].parent
+    assert sorted(p.name for p in out.iterdir()) == ["junit.xml", "report.html", "report.json", "report.md"]
+    assert [r.key for r in RENDERERS] == ["json", "junit", "markdown", "html"]
+
+
+def test_write_reports_into_a_file_path_is_a_config_error(report, tmp_path):
+    from rerun_safety.errors import ConfigError
+
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(ConfigError, match="cannot create the output directory"):
+        write_reports(report, blocker / "out")
+
+
+# ---------------------------------------------------------------------------------------------
+# report.json
+
+
+def test_json_follows_the_contract(written):
+    data = json.loads(written["json"].read_text(encoding="utf-8"))
+    assert [m["name"] for m in data["models"]] == [
+        "stg_orders", "orders_append", "daily_revenue", "sessions_watermark", HOSTILE, "broken_model",
+        "country_codes"]
+    orders = data["models"][1]
+    assert {k: orders[k] for k in ("name", "unique_id", "verdict", "root_cause", "contaminated_by")} == {
+        "name": "orders_append", "unique_id": "model.shop.orders_append", "verdict": "duplicates",
+        "root_cause": True, "contaminated_by": []}
+    replay = orders["scenarios"][0]
+    assert {k: replay[k] for k in ("name", "verdict", "reference_rows", "rows", "extra_rows", "missing_rows",
+                                   "duplicate_keys", "changed_rows")} == {
+        "name": "replay", "verdict": "duplicates", "reference_rows": 500, "rows": 600, "extra_rows": 100,
+        "missing_rows": 0, "duplicate_keys": 100, "changed_rows": 0}
+    # Sample values from the warehouse become plain JSON: dates ISO, decimals exact strings.
+    assert replay["sample"] == [{"order_id": 7, "order_date": "2024-01-03", "amount": "12.50",
+                                 "note": "a|b", "_count": 2}]
+    assert replay["partitions"][2] == {"partition": "2024-01-03", "reference_rows": 100, "rows": 200}
+    daily = data["models"][2]
+    assert (daily["verdict"], daily["root_cause"], daily["contaminated_by"]) == ("drift", False,
+                                                                                 ["orders_append"])
+    assert data["models"][6]["reason"] == "static reference data: no time column"
+    s = data["summary"]
+    assert s["verdicts"] == {"error": 1, "nondeterministic": 1, "loss": 1, "duplicates": 1, "drift": 1,
+                             "safe": 1, "skipped": 1}
+    assert (s["models"], s["unsafe"], s["exit_code"]) == (7, 5, 1)
+    assert s["root_causes"] == ["orders_append", "sessions_watermark", HOSTILE]
+    assert s["contaminated"] == ["daily_revenue"]
+    assert (s["wall_time_s"], s["dbt_invocations"], s["steps"]) == (12.346, 31, 4)
+    assert (data["project"], data["adapter"], data["target"]) == ("shop", "duckdb", "dev")
+
+
+def test_json_turns_nan_and_odd_values_into_valid_json():
+    from rerun_safety.report.json_report import JsonRenderer
+
+    s = ScenarioResult("replay", "drift", sample=({"x": float("nan"), "y": float("inf"), "b": b"\x00\x01",
+                                                   "t": dt.datetime(2024, 1, 3, 4, 5, 6)},))
+    m = ModelVerdict("m", "model.p.m", "drift", True, (), "table", None, (), (), (s,))
+    rep = GamedayReport("p", "duckdb", "dev", ("replay",), 2, (), (m,), 0.0, 1, 0.0, "now")
+    text = JsonRenderer().render(rep)
+    assert "NaN" not in text and "Infinity" not in text
+    assert json.loads(text)["models"][0]["scenarios"][0]["sample"] == [
+        {"x": None, "y": None, "b": "AAE=", "t": "2024-01-03T04:05:06"}]
+
+
+# ---------------------------------------------------------------------------------------------
+# junit.xml
+
+
+def test_junit_counts_and_cases(written):
+    root = ET.parse(written["junit"]).getroot()
+    assert root.tag == "testsuites"
+    suites = root.findall("testsuite")
+    assert len(suites) == 1
+    suite = suites[0]
+    cases = suite.findall("testcase")
+    # 2 + 3 + 3 + 2 + 1 + 2 scenarios, and one case for the model without scenarios.
+    assert len(cases) == 14
+    for el in (root, suite):
+        assert (el.get("tests"), el.get("failures"), el.get("errors"), el.get("skipped")) == ("14", "6", "1", "2")
+    outcome = {}
+    for c in cases:
+        kinds = [child.tag for child in c if child.tag in ("failure", "error", "skipped")]
+        outcome[(c.get("classname"), c.get("name"))] = kinds[0] if kinds else "passed"
+    assert outcome == {
+        ("model.shop.stg_orders", "replay"): "passed", ("model.shop.stg_orders", "rerun"): "passed",
+        ("model.shop.orders_append", "replay"): "failure", ("model.shop.orders_append", "rerun"): "failure",
+        ("model.shop.orders_append", "determinism"): "passed",
+        ("model.shop.daily_revenue", "replay"): "failure", ("model.shop.daily_revenue", "rerun"): "failure",
+        ("model.shop.daily_revenue", "determinism"): "passed",
+        ("model.shop.sessions_watermark", "replay"): "passed",
+        ("model.shop.sessions_watermark", "partial"): "failure",
+        ("model.shop.hostile", "determinism"): "failure",
+        ("model.shop.broken_model", "replay"): "error", ("model.shop.broken_model", "rerun"): "skipped",
+        ("model.shop.country_codes", "gameday"): "skipped",
+    }
+    props = {p.get("name"): p.get("value") for p in suite.find("properties")}
+    assert props["project"] == "shop" and props["adapter"] == "duckdb"
+
+
+def test_junit_failures_carry_the_numbers(written):
+    suite = ET.parse(written["junit"]).getroot().find("testsuite")
+
+    def case(cls, name):
+        return next(c for c in suite.findall("testcase") if c.get("classname") == cls and c.get("name") == name)
+
+    f = case("model.shop.orders_append", "replay").find("failure")
+    assert f.get("type") == "duplicates"
+    assert f.get("message") == ("duplicates: 100 extra rows, 0 missing rows, 100 duplicate keys, 0 changed rows "
+                                "(reference 500 rows, scenario 600 rows); root cause")
+    assert "  2024-01-03: 100 -> 200" in f.text
+    assert "2024-01-02" not in f.text
+    loss = case("model.shop.sessions_watermark", "partial").find("failure")
+    assert loss.get("message").startswith("loss: 0 extra rows, 60 missing rows,")
+    assert "60 missing keys, 0 extra keys" in loss.text
+    assert case("model.shop.daily_revenue", "replay").find("failure").get("message").endswith(
+        "; contaminated by orders_append")
+    err = case("model.shop.broken_model", "replay").find("error")
+    assert err.get("message") == 'error: Binder Error: column "amout" not found'
+    skipped = case("model.shop.country_codes", "gameday").find("skipped")
+    assert skipped.get("message") == "static reference data: no time column"
+
+
+def test_junit_strips_characters_xml_cannot_hold():
+    s = ScenarioResult("replay", "error", message="bad byte \x00 and \x1b[31m colour")
+    m = ModelVerdict("m", "model.p.m", "error", False, (), "table", None, (), (), (s,))
+    rep = GamedayReport("p", "duckdb", "dev", ("replay",), 2, (), (m,), 0.0, 1, 0.0, "now")
+    root = ET.fromstring(JunitRenderer().render(rep).encode("utf-8"))
+    assert root.find("testsuite/testcase/error").get("message") == "error: bad byte \ufffd and \ufffd[31m colour"
+
+
+def test_junit_all_safe_has_no_failures():
+    root = ET.fromstring(JunitRenderer().render(build_safe_report()).encode("utf-8"))
+    assert (root.get("tests"), root.get("failures"), root.get("errors"), root.get("skipped")) == ("2", "0", "0", "0")
+
+
+# ---------------------------------------------------------------------------------------------
+# report.md
+
+
+def test_markdown_root_causes_before_contamination(written):
+    text = written["markdown"].read_text(encoding="utf-8")
+    lines = text.splitlines()
+    assert lines[0] == ("### ❌ rerun-safety game day: 5 of 7 models are unsafe; root causes: orders\\_append "
+                        "(duplicates), sessions\\_watermark (loss), &lt;script&gt;alert(1)&lt;/script&gt;\\|x "
+                        "(nondeterministic).")
+    i_root, i_cont, i_table = (lines.index("#### Root causes"), lines.index("#### Contaminated downstream"),
+                               lines.index("#### All models"))
+    assert i_root < i_cont < i_table
+    roots = lines[i_root + 2:i_cont - 1]
+    assert [re.match(r"- \*\*(.+?)\*\*", r).group(1) for r in roots] == [
+        "&lt;script&gt;alert(1)&lt;/script&gt;\\|x", "sessions\\_watermark", "orders\\_append"]
+    assert roots[2] == ("- **orders\\_append**: **duplicates** in `rerun`: 200 extra rows, 200 duplicate keys "
+                        "(reference 500, scenario 700); partitions 2024-01-03: 100 → 200, 2024-01-04: 100 → 200. "
+                        "Contaminates 1: daily\\_revenue")
+    assert lines[i_cont + 2] == "- **daily\\_revenue**: **drift**, contaminated by **orders\\_append**"
+
+
+def test_markdown_table_escapes_pipes_and_has_one_row_per_model(written):
+    lines = written["markdown"].read_text(encoding="utf-8").splitlines()
+    start = lines.index("#### All models") + 2
+    table = lines[start:lines.index("", start)]
+    assert len(table) == 2 + 7
+    # Every row has exactly 9 unescaped pipes (8 columns), the hostile name included.
+    assert [len(re.findall(r"(?<!\\)\|", row)) for row in table] == [9] * 9
+    hostile = next(r for r in table if "alert" in r)
+    assert hostile.startswith("| &lt;script&gt;alert(1)&lt;/script&gt;\\|x | **nondeterministic** | root cause |")
+    assert "<script>" not in "\n".join(lines)
+    assert table[2] == "| broken\\_model | **error** |  | replay | 0 | 0 | 0 | 0 |"
+
+
+def test_markdown_samples_for_unsafe_models(written):
+    text = written["markdown"].read_text(encoding="utf-8")
+    samples = text[text.index("<details><summary>Sample rows</summary>"):]
+    assert "**orders\\_append** · `replay` · duplicates" in samples
+    assert "| order\\_id | order\\_date | amount | note | \\_count |" in samples
+    assert "| 7 | 2024-01-03 | 12.50 | a\\|b | 2 |" in samples
+    assert "**sessions\\_watermark** · `partial` · loss" in samples
+    assert "stg\\_orders" not in samples
+
+
+def test_markdown_all_safe_headline():
+    text = MarkdownRenderer().render(build_safe_report())
+    assert text.splitlines()[0] == "### ✅ rerun-safety game day: All 1 judged models are safe to run twice."
+    assert "Root causes" not in text and "Sample rows" not in text
+
+
+def test_md_escape():
+    assert md("a|b_c*d`e\nf<g>&") == "a\\|b\\_c\\*d\\`e f&lt;g&gt;&amp;"
+
+
+# ---------------------------------------------------------------------------------------------
+# report.html
+
+
+class _Dom(HTMLParser):
+    """Just enough of a DOM for assertions: every start tag with its attributes, and all text."""
+
+    def __init__(self):
+        super().__init__()
+        self.tags: list[tuple[str, dict]] = []
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+    def with_class(self, cls):
+        return [a for _, a in self.tags if cls in (a.get("class") or "").split()]
+
+
+@pytest.fixture(scope="module")
+def dom(written):
+    d = _Dom()
+    d.feed(written["html"].read_text(encoding="utf-8"))
+    return d
+
+
+def test_html_is_self_contained(written):
+    text = written["html"].read_text(encoding="utf-8")
+    assert text.startswith("<!DOCTYPE html>")
+    assert "http://" not in text and "https://" not in text and "//cdn" not in text
+    assert not re.search(r"<script\b", text)
+    assert not re.search(r"<link\b", text)
+    assert not re.search(r"""(src|href)=["'](?!#)""", text)  # only in-page anchors
+    assert "@import" not in text and "url(" not in text.replace("url(#arrow)", "")
+
+
+def test_html_marks_exactly_the_differing_partitions(dom):
+    diffs = [(a["data-partition"], a["data-reference"], a["data-rows"]) for a in dom.with_class("partition-diff")]
+    # Models worst first: sessions_watermark (loss) before orders_append (duplicates).
+    assert diffs == [("2024-01-05", "100", "40"),                           # sessions_watermark partial
+                     ("2024-01-03", "100", "200"),                          # orders_append replay
+                     ("2024-01-03", "100", "200"), ("2024-01-04", "100", "200")]  # orders_append rerun
+    assert len(dom.with_class("partition")) == 5 * 8  # 8 scenarios have partition counts
+    # Each scenario section names its scenario; unsafe ones are open.
+    sessions = [a for a in dom.with_class("scenario") if a.get("data-scenario") == "partial"]
+    assert len(sessions) == 1 and "open" in sessions[0]
+
+
+def test_html_lineage_highlights_root_cause_and_contamination(dom):
+    roots = [a["data-model"] for a in dom.with_class("root-cause")]
+    assert roots == ["orders_append", "sessions_watermark", HOSTILE]
+    assert [a["data-model"] for a in dom.with_class("contaminated") if "node" in a["class"]] == ["daily_revenue"]
+    assert len(dom.with_class("contaminating")) == 1  # the edge orders_append -> daily_revenue
+    assert sorted(a["data-ref"] for a in dom.with_class("external")) == [
+        "source.shop.raw.countries", "source.shop.raw.orders", "source.shop.raw.sessions"]
+    assert len(dom.with_class("edge")) == 7
+
+
+def test_html_escapes_user_strings(written, dom):
+    text = written["html"].read_text(encoding="utf-8")
+    assert "<script>alert(1)</script>" not in text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;|x" in text
+    assert "<b>loaded_at</b>" not in text and "&lt;b&gt;loaded_at&lt;/b&gt;" in text
+    assert [t for t, _ in dom.tags if t == "script"] == []
+    assert {a["data-verdict"] for a in dom.with_class("model")} == {
+        "safe", "duplicates", "drift", "loss", "nondeterministic", "error", "skipped"}
+
+
+def test_html_summary_counts_and_sections_worst_first(dom):
+    cards = dom.with_class("card")
+    assert len(cards) == 7
+    sections = [a["data-model"] for t, a in dom.tags if t == "section"]
+    assert sections == ["broken_model", HOSTILE, "sessions_watermark", "orders_append", "daily_revenue",
+                        "stg_orders", "country_codes"]
+    assert "Binder Error: column \"amout\" not found" in "".join(dom.text)
+
+
+def test_html_without_partitions_still_renders():
+    text = HtmlRenderer().render(build_safe_report().__class__(
+        "p", "duckdb", "dev", ("replay",), 2, (), (), 0.0, 0, 0.0, "now"))
+    assert "No models." in text
+
+
+# ---------------------------------------------------------------------------------------------
+# Terminal
+
+
+def _console(width=160, **kw):
+    return Console(record=True, width=width, force_terminal=False, color_system=None, **kw)
+
+
+def test_print_summary_lists_every_model_worst_first(report, written):
+    console = _console()
+    print_summary(report, written, console=console)
+    out = console.export_text()
+    rows = [[c.strip() for c in line.split("│")[1:-1]] for line in out.splitlines() if line.startswith("│")]
+    assert [r[:4] for r in rows] == [
+        ["broken_model", "error", "", "replay"],
+        [HOSTILE, "nondeterministic", "root cause", "determinism"],
+        ["sessions_watermark", "loss", "root cause", "partial"],
+        ["orders_append", "duplicates", "root cause", "rerun"],
+        ["daily_revenue", "drift", "contaminated by orders_append", "rerun"],
+        ["stg_orders", "safe", "", "replay"],
+        ["country_codes", "skipped", "static reference data: no time column", ""]]
+    # extra rows, missing rows, duplicate keys, changed rows of the worst scenario
+    assert [r[4:] for r in rows[1:5]] == [["0", "0", "0", "500"], ["0", "60", "0", "0"],
+                                         ["200", "0", "200", "0"], ["0", "0", "0", "2"]]
+    assert "contaminated by orders_append" in out
+    assert "5 of 7 models are unsafe" in out
+    assert str(written["html"]) in out and str(written["junit"]) in out
+    assert 'broken_model [replay]: Binder Error: column "amout" not found' in out
+
+
+def test_print_summary_colours_verdicts_unless_no_color(report, monkeypatch):
+    colour = re.compile(r"\x1b\[(?:[0-9;]*;)?3[0-7]m")  # a foreground colour
+
+    def terminal_output() -> str:
+        buf = io.StringIO()
+        print_summary(report, {}, console=Console(file=buf, width=160, force_terminal=True,
+                                                  color_system="standard"))
+        return buf.getvalue()
+
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    assert "\x1b[1;31mduplicates" in terminal_output()
+    monkeypatch.setenv("NO_COLOR", "1")
+    plain = terminal_output()
+    assert not colour.search(plain)
+    assert "\x1b[1mduplicates" in plain  # bold stays: NO_COLOR is about colour only
+
+
+def test_progress_is_plain_when_not_a_terminal():
+    console = _console()
+    with TerminalProgress(console=console) as progress:
+        assert progress.interactive is False
+        progress.start(6, "game day")
+        progress.scenario("replay")
+        progress.advance("dbt run step 1")
+        progress.scenario("rerun")
+        progress.advance("dbt run step 1")
+    assert console.export_text().splitlines() == [
+        "rerun-safety: game day (6 steps)", "rerun-safety: scenario replay", "rerun-safety: scenario rerun"]
+
+
+def test_progress_bar_on_a_terminal_counts_steps():
+    console = Console(record=True, width=120, force_terminal=True, color_system=None)
+    with TerminalProgress(console=console) as progress:
+        assert progress.interactive is True
+        progress.advance("before start is ignored")
+        progress.start(3, "game day")
+        progress.scenario("replay")
+        for i in range(3):
+            progress.advance(f"step {i}")
+        task = progress._progress.tasks[0]
+        assert (task.completed, task.total, task.fields["scenario"]) == (3, 3, "replay")
+    assert "3/3" in console.export_text()
+
+
+def test_progress_methods_are_safe_outside_the_block():
+    p = TerminalProgress(console=_console())
+    p.start(2, "x")
+    p.scenario("replay")
+    p.advance("y")
+    assert p.console.export_text() == ""
