@@ -35,6 +35,8 @@ def _worst_line(model: ModelVerdict) -> str:
     s = model.worst_scenario
     if s is None:
         return ""
+    if s.verdict == "error":
+        return f"in `{md_code(s.name)}`: {md(s.message or 'dbt failed')}"
     bits = [f"{n} {label}" for n, label in ((s.extra_rows, "extra rows"), (s.missing_rows, "missing rows"),
                                              (s.duplicate_keys, "duplicate keys"),
                                              (s.changed_rows, "changed rows")) if n]
@@ -45,8 +47,8 @@ def _worst_line(model: ModelVerdict) -> str:
         shown = ", ".join(f"{md(p.partition)}: {p.reference_rows} → {p.rows}" for p in diff[:3])
         more = f" and {len(diff) - 3} more" if len(diff) > 3 else ""
         text += f"; partitions {shown}{more}"
-    if s.verdict == "error" and s.message:
-        text += f": {md(s.message)}"
+    if s.volatile_columns:
+        text += "; volatile columns: " + ", ".join(md(c) for c in s.volatile_columns)
     return text
 
 
