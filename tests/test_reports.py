@@ -271,7 +271,7 @@ def test_markdown_root_causes_before_contamination(written):
         "&lt;script&gt;alert(1)&lt;/script&gt;\\|x", "sessions\\_watermark", "orders\\_append"]
     assert roots[2] == ("- **orders\\_append**: **duplicates** in `rerun`: 200 extra rows, 200 duplicate keys "
                         "(reference 500, scenario 700); partitions 2024-01-03: 100 → 200, 2024-01-04: 100 → 200. "
-                        "Contaminates 1: daily\\_revenue")
+                        "Contaminates daily\\_revenue")
     assert lines[i_cont + 2] == "- **daily\\_revenue**: **drift**, contaminated by **orders\\_append**"
 
 

@@ -105,7 +105,7 @@ class MarkdownRenderer(Renderer):
                 fanout = [x.name for x in models if m.name in x.contaminated_by or m.unique_id in x.contaminated_by]
                 line = f"- **{md(m.name)}**: {_verdict(m.verdict)} {_worst_line(m)}"
                 if fanout:
-                    line += f". Contaminates {len(fanout)}: " + ", ".join(md(n) for n in fanout)
+                    line += ". Contaminates " + ", ".join(md(n) for n in fanout)
                 out.append(line)
             out.append("")
         contaminated = [m for m in models if m.contaminated_by and not m.root_cause]
