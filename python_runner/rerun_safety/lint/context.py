@@ -1,0 +1,140 @@
+"""What the rules see of one model: its config, and its compiled SQL parsed by sqlglot.
+
+Kept free of dbt objects so the rules can be tested on SQL strings and plain configs.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import sqlglot
+from sqlglot import exp
+
+# sqlglot reads these dialects under the adapter's own name; other adapters map here or parse generic.
+_DIALECT_ALIASES = {"databricks": "databricks", "spark": "spark", "trino": "trino", "athena": "athena",
+                    "sqlserver": "tsql", "fabric": "tsql", "synapse": "tsql", "materialize": "postgres"}
+
+# Sentinel window bounds passed as vars when compiling the full-refresh branch: the compiled literal
+# of a window var is recognisable by its date. ISO-8601, as window_filter's vars require.
+WINDOW_START_SENTINEL = "1901-02-03T04:05:06"
+WINDOW_END_SENTINEL = "1901-02-05T06:07:08"
+WINDOW_VARS = ("rerun_safety_window_start", "rerun_safety_window_end")
+
+
+def sqlglot_dialect(adapter_type: str) -> str | None:
+    """sqlglot's dialect for a dbt adapter type, or None (generic SQL) when sqlglot has none."""
+    name = _DIALECT_ALIASES.get(adapter_type, adapter_type)
+    try:
+        sqlglot.Dialect.get_or_raise(name)
+    except Exception:  # sqlglot raises ValueError for unknown dialects
+        return None
+    return name
+
+
+@dataclass(frozen=True)
+class ParsedSql:
+    """One compiled branch of a model: the SQL text and, when sqlglot parsed it, its statements."""
+
+    sql: str
+    statements: tuple[exp.Expression, ...] = ()
+    error: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.error and bool(self.statements)
+
+
+def parse_sql(sql: str, dialect: str | None) -> ParsedSql:
+    """Parse compiled SQL; a parse error is returned (first line), never raised."""
+    try:
+        statements = tuple(s for s in sqlglot.parse(sql, read=dialect) if s is not None)
+    except Exception as err:  # sqlglot raises ParseError / TokenError; any failure is a finding
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        return ParsedSql(sql, (), first[:300])
+    if not statements:
+        return ParsedSql(sql, (), "no SQL statement found")
+    return ParsedSql(sql, statements)
+
+
+def _as_tuple(value: Any) -> tuple[str, ...]:
+    if value is None or value == "":
+        return ()
+    if isinstance(value, str):
+        return tuple(p.strip() for p in value.split(",") if p.strip())
+    return tuple(str(v) for v in value)
+
+
+@dataclass(frozen=True)
+class ModelContext:
+    """A model as the rules see it."""
+
+    name: str
+    adapter_type: str
+    materialized: str = "view"
+    incremental_strategy: str | None = None
+    unique_key: tuple[str, ...] = ()
+    partition_key: Any = None
+    partitions: Any = None
+    config: dict = field(default_factory=dict)
+    rerun_safety_meta: dict = field(default_factory=dict)
+    unique_sets: tuple[frozenset, ...] = ()
+    this: tuple[str, str, str] = ("", "", "")  # database, schema, identifier
+    full: ParsedSql | None = None
+    incremental: ParsedSql | None = None
+    unique_id: str = ""
+    path: str = ""
+    raw_code: str = ""
+    window_literals: tuple[str, str] = (WINDOW_START_SENTINEL[:10], WINDOW_END_SENTINEL[:10])
+    root_macros: frozenset = frozenset()
+
+    @property
+    def dialect(self) -> str | None:
+        return sqlglot_dialect(self.adapter_type)
+
+    @property
+    def is_incremental(self) -> bool:
+        return self.materialized == "incremental"
+
+    @property
+    def strategy(self) -> str:
+        """The strategy that actually runs: dbt-duckdb and dbt-postgres default to delete+insert
+        with a unique_key and to append without one."""
+        if self.incremental_strategy:
+            return str(self.incremental_strategy)
+        return "delete+insert" if self.unique_key else "append"
+
+    @property
+    def ignore_columns(self) -> frozenset:
+        cols = self.rerun_safety_meta.get("ignore_columns") or ()
+        if isinstance(cols, str):
+            cols = [cols]
+        return frozenset(str(c).lower() for c in cols)
+
+    def branches(self):
+        """(branch name, parsed SQL) for each branch that parsed."""
+        out = []
+        if self.full is not None and self.full.ok:
+            out.append(("full", self.full))
+        if self.incremental is not None and self.incremental.ok:
+            out.append(("incremental", self.incremental))
+        return out
+
+    @classmethod
+    def from_sql(cls, name: str, adapter_type: str, full_sql: str | None = None,
+                 incremental_sql: str | None = None, *, unique_key: Any = None,
+                 unique_columns: Any = (), this: tuple[str, str, str] | None = None, **kwargs) -> "ModelContext":
+        """Build a context from SQL strings (the core and the tests both use this)."""
+        dialect = sqlglot_dialect(adapter_type)
+        key = _as_tuple(unique_key)
+        sets = [frozenset(c.lower() for c in key)] if key else []
+        for cols in unique_columns:
+            cols = _as_tuple(cols)
+            if cols:
+                sets.append(frozenset(c.lower() for c in cols))
+        return cls(
+            name=name, adapter_type=adapter_type, unique_key=key,
+            unique_sets=tuple(dict.fromkeys(sets)),
+            this=this or ("", "", name),
+            full=parse_sql(full_sql, dialect) if full_sql is not None else None,
+            incremental=parse_sql(incremental_sql, dialect) if incremental_sql is not None else None,
+            **kwargs)

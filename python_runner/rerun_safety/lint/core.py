@@ -1,0 +1,175 @@
+"""`rerun-safety lint`: compile the selected models (both branches of incremental ones), parse the
+SQL with sqlglot in the target's dialect, and run the rules. Returns a `LintResult`; never prints."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from .compile import CompiledModel, compile_project
+from .context import ModelContext, ParsedSql, parse_sql, sqlglot_dialect
+from .findings import Finding, LintResult
+from .rules import lint_model, locate, make_finding
+
+_UNIQUE_TESTS = {"unique": "column_name", "unique_key": "columns",
+                 "unique_combination_of_columns": "combination_of_columns"}
+
+
+def _names(value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    items = [value] if isinstance(value, str) else list(value)
+    out = []
+    for item in items:
+        for part in str(item).split(","):
+            part = part.strip().strip('"`[]').lower()
+            if part:
+                out.append(part)
+    return tuple(out)
+
+
+def _plain(cols: tuple[str, ...]) -> bool:
+    return bool(cols) and all(c.replace("_", "").isalnum() for c in cols)
+
+
+def unique_sets(manifest) -> dict[str, list[frozenset]]:
+    """unique_id -> column sets known to be unique: unique_key config, unique / unique_key /
+    unique_combination_of_columns tests, and unique or primary-key constraints."""
+    sets: dict[str, list[frozenset]] = {}
+
+    def add(uid: str, cols: tuple[str, ...]) -> None:
+        if _plain(cols):
+            sets.setdefault(uid, [])
+            if frozenset(cols) not in sets[uid]:
+                sets[uid].append(frozenset(cols))
+
+    for uid, node in manifest.nodes.items():
+        rtype = str(node.resource_type)
+        if rtype == "model":
+            add(uid, _names(getattr(node.config, "unique_key", None)))
+            for col in (node.columns or {}).values():
+                for c in getattr(col, "constraints", None) or []:
+                    if str(getattr(c, "type", "")) in ("unique", "primary_key", "ConstraintType.unique",
+                                                        "ConstraintType.primary_key"):
+                        add(uid, _names(col.name))
+            for c in getattr(node, "constraints", None) or []:
+                if str(getattr(c, "type", "")) in ("unique", "primary_key") and getattr(c, "columns", None):
+                    add(uid, _names(c.columns))
+        elif rtype == "test":
+            meta = getattr(node, "test_metadata", None)
+            if meta is None or meta.name not in _UNIQUE_TESTS:
+                continue
+            cols = _names(meta.kwargs.get(_UNIQUE_TESTS[meta.name]) or getattr(node, "column_name", None))
+            target = getattr(node, "attached_node", None)
+            targets = [target] if target else [d for d in node.depends_on.nodes
+                                               if d.startswith(("model.", "source.", "seed.", "snapshot."))]
+            for t in targets[:1]:
+                add(t, cols)
+    return sets
+
+
+def _meta(node) -> dict:
+    merged: dict = {}
+    for meta in (getattr(node, "meta", None) or {}, getattr(node.config, "meta", None) or {}):
+        section = meta.get("rerun_safety") if isinstance(meta, dict) else None
+        if isinstance(section, dict):
+            merged.update(section)
+    return merged
+
+
+def _config_get(node, key: str) -> Any:
+    cfg = node.config
+    value = getattr(cfg, key, None)
+    if value is None and hasattr(cfg, "get"):
+        value = cfg.get(key)
+    return value
+
+
+def _parse(sql: str | None, dialect: str | None, cache: dict) -> ParsedSql | None:
+    if sql is None:
+        return None
+    if sql not in cache:
+        cache[sql] = parse_sql(sql, dialect)
+    return cache[sql]
+
+
+def run_lint(project_dir: str | Path = ".", profiles_dir: str | Path | None = None, target: str | None = None,
+             select: tuple[str, ...] = (), exclude: tuple[str, ...] = (), vars_yaml: str | None = None) -> LintResult:
+    started = time.perf_counter()
+    outcome = compile_project(project_dir, profiles_dir, target, tuple(select), tuple(exclude), vars_yaml)
+    manifest = outcome.manifest
+    adapter = manifest.metadata.adapter_type
+    dialect = sqlglot_dialect(adapter)
+    uniq = unique_sets(manifest)
+    root = manifest.metadata.project_name
+    root_macros = frozenset(m.name for m in manifest.macros.values() if m.package_name == root)
+
+    parse_time = rules_time = 0.0
+    findings: list[Finding] = []
+    suppressed: list[Finding] = []
+    names: list[str] = []
+    for uid in outcome.selected:
+        node = manifest.nodes.get(uid)
+        compiled: CompiledModel | None = outcome.models.get(uid)
+        if node is None or compiled is None:
+            continue
+        names.append(node.name)
+        t = time.perf_counter()
+        cache: dict = {}
+        full = _parse(compiled.full_sql, dialect, cache)
+        incr = _parse(compiled.incremental_sql, dialect, cache) if compiled.incremental_checked else None
+        parse_time += time.perf_counter() - t
+
+        t = time.perf_counter()
+        sets = list(uniq.get(uid, []))
+        for parent in node.depends_on.nodes:
+            sets += [s for s in uniq.get(parent, []) if s not in sets]
+        ctx = ModelContext(
+            name=node.name, adapter_type=adapter, materialized=node.config.materialized,
+            incremental_strategy=_config_get(node, "incremental_strategy"),
+            unique_key=_names(_config_get(node, "unique_key")),
+            partition_key=_config_get(node, "partition_key"), partitions=_config_get(node, "partitions"),
+            config={k: _config_get(node, k) for k in ("partition_by", "partitioned_by")},
+            rerun_safety_meta=_meta(node), unique_sets=tuple(sets),
+            this=(node.database or "", node.schema or "", node.alias or node.name),
+            full=full, incremental=incr, unique_id=uid, path=node.original_file_path,
+            raw_code=node.raw_code or "", window_literals=outcome.window_literals, root_macros=root_macros)
+        kept, quiet = lint_model(ctx, _pipeline_findings(ctx, compiled, full, incr))
+        findings += kept
+        suppressed += quiet
+        rules_time += time.perf_counter() - t
+
+    timings = dict(outcome.timings)
+    timings["sqlglot_parse"] = parse_time
+    timings["rules"] = rules_time
+    timings["total"] = time.perf_counter() - started
+    order = {n: i for i, n in enumerate(names)}
+    findings.sort(key=lambda f: (order.get(f.model, 0), f.severity != "error", f.rule, f.line or 0))
+    return LintResult(tuple(findings), tuple(names), tuple(suppressed), outcome.mode, timings)
+
+
+def _pipeline_findings(ctx: ModelContext, compiled: CompiledModel, full: ParsedSql | None,
+                       incr: ParsedSql | None) -> list[Finding]:
+    """Compile errors, parse errors and unchecked branches, as findings on the model."""
+    out = []
+    if compiled.full_error:
+        out.append(make_finding(ctx, "compile-error", f"model {ctx.name} failed to compile: {compiled.full_error}",
+                                branch="full"))
+    if compiled.incremental_checked and compiled.incremental_error and compiled.incremental_error != compiled.full_error:
+        out.append(make_finding(ctx, "compile-error",
+                                f"model {ctx.name} failed to compile with is_incremental() true: "
+                                f"{compiled.incremental_error}", branch="incremental",
+                                line=locate(ctx.raw_code, (r"is_incremental",))))
+    seen = set()
+    for branch, parsed in (("full", full), ("incremental", incr)):
+        if parsed is not None and parsed.error and parsed.error not in seen:
+            seen.add(parsed.error)
+            label = "full-refresh" if branch == "full" else "incremental"
+            out.append(make_finding(ctx, "sql-parse-error",
+                                    f"sqlglot ({ctx.dialect or 'generic'}) could not parse the {label} SQL of "
+                                    f"model {ctx.name}: {parsed.error}", branch=branch))
+    if ctx.is_incremental and not compiled.incremental_checked:
+        out.append(make_finding(ctx, "incremental-branch-unchecked",
+                                f"the incremental branch of model {ctx.name} was not compiled; only the "
+                                "full-refresh SQL was checked", branch="incremental"))
+    return out

@@ -1,0 +1,56 @@
+"""Lint results: frozen dataclasses with `to_dict()`; renderers take these and never recompute."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+ERROR = "error"
+WARNING = "warning"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One rule hit on one model."""
+
+    rule: str
+    model: str
+    severity: str
+    message: str
+    hint: str = ""
+    unique_id: str = ""
+    path: str = ""
+    line: int | None = None
+    branch: str = ""  # "full" (full-refresh SQL), "incremental" (is_incremental() true), "config"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class LintResult:
+    """Everything `rerun-safety lint` found, plus how long each phase took."""
+
+    findings: tuple[Finding, ...]
+    models: tuple[str, ...] = ()
+    suppressed: tuple[Finding, ...] = ()
+    incremental_mode: str = ""
+    timings: dict = field(default_factory=dict, compare=False)
+
+    @property
+    def has_errors(self) -> bool:
+        return any(f.severity == ERROR for f in self.findings)
+
+    def counts(self) -> dict:
+        return {
+            "models": len(self.models),
+            "errors": sum(f.severity == ERROR for f in self.findings),
+            "warnings": sum(f.severity == WARNING for f in self.findings),
+            "suppressed": len(self.suppressed),
+        }
+
+    def to_dict(self) -> dict:
+        return {
+            "findings": [f.to_dict() for f in self.findings],
+            "suppressed": [f.to_dict() for f in self.suppressed],
+            "summary": {**self.counts(), "incremental_branch": self.incremental_mode},
+            "timings": {k: round(v, 3) for k, v in self.timings.items()},
+        }

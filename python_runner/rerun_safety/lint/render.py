@@ -1,0 +1,36 @@
+"""Text rendering of a `LintResult`: findings grouped by model, ANSI colour only when asked."""
+from __future__ import annotations
+
+from .findings import ERROR, LintResult
+
+_COLORS = {"error": "31", "warning": "33", "model": "1", "dim": "2", "ok": "32"}
+
+
+def _paint(text: str, style: str, color: bool) -> str:
+    return f"\033[{_COLORS[style]}m{text}\033[0m" if color else text
+
+
+def render_text(result: LintResult, color: bool = False) -> str:
+    lines: list[str] = []
+    by_model: dict[str, list] = {}
+    for f in result.findings:
+        by_model.setdefault(f.model, []).append(f)
+    for model, findings in by_model.items():
+        path = findings[0].path
+        lines.append(_paint(model, "model", color) + (f"  {_paint(path, 'dim', color)}" if path else ""))
+        for f in findings:
+            sev = _paint(f"{f.severity:<7}", f.severity if f.severity in _COLORS else "dim", color)
+            lines.append(f"  {sev} {f.rule}  {f.message}")
+            if f.hint:
+                lines.append(_paint(f"          fix: {f.hint}", "dim", color))
+        lines.append("")
+    c = result.counts()
+    summary = (f"{c['models']} models linted: {c['errors']} errors, {c['warnings']} warnings"
+               f", {c['suppressed']} suppressed")
+    if result.incremental_mode:
+        summary += f" (incremental branches: {result.incremental_mode})"
+    lines.append(_paint(summary, "error" if c["errors"] else ("warning" if c["warnings"] else "ok"), color))
+    return "\n".join(lines)
+
+
+__all__ = ["render_text", "ERROR"]
