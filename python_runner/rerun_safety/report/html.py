@@ -115,9 +115,10 @@ def lineage_svg(models: tuple[ModelVerdict, ...]) -> str:
 
     out = [f'<svg class="lineage-graph" width="{width}" '
            f'height="{height}" viewBox="0 0 {width} {height}" role="img" aria-label="Model lineage">',
-           '<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" '
-           'markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="#9ca3af"/>'
-           '</marker></defs>']
+           "<defs>" + "".join(
+               f'<marker id="{marker_id}" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="9" markerHeight="9" '
+               f'markerUnits="userSpaceOnUse" orient="auto"><path d="M0,0 L10,5 L0,10 z" fill="{fill}"/></marker>'
+               for marker_id, fill in (("arrow", "#9ca3af"), ("arrow-bad", "#dc2626"))) + "</defs>"]
     for p, c in edges:
         (x1, y1), (x2, y2) = xy[p], xy[c]
         x1, y1, y2 = x1 + NODE_W, y1 + NODE_H / 2, y2 + NODE_H / 2
@@ -126,7 +127,8 @@ def lineage_svg(models: tuple[ModelVerdict, ...]) -> str:
         bad = bool(child and parent and child.contaminated_by
                    and (parent.name in child.contaminated_by or parent.unique_id in child.contaminated_by
                         or (parent.contaminated_by and set(parent.contaminated_by) & set(child.contaminated_by))))
-        out.append(f'<path class="edge{" contaminating" if bad else ""}" marker-end="url(#arrow)" '
+        out.append(f'<path class="edge{" contaminating" if bad else ""}" '
+                   f'marker-end="url(#{"arrow-bad" if bad else "arrow"})" '
                    f'd="M{x1},{y1} C{mid},{y1} {mid},{y2} {x2 - 2},{y2}"/>')
     for n, m in nodes.items():
         x, y = xy[n]
@@ -216,6 +218,10 @@ def partition_chart(s: ScenarioResult) -> str:
         if diff and gw >= 14:
             g.append(f'<text class="diff-label" x="{x0 + gw / 2:.1f}" y="{TOP - 4}" text-anchor="middle">'
                      f'{delta:+,}</text>')
+        elif diff:  # too narrow for a number: a marker above the partition
+            cx = x0 + gw / 2
+            g.append(f'<path class="diff-mark" d="M{cx - 4:.1f},{TOP - 12} L{cx + 4:.1f},{TOP - 12} '
+                     f'L{cx:.1f},{TOP - 3} z"/>')
         if i % every == 0 or diff and gw >= 14:
             lx, ly = x0 + gw / 2, TOP + PLOT_H + 10
             g.append(f'<text class="axis" x="{lx:.1f}" y="{ly}" text-anchor="end" '
@@ -336,7 +342,7 @@ class HtmlRenderer(Renderer):
                 ("window", f"{cutoffs[0]} → {cutoffs[-1]}" if cutoffs else ""),
                 ("wall time", f"{report.wall_time:.1f} s"), ("dbt invocations", report.dbt_invocations),
                 ("model time", f"{report.model_time:.1f} s")]
-        meta_html = "".join(f"<span>{e(k)}: <b>{e(v)}</b></span>" for k, v in meta if v != "")
+        meta_html = " ".join(f"<span>{e(k)}: <b>{e(v)}</b></span>" for k, v in meta if v != "")
         body = [
             f"<header><h1>rerun-safety game day: {e(report.project)}</h1>",
             f'<p class="meta">{meta_html}</p>',
