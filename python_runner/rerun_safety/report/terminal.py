@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rich import box
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
-from ..results import UNSAFE, GamedayReport, sort_worst_first
+from ..results import GamedayReport, sort_worst_first
 from .base import cause, headline
 
 VERDICT_STYLE = {"error": "bold magenta", "nondeterministic": "bold yellow", "loss": "bold red",
@@ -77,26 +78,34 @@ class TerminalProgress:
             self.console.print(Text(f"rerun-safety: {line}"), highlight=False, soft_wrap=True)
 
 
-def _num(v: int) -> Text:
-    return Text(f"{v:,}", style="bold red" if v else "dim")
+def difference(s) -> Text:
+    """The worst scenario and its numbers that are not zero: 'rerun: 200 extra, 200 dup keys'."""
+    if s is None:
+        return Text("")
+    parts = [f"{n:,} {label}" for n, label in ((s.extra_rows, "extra"), (s.missing_rows, "missing"),
+                                               (s.duplicate_keys, "dup keys"), (s.changed_rows, "changed"))
+             if n]
+    text = Text(f"{s.name}: ")
+    if parts:
+        text.append(", ".join(parts), style="bold red")
+    else:
+        text.append("failed" if s.verdict == "error" else "no difference", style="dim")
+    return text
 
 
 def summary_table(report: GamedayReport) -> Table:
+    """Models worst first, with the numbers of each model's worst scenario."""
     table = Table(title="rerun-safety game day", title_justify="left", header_style="bold",
-                  show_lines=False)
-    table.add_column("model", no_wrap=True)
+                  box=box.SIMPLE_HEAD, pad_edge=False)
+    longest = max((len(m.name) for m in report.models), default=5)
+    table.add_column("model", overflow="fold", min_width=min(longest, 20))
     table.add_column("verdict", no_wrap=True)
-    table.add_column("root cause / contaminated by")
-    table.add_column("worst scenario", no_wrap=True)
-    for label in ("extra rows", "missing rows", "dup keys", "changed"):
-        table.add_column(label, justify="right")
+    table.add_column("cause", overflow="fold", min_width=10)
+    table.add_column("worst scenario: rows vs reference", overflow="fold", min_width=14)
     for m in sort_worst_first(report.models):
-        s = m.worst_scenario
         why = Text(cause(m), style="bold red" if m.root_cause else "yellow" if m.contaminated_by else "dim")
-        nums = [_num(v) for v in (s.extra_rows, s.missing_rows, s.duplicate_keys, s.changed_rows)] \
-            if s else [Text("")] * 4
         table.add_row(Text(m.name), Text(m.verdict, style=VERDICT_STYLE.get(m.verdict, "")), why,
-                      Text(s.name if s else ""), *nums)
+                      difference(m.worst_scenario))
     return table
 
 
