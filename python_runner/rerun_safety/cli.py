@@ -1,0 +1,126 @@
+"""Command line: parses options and calls the core. The core never prints; this module does."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from .errors import RerunSafetyError
+
+_COMMON = [
+    click.option("--project-dir", default=".", show_default=True, type=click.Path(file_okay=False),
+                 help="The dbt project to work on."),
+    click.option("--profiles-dir", default=None, type=click.Path(file_okay=False),
+                 help="Where profiles.yml is (default: DBT_PROFILES_DIR, the current dir, ~/.dbt)."),
+    click.option("--target", "-t", default=None, help="The profile target to read sources from."),
+]
+
+
+def common_options(fn):
+    for opt in reversed(_COMMON):
+        fn = opt(fn)
+    return fn
+
+
+def _fail(err: BaseException, debug: bool) -> None:
+    if debug:
+        raise err
+    click.secho(f"rerun-safety: error: {err}", fg="red", err=True)
+    sys.exit(2)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--debug", is_flag=True, help="Show tracebacks.")
+@click.version_option(package_name="rerun-safety")
+@click.pass_context
+def main(ctx: click.Context, debug: bool) -> None:
+    """Prove that a dbt project is safe to run twice."""
+    ctx.obj = {"debug": debug}
+
+
+@main.command()
+@common_options
+@click.option("--select", "-s", multiple=True, help="dbt selection (default: the whole project).")
+@click.option("--exclude", multiple=True, help="dbt exclusion.")
+@click.option("--vars", "vars_yaml", default=None, help="YAML dict passed to dbt as --vars.")
+@click.option("--steps", default=4, show_default=True, type=click.IntRange(2, 50),
+              help="How many cutoffs the snapshot's time range is cut into.")
+@click.option("--scenarios", default="all", show_default=True,
+              help="Comma-separated: reference,replay,rerun,partial,backfill,determinism.")
+@click.option("--output-dir", default=None, type=click.Path(file_okay=False),
+              help="Where the reports go (default: <project>/target/rerun_safety).")
+@click.option("--threads", default=1, show_default=True, type=click.IntRange(1, 64),
+              help="Scenarios run in this many worker processes.")
+@click.option("--keep-sandboxes", is_flag=True, help="Do not remove sandboxes (for debugging).")
+@click.pass_context
+def gameday(ctx, project_dir, profiles_dir, target, select, exclude, vars_yaml, steps, scenarios,
+            output_dir, threads, keep_sandboxes):
+    """Replay every incremental model in sandboxes and diff it against a clean reference build."""
+    from .gameday import GamedayOptions, run_gameday
+    from .report import write_reports
+    from .report.terminal import TerminalProgress, print_summary
+
+    debug = ctx.obj["debug"]
+    try:
+        options = GamedayOptions.build(
+            project_dir=project_dir, profiles_dir=profiles_dir, target=target, select=select,
+            exclude=exclude, vars_yaml=vars_yaml, steps=steps, scenarios=scenarios,
+            output_dir=output_dir, threads=threads, keep_sandboxes=keep_sandboxes)
+        with TerminalProgress() as progress:
+            report = run_gameday(options, progress=progress)
+        paths = write_reports(report, options.output_dir)
+    except RerunSafetyError as err:
+        _fail(err, debug)
+        return
+    except KeyboardInterrupt:
+        click.secho("rerun-safety: interrupted; sandboxes removed", fg="red", err=True)
+        sys.exit(130)
+    print_summary(report, paths)
+    sys.exit(report.summary()["exit_code"])
+
+
+@main.command()
+@common_options
+@click.option("--select", "-s", multiple=True, help="dbt selection (default: every model).")
+@click.option("--exclude", multiple=True, help="dbt exclusion.")
+@click.option("--vars", "vars_yaml", default=None, help="YAML dict passed to dbt as --vars.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.pass_context
+def lint(ctx, project_dir, profiles_dir, target, select, exclude, vars_yaml, fmt):
+    """Find unsafe incremental patterns and non-determinism in compiled SQL."""
+    import json
+
+    from .lint import render_text, run_lint
+
+    try:
+        result = run_lint(project_dir=project_dir, profiles_dir=profiles_dir, target=target,
+                          select=select, exclude=exclude, vars_yaml=vars_yaml)
+    except RerunSafetyError as err:
+        _fail(err, ctx.obj["debug"])
+        return
+    if fmt == "json":
+        click.echo(json.dumps(result.to_dict(), indent=2))
+    else:
+        click.echo(render_text(result, color=sys.stdout.isatty() and not os.environ.get("NO_COLOR")))
+    sys.exit(1 if result.has_errors else 0)
+
+
+@main.command()
+@click.option("--project-dir", default=".", show_default=True, type=click.Path(file_okay=False))
+@click.pass_context
+def init(ctx, project_dir):
+    """Write the partition_overwrite strategy shim into a dbt project (idempotent)."""
+    from .init import write_shim
+
+    try:
+        path, changed = write_shim(Path(project_dir))
+    except RerunSafetyError as err:
+        _fail(err, ctx.obj["debug"])
+        return
+    click.echo(f"{'wrote' if changed else 'already present:'} {path}")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,144 @@
+"""A thin wrapper around dbtRunner that separates success, handled failure and crash.
+
+dbt is not thread-safe (global adapter factory): one invocation at a time per process.
+`dbtRunner.invoke` never raises, so every call is checked here and turned into a `DbtResult`.
+"""
+from __future__ import annotations
+
+import io
+import logging
+import os
+import time
+from contextlib import redirect_stdout
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from .errors import ConfigError, DbtInvocationError
+
+os.environ.setdefault("DBT_SEND_ANONYMOUS_USAGE_STATS", "false")
+os.environ.setdefault("DO_NOT_TRACK", "1")
+
+
+@dataclass(frozen=True)
+class NodeResult:
+    unique_id: str
+    status: str
+    message: str
+    execution_time: float
+    failures: int | None = None
+
+
+@dataclass(frozen=True)
+class DbtResult:
+    """Outcome of one dbt invocation: `success`, handled failure (nodes failed), or crash."""
+
+    args: tuple[str, ...]
+    success: bool
+    crashed: bool
+    error: str
+    nodes: tuple[NodeResult, ...] = ()
+    wall_time: float = 0.0
+    raw: Any = field(default=None, compare=False, repr=False)
+
+    def node(self, unique_id: str) -> NodeResult | None:
+        for n in self.nodes:
+            if n.unique_id == unique_id:
+                return n
+        return None
+
+    @property
+    def model_time(self) -> float:
+        return sum(n.execution_time for n in self.nodes)
+
+
+def _first_line(text: str) -> str:
+    lines = [ln.strip() for ln in str(text).strip().splitlines() if ln.strip()]
+    return " ".join(lines[:3])[:500] if lines else ""
+
+
+def _node_results(result: Any) -> tuple[NodeResult, ...]:
+    out = []
+    for r in getattr(result, "results", None) or ():
+        node = getattr(r, "node", None)
+        status = getattr(r, "status", "")
+        out.append(NodeResult(
+            unique_id=getattr(node, "unique_id", "") if node is not None else "",
+            status=str(getattr(status, "value", status)),
+            message=_first_line(getattr(r, "message", "") or ""),
+            execution_time=float(getattr(r, "execution_time", 0.0) or 0.0),
+            failures=getattr(r, "failures", None),
+        ))
+    return tuple(out)
+
+
+class DbtSession:
+    """Runs dbt commands for one project, reusing one parsed manifest across invocations."""
+
+    def __init__(self, project_dir: str | Path, profiles_dir: str | Path | None, target: str | None,
+                 work_dir: str | Path, vars_yaml: str | None = None, quiet: bool = True):
+        self.project_dir = str(Path(project_dir).resolve())
+        self.profiles_dir = str(Path(profiles_dir).resolve()) if profiles_dir else None
+        self.target = target
+        self.work_dir = Path(work_dir)
+        self.vars_yaml = vars_yaml
+        self.quiet = quiet
+        self.manifest = None
+        self.invocations: list[DbtResult] = []
+
+    # dbt writes target/ and logs/ next to the project by default: keep both in our work dir so a
+    # game day leaves the user's project folder as it was.
+    def _common(self, profiles_dir: str | None) -> list[str]:
+        args = ["--project-dir", self.project_dir,
+                "--target-path", str(self.work_dir / "dbt_target"),
+                "--log-path", str(self.work_dir / "dbt_logs")]
+        if profiles_dir:
+            args += ["--profiles-dir", profiles_dir]
+        if self.target:
+            args += ["--target", self.target]
+        return args
+
+    def invoke(self, command: Sequence[str], *, profiles_dir: str | None = None,
+               vars_yaml: str | None = None, use_manifest: bool = True) -> DbtResult:
+        from dbt.cli.main import dbtRunner
+
+        args = [*command, *self._common(profiles_dir or self.profiles_dir)]
+        merged_vars = vars_yaml if vars_yaml is not None else self.vars_yaml
+        if merged_vars:
+            args += ["--vars", merged_vars]
+        if self.quiet:
+            args = ["--quiet", "--log-level-file", "none", *args] if command[0] != "ls" else [
+                "--log-level", "none", "--log-level-file", "none", *args]
+        runner = dbtRunner(manifest=self.manifest if use_manifest else None)
+        started = time.perf_counter()
+        buffer = io.StringIO()
+        logging.getLogger("dbt").setLevel(logging.ERROR)
+        with redirect_stdout(buffer):
+            res = runner.invoke(args)
+        wall = time.perf_counter() - started
+        nodes = _node_results(res.result)
+        if res.exception is not None:
+            result = DbtResult(tuple(args), False, True, _first_line(str(res.exception)), nodes, wall, res.result)
+        elif not res.success:
+            failed = [n for n in nodes if n.status in ("error", "fail", "runtime error")]
+            msg = "; ".join(f"{n.unique_id}: {n.message}" for n in failed[:3]) or _first_line(buffer.getvalue())
+            result = DbtResult(tuple(args), False, False, msg, nodes, wall, res.result)
+        else:
+            result = DbtResult(tuple(args), True, False, "", nodes, wall, res.result)
+        self.invocations.append(result)
+        return result
+
+    def parse(self):
+        """Parse the project once; later invocations reuse the manifest."""
+        res = self.invoke(["parse"], use_manifest=False)
+        if not res.success or res.raw is None:
+            raise _parse_error(res.error or "dbt parse failed")
+        self.manifest = res.raw
+        return self.manifest
+
+
+def _parse_error(message: str) -> Exception:
+    lower = message.lower()
+    if any(s in lower for s in ("profile", "could not find", "not found", "does not exist", "no dbt_project")):
+        return ConfigError(f"dbt could not load the project: {message}")
+    return DbtInvocationError(f"dbt parse failed: {message}")

@@ -1,0 +1,279 @@
+"""The user's dbt project as the game day sees it: models, sources, keys, time columns, lineage.
+
+Parsed once; everything else reuses the manifest.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .dbt_invoke import DbtSession
+from .errors import ConfigError
+
+SUPPORTED_ADAPTERS = ("duckdb", "postgres")
+JUDGED_MATERIALIZATIONS = ("table", "incremental", "view", "materialized_view")
+
+
+@dataclass(frozen=True)
+class SourceTable:
+    unique_id: str
+    name: str  # "source_name.table_name"
+    database: str | None
+    schema: str
+    identifier: str
+    time_column: str | None
+    time_origin: str | None  # event_time | loaded_at_field | meta
+
+
+@dataclass(frozen=True)
+class Model:
+    unique_id: str
+    name: str
+    fqn: tuple[str, ...]
+    resource_type: str  # model | seed
+    materialized: str
+    strategy: str | None
+    key: tuple[str, ...]
+    partition_key: Any
+    event_time: str | None
+    database: str | None
+    schema: str
+    identifier: str
+    parents: tuple[str, ...]  # models and seeds this one reads
+    sources: tuple[str, ...]
+    ignore_columns: tuple[str, ...]
+    window_driven: bool
+
+    @property
+    def incremental(self) -> bool:
+        return self.materialized == "incremental"
+
+    @property
+    def judged(self) -> bool:
+        return self.resource_type == "model" and self.materialized in JUDGED_MATERIALIZATIONS
+
+    @property
+    def selector(self) -> str:
+        return "fqn:" + ".".join(self.fqn)
+
+
+def resolve_profiles_dir(profiles_dir: str | None) -> Path:
+    """dbt's own order: --profiles-dir, DBT_PROFILES_DIR, the current dir, ~/.dbt."""
+    if profiles_dir:
+        return Path(profiles_dir)
+    if os.environ.get("DBT_PROFILES_DIR"):
+        return Path(os.environ["DBT_PROFILES_DIR"])
+    if (Path.cwd() / "profiles.yml").exists():
+        return Path.cwd()
+    return Path.home() / ".dbt"
+
+
+def parse_vars(vars_yaml: str | None) -> dict:
+    if not vars_yaml:
+        return {}
+    try:
+        data = yaml.safe_load(vars_yaml)
+    except yaml.YAMLError as err:
+        raise ConfigError(f"--vars is not valid YAML: {str(err).splitlines()[0]}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError("--vars must be a YAML dictionary, e.g. '{key: value}'")
+    return data
+
+
+def load_target_output(project_dir: Path, profiles_dir: Path, target: str | None,
+                       cli_vars: dict) -> tuple[str, str, dict]:
+    """Render the user's profile like dbt does; returns (profile name, target name, output dict)."""
+    from dbt.config.profile import read_profile
+    from dbt.config.renderer import ProfileRenderer
+    from dbt_common.context import set_invocation_context
+
+    project_file = project_dir / "dbt_project.yml"
+    if not project_file.exists():
+        raise ConfigError(f"no dbt_project.yml in {project_dir}: pass --project-dir pointing at a dbt project")
+    try:
+        project_yml = yaml.safe_load(project_file.read_text()) or {}
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{project_file} is not valid YAML: {str(err).splitlines()[0]}") from None
+    profile_name = os.environ.get("DBT_PROFILE") or project_yml.get("profile")
+    if not profile_name:
+        raise ConfigError(f"{project_file} names no profile: add 'profile: <name>'")
+    if not (profiles_dir / "profiles.yml").exists():
+        raise ConfigError(f"no profiles.yml in {profiles_dir}: pass --profiles-dir or set DBT_PROFILES_DIR")
+    set_invocation_context(os.environ)
+    try:
+        raw = read_profile(str(profiles_dir))
+        if profile_name not in raw:
+            raise ConfigError(f"profile '{profile_name}' not found in {profiles_dir / 'profiles.yml'}")
+        rendered = ProfileRenderer(cli_vars).render_data(raw[profile_name])
+    except ConfigError:
+        raise
+    except Exception as err:  # dbt raises its own error types for bad YAML or Jinja
+        first = str(err).strip().splitlines()
+        raise ConfigError(f"could not read profile '{profile_name}': {' '.join(first[:2])}") from None
+    target_name = target or os.environ.get("DBT_TARGET") or rendered.get("target") or "default"
+    outputs = rendered.get("outputs") or {}
+    if target_name not in outputs:
+        known = ", ".join(sorted(outputs)) or "none"
+        raise ConfigError(f"target '{target_name}' not found in profile '{profile_name}' (known: {known})")
+    output = dict(outputs[target_name])
+    if output.get("type") not in SUPPORTED_ADAPTERS:
+        raise ConfigError(f"adapter '{output.get('type')}' of target '{target_name}' is not supported "
+                          f"(supported: {', '.join(SUPPORTED_ADAPTERS)})")
+    return profile_name, target_name, output
+
+
+def _as_tuple(value: Any) -> tuple[str, ...]:
+    if value is None or value == "":
+        return ()
+    if isinstance(value, str):
+        return tuple(part.strip() for part in value.split(",") if part.strip()) if "," in value else (value,)
+    return tuple(str(v) for v in value)
+
+
+def _meta(node: Any) -> dict:
+    meta = dict(getattr(node, "meta", None) or {})
+    cfg_meta = (node.config.get("meta") if hasattr(node.config, "get") else None) or {}
+    meta.update(cfg_meta)
+    rs = meta.get("rerun_safety") or {}
+    return rs if isinstance(rs, dict) else {}
+
+
+def _keys_from_tests(manifest: Any) -> dict[str, tuple[str, ...]]:
+    """Keys declared by tests: `unique` on a column, our `unique_key`, dbt_utils' combination test."""
+    keys: dict[str, tuple[str, ...]] = {}
+    for node in manifest.nodes.values():
+        meta = getattr(node, "test_metadata", None)
+        if node.resource_type.value != "test" or meta is None:
+            continue
+        attached = getattr(node, "attached_node", None)
+        if not attached:
+            continue
+        kwargs = meta.kwargs or {}
+        cols: tuple[str, ...] = ()
+        if meta.name == "unique" and kwargs.get("column_name"):
+            cols = (str(kwargs["column_name"]),)
+        elif meta.name == "unique_key" and kwargs.get("columns"):
+            cols = _as_tuple(kwargs["columns"])
+        elif meta.name == "unique_combination_of_columns" and kwargs.get("combination_of_columns"):
+            cols = _as_tuple(kwargs["combination_of_columns"])
+        if cols and (attached not in keys or len(cols) < len(keys[attached])):
+            keys[attached] = cols
+    return keys
+
+
+class Project:
+    """A parsed dbt project plus the user's rendered target."""
+
+    def __init__(self, project_dir: str | Path, profiles_dir: str | None, target: str | None,
+                 vars_yaml: str | None, work_dir: Path):
+        self.project_dir = Path(project_dir).resolve()
+        if not self.project_dir.is_dir():
+            raise ConfigError(f"project dir {project_dir} does not exist")
+        self.profiles_dir = resolve_profiles_dir(profiles_dir).resolve()
+        self.cli_vars = parse_vars(vars_yaml)
+        self.profile_name, self.target_name, self.target_output = load_target_output(
+            self.project_dir, self.profiles_dir, target, self.cli_vars)
+        self.adapter = self.target_output["type"]
+        self.session = DbtSession(self.project_dir, self.profiles_dir, self.target_name, work_dir,
+                                  vars_yaml=yaml.safe_dump(self.cli_vars) if self.cli_vars else None)
+        self.manifest = self.session.parse()
+        self.models: dict[str, Model] = {}
+        self.sources: dict[str, SourceTable] = {}
+        self._load()
+
+    @property
+    def name(self) -> str:
+        return self.manifest.metadata.project_name or self.project_dir.name
+
+    def _load(self) -> None:
+        m = self.manifest
+        for uid, src in m.sources.items():
+            cfg = src.config
+            meta_rs = _meta(src)
+            time_col, origin = None, None
+            if getattr(cfg, "event_time", None):
+                time_col, origin = cfg.event_time, "event_time"
+            elif src.loaded_at_field:
+                time_col, origin = src.loaded_at_field, "loaded_at_field"
+            elif meta_rs.get("time_column") or meta_rs.get("event_time"):
+                time_col, origin = meta_rs.get("time_column") or meta_rs.get("event_time"), "meta"
+            self.sources[uid] = SourceTable(uid, f"{src.source_name}.{src.name}", src.database, src.schema,
+                                            src.identifier, time_col, origin)
+        keys_by_test = _keys_from_tests(m)
+        for uid, node in m.nodes.items():
+            rtype = node.resource_type.value
+            if rtype not in ("model", "seed") or not node.config.enabled:
+                continue
+            cfg = node.config
+            deps = tuple(getattr(node.depends_on, "nodes", ()) or ())
+            strategy = cfg.get("incremental_strategy") if cfg.materialized == "incremental" else None
+            if cfg.materialized == "incremental" and not strategy:
+                strategy = "default"
+            key = _as_tuple(cfg.get("unique_key")) or keys_by_test.get(uid, ())
+            raw = getattr(node, "raw_code", "") or ""
+            self.models[uid] = Model(
+                unique_id=uid, name=node.name, fqn=tuple(node.fqn), resource_type=rtype,
+                materialized=cfg.materialized, strategy=strategy, key=key,
+                partition_key=cfg.get("partition_key"), event_time=cfg.get("event_time"),
+                database=node.database, schema=node.schema,
+                identifier=getattr(node, "alias", None) or node.name,
+                parents=tuple(d for d in deps if d.split(".")[0] in ("model", "seed")),
+                sources=tuple(d for d in deps if d.startswith("source.")),
+                ignore_columns=_as_tuple(_meta(node).get("ignore_columns")),
+                window_driven=(strategy == "microbatch" or "window_filter" in raw),
+            )
+
+    def select(self, select: tuple[str, ...], exclude: tuple[str, ...]) -> list[str]:
+        """Model unique_ids matching dbt's selection syntax (via `dbt ls` on the parsed manifest)."""
+        import json
+
+        args = ["ls", "--resource-type", "model", "--output", "json", "--output-keys", "unique_id"]
+        if select:
+            args += ["--select", *select]
+        if exclude:
+            args += ["--exclude", *exclude]
+        res = self.session.invoke(args)
+        if not res.success:
+            raise ConfigError(f"bad selection: {res.error or 'dbt ls failed'}")
+        ids = []
+        for line in res.raw or []:
+            try:
+                ids.append(json.loads(line)["unique_id"])
+            except (ValueError, KeyError, TypeError):
+                continue
+        return [i for i in ids if i in self.models]
+
+    def ancestors(self, uids) -> set[str]:
+        seen: set[str] = set()
+        stack = list(uids)
+        while stack:
+            uid = stack.pop()
+            for parent in self.models[uid].parents if uid in self.models else ():
+                if parent not in seen:
+                    seen.add(parent)
+                    stack.append(parent)
+        return seen
+
+    def topo_order(self, uids) -> list[str]:
+        uids = set(uids)
+        order: list[str] = []
+        done: set[str] = set()
+
+        def visit(u: str) -> None:
+            if u in done:
+                return
+            done.add(u)
+            for p in self.models[u].parents:
+                if p in uids:
+                    visit(p)
+            order.append(u)
+
+        for u in sorted(uids):
+            visit(u)
+        return order

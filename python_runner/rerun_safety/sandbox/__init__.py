@@ -1,0 +1,24 @@
+"""Snapshots and sandboxes: one engine per warehouse behind a small base class."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from .base import PREFIX, Engine, Sandbox
+
+
+def engine_for(target_output: dict, work_root: Path, run_id: str) -> Engine:
+    kind = target_output.get("type")
+    if kind == "duckdb":
+        from .duckdb import DuckDBEngine
+
+        return DuckDBEngine(target_output, work_root, run_id)
+    if kind == "postgres":
+        from .postgres import PostgresEngine
+
+        return PostgresEngine(target_output, work_root, run_id)
+    from ..errors import ConfigError
+
+    raise ConfigError(f"adapter '{kind}' is not supported (supported: duckdb, postgres)")
+
+
+__all__ = ["PREFIX", "Engine", "Sandbox", "engine_for"]

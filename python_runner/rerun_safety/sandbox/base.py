@@ -1,0 +1,183 @@
+"""What every engine provides: a read-only snapshot of the sources, clones, SQL, cleanup."""
+from __future__ import annotations
+
+import abc
+import datetime as dt
+import fcntl
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import sqlglot
+from sqlglot import exp
+
+from ..project import SourceTable
+
+# Every sandbox (file, folder or database) starts with this, so a later run can find leftovers.
+PREFIX = "rerun_safety_sbx_"
+SNAPSHOT_SCHEMA = "rerun_safety_snapshot"
+REFERENCE_SCHEMA = "rerun_safety_reference"
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    name: str
+    location: str  # a DuckDB file path, or a PostgreSQL database name
+
+
+def ident(name: str) -> exp.Identifier:
+    return exp.to_identifier(name, quoted=True)
+
+
+def table(schema: str | None, name: str) -> exp.Table:
+    return exp.Table(this=ident(name), db=ident(schema) if schema else None)
+
+
+def ts_literal(value: dt.datetime) -> exp.Expression:
+    return exp.cast(exp.Literal.string(value.strftime("%Y-%m-%d %H:%M:%S.%f")), exp.DataType.build("timestamp"))
+
+
+class Connection(abc.ABC):
+    """A minimal DB-API style connection to one sandbox."""
+
+    dialect: str
+
+    @abc.abstractmethod
+    def execute(self, sql: str | exp.Expression, params: Sequence[Any] | None = None) -> None: ...
+
+    @abc.abstractmethod
+    def fetchall(self, sql: str | exp.Expression) -> list[tuple]: ...
+
+    def fetchone(self, sql: str | exp.Expression) -> tuple | None:
+        rows = self.fetchall(sql)
+        return rows[0] if rows else None
+
+    def fetch_dicts(self, sql: str | exp.Expression) -> list[dict]:
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def close(self) -> None: ...
+
+    def sql(self, expression: str | exp.Expression) -> str:
+        if isinstance(expression, str):
+            return expression
+        return expression.sql(dialect=self.dialect)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def columns(self, schema: str, name: str) -> list[tuple[str, str]]:
+        q = (exp.select("column_name", "data_type").from_(table("information_schema", "columns"))
+             .where(exp.and_(exp.column("table_schema").eq(exp.Literal.string(schema)),
+                             exp.column("table_name").eq(exp.Literal.string(name))))
+             .order_by("ordinal_position"))
+        return [(r[0], str(r[1])) for r in self.fetchall(q)]
+
+    def relation_kind(self, schema: str, name: str) -> str | None:
+        q = (exp.select("table_type").from_(table("information_schema", "tables"))
+             .where(exp.and_(exp.column("table_schema").eq(exp.Literal.string(schema)),
+                             exp.column("table_name").eq(exp.Literal.string(name)))))
+        row = self.fetchone(q)
+        if not row:
+            return None
+        return "view" if "VIEW" in str(row[0]).upper() else "table"
+
+    def drop_relation(self, schema: str, name: str) -> None:
+        kind = self.relation_kind(schema, name)
+        if kind:
+            cascade = " cascade" if self.dialect == "postgres" else ""
+            self.execute(f"drop {kind} if exists {table(schema, name).sql(dialect=self.dialect)}{cascade}")
+
+    def create_schema(self, schema: str) -> None:
+        self.execute(exp.Create(this=exp.Table(db=ident(schema)), kind="SCHEMA", exists=True))
+
+    def copy_table(self, src_schema: str, src: str, dst_schema: str, dst: str) -> None:
+        self.create_schema(dst_schema)
+        self.execute(exp.Create(this=table(dst_schema, dst), kind="TABLE",
+                                expression=exp.select("*").from_(table(src_schema, src))))
+
+
+class Engine(abc.ABC):
+    """One warehouse kind. The user's target is only ever read."""
+
+    dialect: str
+
+    def __init__(self, target_output: dict, work_root: Path, run_id: str):
+        self.target_output = dict(target_output)
+        self.work_root = Path(work_root)
+        self.run_id = run_id
+        self.sandboxes: list[Sandbox] = []
+        self.run_dir = self.work_root / f"{PREFIX}{run_id}"
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        # The lock tells a later sweep that this run is alive; the OS drops it when we die.
+        self._lock = open(self.run_dir / "lock", "w")
+        fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+    @abc.abstractmethod
+    def create_snapshot(self, sources: Iterable[SourceTable]) -> Sandbox:
+        """Copy the sources' tables from the user's target (read-only) into a new sandbox."""
+
+    @abc.abstractmethod
+    def clone(self, source: Sandbox, role: str) -> Sandbox: ...
+
+    @abc.abstractmethod
+    def drop(self, sandbox: Sandbox) -> None: ...
+
+    @abc.abstractmethod
+    def connect(self, sandbox: Sandbox) -> Connection: ...
+
+    @abc.abstractmethod
+    def profile_output(self, sandbox: Sandbox) -> dict:
+        """The dbt profile output that points dbt at this sandbox."""
+
+    def prepare_manifest(self, manifest: Any, sandbox: Sandbox) -> None:
+        """Point a parsed manifest at the sandbox where dbt needs that (no-op by default)."""
+
+    def sandbox_name(self, role: str) -> str:
+        return f"{PREFIX}{self.run_id}_{role}"
+
+    def sweep(self) -> int:
+        """Remove run folders left by runs that are no longer alive; returns how many."""
+        removed = 0
+        for folder in self.work_root.glob(f"{PREFIX}*"):
+            if folder == self.run_dir or not folder.is_dir():
+                continue
+            try:
+                with open(folder / "lock", "a") as fh:
+                    fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    shutil.rmtree(folder, ignore_errors=True)
+                    removed += 1
+            except BlockingIOError:
+                continue  # a live run holds it
+            except OSError:
+                shutil.rmtree(folder, ignore_errors=True)
+                removed += 1
+        return removed
+
+    def cleanup(self) -> None:
+        for sandbox in list(self.sandboxes):
+            try:
+                self.drop(sandbox)
+            except Exception:  # keep removing the others; sweep() catches what is left
+                pass
+        shutil.rmtree(self.run_dir, ignore_errors=True)
+
+    def close(self) -> None:
+        """Release run-level resources (locks)."""
+        try:
+            self._lock.close()
+        except OSError:
+            pass
+
+
+def snapshot_table(src: SourceTable) -> str:
+    """Name of the full copy of a timed source, from which rows 'arrive' step by step."""
+    return f"{src.schema}__{src.identifier}"
+
+
+def parse_sql(sql: str, dialect: str) -> exp.Expression:
+    return sqlglot.parse_one(sql, read=dialect)

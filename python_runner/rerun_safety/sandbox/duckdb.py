@@ -1,0 +1,132 @@
+"""DuckDB sandboxes: file copies taken after CHECKPOINT, one folder per run, held by a lock file."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import duckdb
+from sqlglot import exp
+
+from ..errors import ConfigError, SandboxError
+from ..project import SourceTable
+from .base import SNAPSHOT_SCHEMA, Connection, Engine, Sandbox, ident, snapshot_table, table
+
+
+class DuckDBConnection(Connection):
+    dialect = "duckdb"
+
+    def __init__(self, path: str, read_only: bool = False):
+        self._con = duckdb.connect(path, read_only=read_only)
+
+    def execute(self, sql, params: Sequence[Any] | None = None) -> None:
+        self._con.execute(self.sql(sql), params or [])
+
+    def fetchall(self, sql) -> list[tuple]:
+        return self._con.execute(self.sql(sql)).fetchall()
+
+    def fetch_dicts(self, sql) -> list[dict]:
+        cur = self._con.execute(self.sql(sql))
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, row)) for row in cur.fetchall()]
+
+    def close(self) -> None:
+        try:
+            self._con.execute("checkpoint")
+        except duckdb.Error:
+            pass
+        self._con.close()
+
+
+class DuckDBEngine(Engine):
+    dialect = "duckdb"
+
+    def __init__(self, target_output: dict, work_root: Path, run_id: str):
+        path = str(target_output.get("path") or "")
+        if not path or path == ":memory:" or path.startswith("md:") or path.startswith("motherduck:"):
+            raise ConfigError(f"DuckDB target path '{path or ':memory:'}' has no persistent sources to "
+                              "snapshot: point the profile at a DuckDB file")
+        self.user_path = Path(path).expanduser().resolve()
+        if not self.user_path.exists():
+            raise ConfigError(f"DuckDB file {self.user_path} (from the profile's path) does not exist")
+        self.stem = self.user_path.stem
+        super().__init__(target_output, work_root, run_id)
+
+    def _path(self, role: str) -> Path:
+        return self.run_dir / role / f"{self.stem}.duckdb"
+
+    def _guard(self, path: Path) -> None:
+        if path.resolve() == self.user_path:
+            raise SandboxError(f"refusing to use the user's own database {self.user_path} as a sandbox")
+
+    def create_snapshot(self, sources: Iterable[SourceTable]) -> Sandbox:
+        path = self._path("snapshot")
+        self._guard(path)
+        path.parent.mkdir(parents=True)
+        sandbox = Sandbox(self.sandbox_name("snapshot"), str(path))
+        self.sandboxes.append(sandbox)
+        con = DuckDBConnection(str(path))
+        try:
+            try:
+                con.execute(_attach_read_only(str(self.user_path)))
+            except duckdb.Error as err:
+                raise SandboxError(f"cannot open {self.user_path} read-only: {str(err).splitlines()[0]}") from None
+            for src in sources:
+                if src.database and src.database != self.stem:
+                    raise ConfigError(f"source {src.name} lives in database '{src.database}', not in the "
+                                      f"target's '{self.stem}': only sources in the target database can be snapshotted")
+                con.create_schema(src.schema)
+                user_table = exp.Table(this=ident(src.identifier), db=ident(src.schema), catalog=ident("rs_user"))
+                try:
+                    con.execute(exp.Create(this=table(src.schema, src.identifier), kind="TABLE",
+                                           expression=exp.select("*").from_(user_table)))
+                except duckdb.Error as err:
+                    raise ConfigError(f"source {src.name}: cannot read {src.schema}.{src.identifier} from "
+                                      f"{self.user_path}: {str(err).splitlines()[0]}") from None
+                if src.time_column:
+                    con.copy_table(src.schema, src.identifier, SNAPSHOT_SCHEMA, snapshot_table(src))
+            con.execute("detach rs_user")
+        finally:
+            con.close()
+        return sandbox
+
+    def clone(self, source: Sandbox, role: str) -> Sandbox:
+        path = self._path(role)
+        self._guard(path)
+        path.parent.mkdir(parents=True, exist_ok=False)
+        src = Path(source.location)
+        wal = src.with_name(src.name + ".wal")
+        if wal.exists():
+            # Rows still in the WAL would be missing from a plain file copy.
+            DuckDBConnection(str(src)).close()
+        try:
+            shutil.copyfile(src, path)
+        except OSError as err:
+            raise SandboxError(f"cannot copy sandbox {src} to {path}: {err}") from None
+        sandbox = Sandbox(self.sandbox_name(role), str(path))
+        self.sandboxes.append(sandbox)
+        return sandbox
+
+    def drop(self, sandbox: Sandbox) -> None:
+        shutil.rmtree(Path(sandbox.location).parent, ignore_errors=True)
+        if sandbox in self.sandboxes:
+            self.sandboxes.remove(sandbox)
+
+    def connect(self, sandbox: Sandbox) -> DuckDBConnection:
+        self._guard(Path(sandbox.location))
+        return DuckDBConnection(sandbox.location)
+
+    def profile_output(self, sandbox: Sandbox) -> dict:
+        out = dict(self.target_output)
+        out["path"] = sandbox.location
+        out["keep_open"] = False
+        # Databases attached by the profile are the user's: dbt may read them, never write.
+        if out.get("attach"):
+            out["attach"] = [dict(a, read_only=True) for a in out["attach"]]
+        return out
+
+
+def _attach_read_only(path: str) -> str:
+    return f"attach {exp.Literal.string(path).sql('duckdb')} as rs_user (read_only)"
+
+

@@ -1,0 +1,227 @@
+"""PostgreSQL sandboxes: databases created TEMPLATE the snapshot (file copy), found by prefix.
+
+The user's database is read through a connection with default_transaction_read_only=on. A run
+holds an advisory lock while it lives, so a later sweep only drops sandboxes of dead runs.
+"""
+from __future__ import annotations
+
+import tempfile
+import time
+import zlib
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import psycopg2
+from psycopg2 import sql as pgsql
+
+from ..errors import ConfigError, SandboxError
+from ..project import SourceTable
+from .base import PREFIX, SNAPSHOT_SCHEMA, Connection, Engine, Sandbox, snapshot_table
+
+_CONNECT_KEYS = ("host", "port", "user", "password", "sslmode", "sslcert", "sslkey", "sslrootcert",
+                 "connect_timeout", "keepalives_idle")
+
+
+def _lock_key(run_id: str) -> int:
+    return zlib.crc32(f"rerun_safety:{run_id}".encode()) - 2**31
+
+
+class PgConnection(Connection):
+    dialect = "postgres"
+
+    def __init__(self, params: dict, dbname: str, read_only: bool = False):
+        opts = {"options": "-c default_transaction_read_only=on"} if read_only else {}
+        try:
+            self._con = psycopg2.connect(dbname=dbname, **params, **opts)
+        except psycopg2.OperationalError as err:
+            raise SandboxError(f"cannot connect to PostgreSQL database '{dbname}': "
+                               f"{str(err).strip().splitlines()[0]}") from None
+        self._con.autocommit = True
+
+    @property
+    def raw(self):
+        return self._con
+
+    def execute(self, sql, params: Sequence[Any] | None = None) -> None:
+        with self._con.cursor() as cur:
+            cur.execute(self.sql(sql), params)
+
+    def fetchall(self, sql) -> list[tuple]:
+        with self._con.cursor() as cur:
+            cur.execute(self.sql(sql))
+            return cur.fetchall()
+
+    def fetch_dicts(self, sql) -> list[dict]:
+        with self._con.cursor() as cur:
+            cur.execute(self.sql(sql))
+            names = [d[0] for d in cur.description]
+            return [dict(zip(names, row)) for row in cur.fetchall()]
+
+    def close(self) -> None:
+        self._con.close()
+
+
+class PostgresEngine(Engine):
+    dialect = "postgres"
+
+    def __init__(self, target_output: dict, work_root: Path, run_id: str):
+        super().__init__(target_output, work_root, run_id)
+        self.params = {k: target_output[k] for k in _CONNECT_KEYS if target_output.get(k) not in (None, "")}
+        if "password" in target_output and target_output["password"] is not None:
+            self.params["password"] = target_output["password"]
+        self.user_db = target_output.get("dbname") or target_output.get("database")
+        if not self.user_db:
+            raise ConfigError("the Postgres target has no dbname")
+        self.admin = self._admin_connection()
+        version = self.admin.fetchone("select current_setting('server_version_num')::int")[0]
+        self.strategy_clause = pgsql.SQL(" strategy file_copy") if version >= 150000 else pgsql.SQL("")
+        self.admin.execute("select pg_advisory_lock(%s)", [_lock_key(run_id)])
+        self._original_db: dict[str, str | None] = {}
+
+    def _admin_connection(self) -> PgConnection:
+        last: Exception | None = None
+        for db in ("postgres", "template1"):
+            try:
+                return PgConnection(self.params, db)
+            except SandboxError as err:
+                last = err
+        raise SandboxError(f"cannot open a maintenance connection to create sandboxes: {last}")
+
+    def _create_database(self, name: str, template: str | None) -> None:
+        if name == self.user_db:
+            raise SandboxError(f"refusing to use the user's own database {name} as a sandbox")
+        stmt = pgsql.SQL("create database {}").format(pgsql.Identifier(name))
+        if template:
+            stmt = pgsql.SQL("create database {} template {}").format(
+                pgsql.Identifier(name), pgsql.Identifier(template)) + self.strategy_clause
+        for attempt in range(40):
+            try:
+                with self.admin.raw.cursor() as cur:
+                    cur.execute(stmt)
+                return
+            except psycopg2.errors.ObjectInUse:
+                # a connection to the template is still closing
+                time.sleep(0.05 * (attempt + 1))
+            except psycopg2.Error as err:
+                raise SandboxError(f"cannot create sandbox database {name}: "
+                                   f"{str(err).strip().splitlines()[0]}") from None
+        raise SandboxError(f"cannot create sandbox database {name}: template {template} stays in use")
+
+    def create_snapshot(self, sources: Iterable[SourceTable]) -> Sandbox:
+        sandbox = Sandbox(self.sandbox_name("snapshot"), self.sandbox_name("snapshot"))
+        self._create_database(sandbox.location, None)
+        self.sandboxes.append(sandbox)
+        user = PgConnection(self.params, self.user_db, read_only=True)
+        snap = PgConnection(self.params, sandbox.location)
+        try:
+            for src in sources:
+                if src.database and src.database != self.user_db:
+                    raise ConfigError(f"source {src.name} lives in database '{src.database}', not in the "
+                                      f"target's '{self.user_db}': only sources in the target database can be snapshotted")
+                self._copy_source(user, snap, src)
+                if src.time_column:
+                    snap.copy_table(src.schema, src.identifier, SNAPSHOT_SCHEMA, snapshot_table(src))
+        finally:
+            user.close()
+            snap.close()
+        return sandbox
+
+    def _copy_source(self, user: PgConnection, snap: PgConnection, src: SourceTable) -> None:
+        qualified = pgsql.SQL("{}.{}").format(pgsql.Identifier(src.schema), pgsql.Identifier(src.identifier))
+        with user.raw.cursor() as cur:
+            cur.execute(pgsql.SQL("select to_regclass({})").format(
+                pgsql.Literal(qualified.as_string(user.raw))))
+            oid = cur.fetchone()[0]
+            if oid is None:
+                raise ConfigError(f"source {src.name}: relation {src.schema}.{src.identifier} does not exist "
+                                  f"in database {self.user_db}")
+            cur.execute("select a.attname, format_type(a.atttypid, a.atttypmod) from pg_attribute a "
+                        "where a.attrelid = %s::regclass and a.attnum > 0 and not a.attisdropped "
+                        "order by a.attnum", [qualified.as_string(user.raw)])
+            columns = cur.fetchall()
+        coldefs = pgsql.SQL(", ").join(
+            pgsql.SQL("{} {}").format(pgsql.Identifier(name), pgsql.SQL(type_sql)) for name, type_sql in columns)
+        with snap.raw.cursor() as cur:
+            cur.execute(pgsql.SQL("create schema if not exists {}").format(pgsql.Identifier(src.schema)))
+            cur.execute(pgsql.SQL("create table {} ({})").format(qualified, coldefs))
+        # Stream through a temp file: rows never sit in memory, and only this process sees them.
+        with tempfile.TemporaryFile() as buf:
+            with user.raw.cursor() as cur:
+                cur.copy_expert(pgsql.SQL("copy (select * from {}) to stdout with (format binary)")
+                                .format(qualified).as_string(user.raw), buf)
+            buf.seek(0)
+            with snap.raw.cursor() as cur:
+                cur.copy_expert(pgsql.SQL("copy {} from stdin with (format binary)")
+                                .format(qualified).as_string(snap.raw), buf)
+
+    def clone(self, source: Sandbox, role: str) -> Sandbox:
+        name = self.sandbox_name(role)
+        self._create_database(name, source.location)
+        sandbox = Sandbox(name, name)
+        self.sandboxes.append(sandbox)
+        return sandbox
+
+    def _drop_database(self, name: str) -> None:
+        if name == self.user_db or not name.startswith(PREFIX):
+            raise SandboxError(f"refusing to drop database {name}: not a sandbox")
+        with self.admin.raw.cursor() as cur:
+            cur.execute(pgsql.SQL("drop database if exists {} with (force)").format(pgsql.Identifier(name)))
+
+    def drop(self, sandbox: Sandbox) -> None:
+        self._drop_database(sandbox.location)
+        if sandbox in self.sandboxes:
+            self.sandboxes.remove(sandbox)
+
+    def connect(self, sandbox: Sandbox) -> PgConnection:
+        if sandbox.location == self.user_db:
+            raise SandboxError(f"refusing to write to the user's own database {self.user_db}")
+        return PgConnection(self.params, sandbox.location)
+
+    def profile_output(self, sandbox: Sandbox) -> dict:
+        out = dict(self.target_output)
+        out["dbname"] = sandbox.location
+        out.pop("database", None)
+        return out
+
+    def prepare_manifest(self, manifest: Any, sandbox: Sandbox) -> None:
+        # dbt-postgres bakes the database into each node at parse time and refuses cross-database
+        # references: point the nodes that live in the user's database at the sandbox instead.
+        for collection in (manifest.nodes, manifest.sources):
+            for uid, node in collection.items():
+                original = self._original_db.setdefault(uid, node.database)
+                if original != self.user_db:
+                    continue
+                node.database = sandbox.location
+                if getattr(node, "relation_name", None):
+                    schema = node.schema.replace('"', '""')
+                    ident = (getattr(node, "alias", None) or getattr(node, "identifier", None) or node.name)
+                    node.relation_name = '"{}"."{}"."{}"'.format(
+                        sandbox.location, schema, ident.replace('"', '""'))
+
+    def sweep(self) -> int:
+        removed = super().sweep()
+        rows = self.admin.fetchall(
+            "select datname from pg_database where datname like 'rerun\\_safety\\_sbx\\_%%'".replace("%%", "%"))
+        by_run: dict[str, list[str]] = {}
+        for (name,) in rows:
+            run = name[len(PREFIX):].split("_", 1)[0]
+            if run != self.run_id:
+                by_run.setdefault(run, []).append(name)
+        for run, names in by_run.items():
+            key = _lock_key(run)
+            if not self.admin.fetchone(f"select pg_try_advisory_lock({int(key)})")[0]:
+                continue  # its run is alive
+            try:
+                for name in names:
+                    self._drop_database(name)
+                    removed += 1
+            finally:
+                self.admin.execute("select pg_advisory_unlock(%s)", [key])
+        return removed
+
+    def close(self) -> None:
+        try:
+            self.admin.close()
+        except Exception:
+            pass
+        super().close()
