@@ -501,3 +501,35 @@ def test_print_summary_fits_an_80_column_ci_log(report):
     for text in ("sessions_watermark loss root cause partial: 60", "orders_append duplicates root cause rerun: 200 extra,",
                  "daily_revenue drift contaminated by"):
         assert text in flat
+
+
+def test_markdown_drops_samples_to_fit_a_comment():
+    from rerun_safety.report.markdown import MAX_CHARS
+
+    sample = tuple({"id": i, "payload": "x" * 40} for i in range(5))
+    models = tuple(
+        ModelVerdict(f"model_{i:03d}", f"model.p.model_{i:03d}", "duplicates", True, (), "incremental", "append",
+                     ("id",), (), (ScenarioResult("rerun", "duplicates", 10, 20, extra_rows=10, sample=sample),))
+        for i in range(300))
+    rep = GamedayReport("p", "duckdb", "dev", ("rerun",), 2, (), models, 0.0, 1, 0.0, "now")
+    text = MarkdownRenderer().render(rep)
+    assert len(text) <= MAX_CHARS
+    assert "Sample rows omitted to fit a comment; see report.html." in text
+    assert "| model\\_299 | **duplicates** | root cause | rerun | 10 | 0 | 0 | 0 |" in text
+    assert "payload" not in text
+
+
+def test_markdown_lists_only_unsafe_models_when_the_project_is_huge():
+    from rerun_safety.report.markdown import MAX_CHARS
+
+    safe = tuple(ModelVerdict(f"safe_model_with_a_long_name_{i:04d}", f"model.p.s{i}", "safe", False, (), "table",
+                              None, (), (), (_safe("replay", partitions=()),)) for i in range(1500))
+    bad = ModelVerdict("orders", "model.p.orders", "duplicates", True, (), "incremental", "append", (), (),
+                       (ScenarioResult("rerun", "duplicates", 10, 20, extra_rows=10),))
+    rep = GamedayReport("p", "duckdb", "dev", ("replay",), 2, (), (bad,) + safe, 0.0, 1, 0.0, "now")
+    text = MarkdownRenderer().render(rep)
+    assert len(text) <= MAX_CHARS
+    assert "#### Unsafe models" in text and "#### All models" not in text
+    assert "| orders | **duplicates** | root cause | rerun | 10 | 0 | 0 | 0 |" in text
+    assert "_1500 safe or skipped models not listed; see report.json._" in text
+    assert "safe\\_model" not in text

@@ -130,9 +130,10 @@ def lineage_svg(models: tuple[ModelVerdict, ...]) -> str:
         out.append(f'<path class="edge{" contaminating" if bad else ""}" '
                    f'marker-end="url(#{"arrow-bad" if bad else "arrow"})" '
                    f'd="M{x1},{y1} C{mid},{y1} {mid},{y2} {x2 - 2},{y2}"/>')
+    position = {id(m): i for i, m in enumerate(models)}
     for n, m in nodes.items():
         x, y = xy[n]
-        out.append(_node_svg(n, m, x, y, models))
+        out.append(_node_svg(n, m, x, y, position[id(m)] if m is not None else -1))
     out.append("</svg>")
     return "\n".join(out)
 
@@ -141,7 +142,7 @@ def _label(ref: str, m: ModelVerdict | None) -> str:
     return m.name if m else _short_ref(ref)
 
 
-def _node_svg(ref: str, m: ModelVerdict | None, x: float, y: float, models) -> str:
+def _node_svg(ref: str, m: ModelVerdict | None, x: float, y: float, index: int) -> str:
     if m is None:
         return (f'<g class="node external" data-ref="{e(ref)}"><title>{e(ref)}</title>'
                 f'<rect x="{x}" y="{y}" width="{NODE_W}" height="{NODE_H}" rx="6"/>'
@@ -154,7 +155,6 @@ def _node_svg(ref: str, m: ModelVerdict | None, x: float, y: float, models) -> s
     elif m.contaminated_by:
         classes.append("contaminated")
         sub += " · contaminated"
-    index = list(models).index(m)
     tip = f"{m.name} ({m.unique_id}): {m.verdict}" + (f"; {cause(m)}" if cause(m) else "")
     return (f'<a href="#{e(_anchor(index, m))}"><g class="{" ".join(classes)}" data-model="{e(m.name)}" '
             f'data-verdict="{e(m.verdict)}"><title>{e(tip)}</title>'

@@ -88,9 +88,12 @@ class MarkdownRenderer(Renderer):
         text = "\n".join(head + samples)
         if len(text) > MAX_CHARS:
             text = "\n".join(head + ["_Sample rows omitted to fit a comment; see report.html._", ""])
+        if len(text) > MAX_CHARS:
+            text = "\n".join(self._main(report, unsafe_only=True)
+                             + ["_Sample rows omitted to fit a comment; see report.html._", ""])
         return text.rstrip("\n") + "\n"
 
-    def _main(self, report: GamedayReport) -> list[str]:
+    def _main(self, report: GamedayReport, unsafe_only: bool = False) -> list[str]:
         icon = "❌" if report.unsafe else "✅"
         out = [f"### {icon} rerun-safety game day: {md(headline(report))}", ""]
         out.append(f"Project `{md_code(report.project)}` on {md(report.adapter)} "
@@ -121,9 +124,10 @@ class MarkdownRenderer(Renderer):
             out += ["#### Other unsafe models", ""]
             out += [f"- **{md(m.name)}**: {_verdict(m.verdict)} {_worst_line(m)}" for m in others]
             out.append("")
-        out += ["#### All models", ""]
+        listed = [m for m in models if m.verdict in UNSAFE] if unsafe_only else models
+        out += ["#### Unsafe models" if unsafe_only else "#### All models", ""]
         rows = []
-        for m in models:
+        for m in listed:
             s = m.worst_scenario
             nums = [str(s.extra_rows), str(s.missing_rows), str(s.duplicate_keys), str(s.changed_rows)] \
                 if s else ["", "", "", ""]
@@ -132,6 +136,8 @@ class MarkdownRenderer(Renderer):
         out += _table(["Model", "Verdict", "Cause", "Worst scenario", "Extra", "Missing",
                        "Dup keys", "Changed"], rows)
         out.append("")
+        if len(listed) < len(models):
+            out += [f"_{len(models) - len(listed)} safe or skipped models not listed; see report.json._", ""]
         return out
 
     def _samples(self, report: GamedayReport) -> list[str]:
