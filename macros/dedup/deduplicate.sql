@@ -8,6 +8,7 @@
 {% endmacro %}
 
 {% macro default__deduplicate(relation, key, order_by) %}
+  {%- do rerun_safety._rs_require_relation('deduplicate', 'relation', relation) -%}
   {%- set keys = rerun_safety._rs_as_list('deduplicate', 'key', key) -%}
   {%- set orders = rerun_safety._rs_as_list('deduplicate', 'order_by', order_by) -%}
   {%- if not execute -%}

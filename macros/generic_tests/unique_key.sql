@@ -1,8 +1,9 @@
 {#- Key uniqueness, composite and NULL-aware: rows are grouped NULL-safely (two rows with key
     (1, NULL) are duplicates, unlike a SQL unique constraint), and a key with a NULL part is a
     finding unless allow_null. One failing row per offending key value. -#}
-{% test unique_key(model, columns, allow_null=false) %}
-  {{ return(adapter.dispatch('test_unique_key', 'rerun_safety')(model, columns, allow_null)) }}
+{% test unique_key(model, columns=none, allow_null=false, column_name=none) %}
+  {#- Under a column's data_tests, dbt passes column_name: it is the key when columns is not set. -#}
+  {{ return(adapter.dispatch('test_unique_key', 'rerun_safety')(model, columns if columns is not none else column_name, allow_null)) }}
 {% endtest %}
 
 {% macro default__test_unique_key(model, columns, allow_null) %}
