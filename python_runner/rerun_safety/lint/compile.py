@@ -3,7 +3,8 @@
 How the incremental branch is compiled (dbt's `is_incremental()` is true only when the target
 relation exists as a table, and not on --full-refresh):
 
-* dbt parses the project once; `dbt ls` (reusing the manifest) resolves --select/--exclude.
+* dbt parses the project once (its partial-parse state kept in target/rerun_safety_lint, so a
+  second lint of the same project parses only what changed); `dbt ls` (reusing the manifest) resolves --select/--exclude.
 * Every compile runs against a *scratch* catalog, never the user's target: for DuckDB an empty
   file in a temp dir whose stem is the manifest's catalog name (the catalog is baked into the
   manifest), for PostgreSQL a scratch database created on the same server and dropped afterwards
@@ -299,12 +300,39 @@ def _compile(session: DbtSession, nodes: list, *, full_refresh: bool, profiles_d
             out[node.unique_id] = (None, message[:500])
     if res.crashed and not out:
         raise DbtInvocationError(f"dbt compile crashed: {res.error}")
+    if not res.success and not out:
+        raise DbtInvocationError(f"dbt compile failed: {res.error}")
     return out
 
 
+def _failing_node(message: str, nodes: list):
+    """The node a crashed compile names ("... in model x (models/x.sql)"), if any."""
+    for n in nodes:
+        if f"({n.original_file_path})" in message or f" model {n.name} " in f" {message} ":
+            return n
+    return None
+
+
 def _compile_all(session, nodes, **kw) -> dict[str, tuple[str | None, str]]:
-    """Compile, then compile again on their own the models skipped below a failing parent."""
-    out = _compile(session, nodes, **kw)
+    """Compile; a model that fails stops dbt's whole compile, so it is recorded and the rest is
+    compiled again without it. Models skipped below a failing parent are compiled on their own."""
+    out: dict[str, tuple[str | None, str]] = {}
+    pending = list(nodes)
+    while pending:
+        try:
+            out.update(_compile(session, pending, **kw))
+            break
+        except DbtInvocationError as err:
+            culprit = _failing_node(str(err), pending)
+            if culprit is None:
+                if len(pending) == 1:
+                    out[pending[0].unique_id] = (None, str(err).replace("dbt compile crashed: ", "", 1))
+                    break
+                for n in pending:  # cannot tell which one: one at a time
+                    out.update(_compile_all(session, [n], **kw))
+                break
+            out[culprit.unique_id] = (None, str(err).replace("dbt compile crashed: ", "", 1))
+            pending = [n for n in pending if n is not culprit and n.unique_id not in out]
     missing = [n for n in nodes if n.unique_id not in out and n.config.materialized != "ephemeral"]
     for n in missing:
         out.update(_compile(session, [n], **kw))
@@ -345,7 +373,7 @@ def compile_project(project_dir: str | Path, profiles_dir: str | Path | None, ta
     work = Path(tempfile.mkdtemp(prefix=SCRATCH_PREFIX))
     scratch: Scratch | None = None
     try:
-        session = DbtSession(project, profiles_dir, target, work, vars_yaml=vars_yaml)
+        session = DbtSession(project, profiles_dir, target, _session_dir(project, work), vars_yaml=vars_yaml)
         t = time.perf_counter()
         manifest = session.parse()
         timings["dbt_parse"] = time.perf_counter() - t
@@ -414,6 +442,20 @@ def compile_project(project_dir: str | Path, profiles_dir: str | Path | None, ta
                 scratch.close()
         finally:
             shutil.rmtree(work, ignore_errors=True)
+
+
+def _session_dir(project: Path, fallback: Path) -> Path:
+    """dbt's target and log paths for the lint: under the project's target/ (like `dbt compile`),
+    so that the next lint reuses dbt's partial parse; a temp dir when the project is read-only."""
+    path = project / "target" / "rerun_safety_lint"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / ".write_probe"
+        probe.write_text("")
+        probe.unlink()
+        return path
+    except OSError:
+        return fallback / "session"
 
 
 def manifest_catalog(manifest) -> str:

@@ -1,0 +1,224 @@
+"""`rerun-safety lint` end to end on a copy of examples/shop: real dbt, real DuckDB and PostgreSQL."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+from click.testing import CliRunner
+
+from _support import REPO_ROOT, postgres_profile, write_profiles
+from rerun_safety.cli import main
+
+SHOP = REPO_ROOT / "examples" / "shop"
+DBT = str(Path(sys.executable).parent / "dbt")
+
+# The unsafe models of examples/shop and what lint must say about them; every other model is safe
+# and must get no finding at all.
+EXPECTED_DUCKDB = {
+    "events_append_lookback": ["append-reread"],
+    "events_keyed_append": ["append-reread", "unique-key-ignored"],
+    "events_watermark": ["watermark-strict-gt"],
+    "events_partition_overwrite_unaligned": ["partition-lookback-unaligned"],
+    "events_scored": ["nondeterministic-function"],
+}
+# On PostgreSQL the microbatch model is unsafe too: MERGE keeps rows deleted upstream.
+EXPECTED_POSTGRES = {**EXPECTED_DUCKDB, "events_microbatch": ["microbatch-postgres"]}
+ALL_MODELS = {"daily_revenue", "daily_revenue_safe", "daily_volume_monitor", "dim_users", "stg_events",
+              "events_append_lookback", "events_delete_insert", "events_keyed_append", "events_merge",
+              "events_microbatch", "events_partition_overwrite", "events_partition_overwrite_unaligned",
+              "events_scored", "events_watermark"}
+
+
+def _load_generator():
+    spec = importlib.util.spec_from_file_location("shop_generate_data", SHOP / "generate_data.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def shop_template(tmp_path_factory) -> Path:
+    """examples/shop copied once per module, its package installed with `dbt deps`."""
+    dest = tmp_path_factory.mktemp("shop_template") / "shop"
+    shutil.copytree(SHOP, dest, ignore=shutil.ignore_patterns("target", "dbt_packages", "logs", "*.duckdb*",
+                                                              "package-lock.yml", ".user.yml"))
+    (dest / "packages.yml").write_text(f"packages:\n  - local: {REPO_ROOT}\n")
+    subprocess.run([DBT, "deps", "--project-dir", str(dest), "--profiles-dir", str(dest),
+                    "--log-path", str(dest.parent / "deps_logs")], check=True, capture_output=True)
+    return dest
+
+
+@pytest.fixture
+def shop(shop_template, tmp_path) -> Path:
+    """A fresh copy of the prepared project (the local package stays a symlink)."""
+    dest = tmp_path / "shop"
+    shutil.copytree(shop_template, dest, symlinks=True)
+    return dest
+
+
+def _lint(project: Path, profiles: Path, *extra: str):
+    res = CliRunner().invoke(main, ["lint", "--project-dir", str(project), "--profiles-dir", str(profiles),
+                                    "--format", "json", *extra], catch_exceptions=False)
+    return res.exit_code, json.loads(res.output)
+
+
+def _rules_by_model(doc: dict, severity: str | None = None) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for f in doc["findings"]:
+        if severity is None or f["severity"] == severity:
+            out.setdefault(f["model"], []).append(f["rule"])
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def test_lint_shop_duckdb(shop):
+    project = shop
+    db = project / "shop.duckdb"
+    _load_generator().load_duckdb(str(db))
+    listing = "select table_catalog, table_schema, table_name from information_schema.tables"
+    with duckdb.connect(str(db), read_only=True) as con:
+        before = sorted(con.execute(listing).fetchall())
+    mtime = db.stat().st_mtime_ns
+
+    code, doc = _lint(project, project)
+
+    assert code == 1
+    assert _rules_by_model(doc) == EXPECTED_DUCKDB
+    assert set(doc) == {"findings", "suppressed", "summary", "timings"}
+    for f in doc["findings"]:
+        assert set(f) >= {"rule", "model", "severity", "message"}
+        assert f["severity"] == "error"
+        assert f["model"] in f["message"] or f["path"] in f["message"]
+    assert doc["summary"]["models"] == len(ALL_MODELS)
+    assert doc["summary"]["errors"] == 6
+    assert doc["summary"]["incremental_branch"] == "scratch duckdb file"
+    # the append-reread finding comes from the incremental branch, located at the is_incremental filter
+    lookback = next(f for f in doc["findings"] if f["model"] == "events_append_lookback")
+    assert lookback["branch"] == "incremental"
+    assert lookback["line"] == 5
+    assert "{{ this }}" in lookback["message"]
+    with duckdb.connect(str(db), read_only=True) as con:
+        assert sorted(con.execute(listing).fetchall()) == before  # nothing built in the user's file
+    assert db.stat().st_mtime_ns == mtime
+
+    # --select narrows the models linted; a safe selection exits 0
+    code, doc = _lint(project, project, "--select", "events_merge events_delete_insert")
+    assert (code, doc["findings"], doc["summary"]["models"]) == (0, [], 2)
+
+    # suppression with a reason silences the rule; one without a reason is itself an error
+    model = project / "models" / "staging" / "events_watermark.sql"
+    model.write_text(model.read_text().replace(
+        "incremental_strategy='append')",
+        "incremental_strategy='append', meta={'rerun_safety': {'lint_ignore': ["
+        "{'rule': 'watermark-strict-gt', 'reason': 'single writer, events never late'}]}})"))
+    scored = project / "models" / "staging" / "events_scored.sql"
+    scored.write_text(scored.read_text().replace(
+        "materialized='table')", "materialized='table', meta={'rerun_safety': {'lint_ignore': "
+                                 "[{'rule': 'nondeterministic-function'}]}})"))
+    code, doc = _lint(project, project, "--select", "events_watermark events_scored")
+    assert code == 1
+    assert _rules_by_model(doc) == {"events_scored": ["nondeterministic-function", "suppression-missing-reason"]}
+    assert [(f["model"], f["rule"]) for f in doc["suppressed"]] == [("events_watermark", "watermark-strict-gt")]
+
+
+def test_lint_text_output_and_broken_models(shop):
+    """A model sqlglot cannot parse gets a warning, a model that fails to compile an error; the
+    others are still linted. Text output is grouped by model, without colour when not asked."""
+    project = shop
+    staging = project / "models" / "staging"
+    (staging / "weird_sql.sql").write_text("select event_id from {{ ref('stg_events') }} where ((( event_id\n")
+    (staging / "broken_jinja.sql").write_text(
+        "{% if execute %}{{ exceptions.raise_compiler_error('undefined_macro_xyz') }}{% endif %}\n"
+        "select 1 as x\n")
+    res = CliRunner().invoke(main, ["lint", "--project-dir", str(project), "--profiles-dir", str(project),
+                                    "--select", "weird_sql broken_jinja events_watermark"],
+                             catch_exceptions=False)
+    assert res.exit_code == 1
+    out = res.output
+    assert "\033[" not in out
+    blocks = {b.splitlines()[0].split()[0]: b for b in out.strip().split("\n\n")[:-1]}
+    assert set(blocks) == {"weird_sql", "broken_jinja", "events_watermark"}
+    assert "warning sql-parse-error" in " ".join(blocks["weird_sql"].split())
+    assert "model weird_sql" in blocks["weird_sql"]
+    assert "error compile-error" in " ".join(blocks["broken_jinja"].split())
+    assert "undefined_macro_xyz" in blocks["broken_jinja"]
+    assert "error watermark-strict-gt" in " ".join(blocks["events_watermark"].split())
+    assert out.strip().splitlines()[-1].startswith("3 models linted: 2 errors, 1 warnings, 0 suppressed")
+
+
+def _pg_relations(server, dbname):
+    conn = server.connect(dbname)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("select n.nspname, c.relname, c.relkind from pg_class c join pg_namespace n "
+                        "on n.oid = c.relnamespace where n.nspname not in ('pg_catalog', 'information_schema') "
+                        "and n.nspname not like 'pg_toast%' order by 1, 2")
+            return cur.fetchall()
+    finally:
+        conn.close()
+
+
+def _scratch_databases(server):
+    conn = server.connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute("select datname from pg_database where datname like 'rerun_safety_lint_%'")
+            return cur.fetchall()
+    finally:
+        conn.close()
+
+
+@pytest.mark.postgres
+def test_lint_shop_postgres(shop, tmp_path, pg_server, pg_database):
+    project = shop
+    _load_generator().load_postgres(pg_server.dsn(pg_database))
+    profiles = tmp_path / "profiles"
+    write_profiles(profiles, "shop", postgres_profile(pg_server, pg_database, schema="analytics"))
+    before = _pg_relations(pg_server, pg_database)
+    assert len(before) == 2  # raw.events, raw.users
+
+    code, doc = _lint(project, profiles)
+
+    assert code == 1
+    assert _rules_by_model(doc) == EXPECTED_POSTGRES
+    assert doc["summary"]["incremental_branch"] == "scratch postgres database"
+    assert _pg_relations(pg_server, pg_database) == before
+    assert _scratch_databases(pg_server) == []
+
+    # a user who may not create databases: the full-refresh SQL is still linted against the user's
+    # database (read only), and each incremental model says its incremental branch was not checked
+    conn = pg_server.connect(pg_database)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("create role lint_reader login nocreatedb")
+            cur.execute("grant usage on schema raw to lint_reader")
+    finally:
+        conn.close()
+    try:
+        reader = tmp_path / "reader_profiles"
+        write_profiles(reader, "shop", {**postgres_profile(pg_server, pg_database, schema="analytics"),
+                                        "user": "lint_reader"})
+        code, doc = _lint(project, reader)
+    finally:
+        conn = pg_server.connect(pg_database)
+        try:
+            with conn.cursor() as cur:
+                cur.execute("revoke usage on schema raw from lint_reader")
+                cur.execute("drop role lint_reader")
+        finally:
+            conn.close()
+    incremental = {"events_append_lookback", "events_delete_insert", "events_keyed_append", "events_merge",
+                   "events_microbatch", "events_partition_overwrite", "events_partition_overwrite_unaligned",
+                   "events_watermark"}
+    assert code == 1
+    assert doc["summary"]["incremental_branch"].startswith("not checked (no scratch database: permission denied")
+    assert _rules_by_model(doc, "warning") == {m: ["incremental-branch-unchecked"] for m in incremental}
+    assert _rules_by_model(doc, "error") == {"events_keyed_append": ["unique-key-ignored"],
+                                             "events_microbatch": ["microbatch-postgres"],
+                                             "events_scored": ["nondeterministic-function"]}
+    assert _pg_relations(pg_server, pg_database) == before
