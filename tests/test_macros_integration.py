@@ -137,6 +137,8 @@ def built(request, tmp_path_factory):
             extra["windowed"] = _invoke(project, ["run", "-s", "window_events", "--vars",
                                                   "{rerun_safety_window_start: '2026-01-05', "
                                                   "rerun_safety_window_end: '2026-01-07T00:00:00Z'}"], manifest)
+            extra["last_window_after_build"] = query("select * from ledger_last_window")
+            extra["last_window"] = _invoke(project, ["run", "-s", "ledger_last_window"], manifest)
             extra["ledger_before_fail"] = query(
                 "select count(*) from rerun_safety_ledger where model_name = 'ledger_fails_after_insert'")[0][0]
             extra["failing"] = _invoke(project, ["run", "-s", "ledger_fails_after_insert", "--vars",
@@ -276,8 +278,26 @@ def test_ledger_row_only_for_committed_runs(built):
     assert built.query("select count(*), count(window_start) from rerun_safety_ledger "
                        "where model_name = 'ledger_fails_after_insert'")[0] == (1, 0)
     # The exposed ledger view reads the same rows.
+    # ledger_target 1, ledger_fails_after_insert 1, window_events 2, window_events_incremental 2.
     assert built.query("select count(*) from rerun_safety_run_ledger")[0][0] == \
-        built.query("select count(*) from rerun_safety_ledger")[0][0] == 4
+        built.query("select count(*) from rerun_safety_ledger")[0][0] == 6
+
+
+def test_last_committed_window_reads_the_ledger(built):
+    # During the build, window_events had committed once, without window vars.
+    assert built.extra["last_window_after_build"] == [(True, None, None, 959, True)]
+    res = built.extra["last_window"]
+    assert res.success, _error_text(res)
+    # After the windowed run, the greatest window_end is that run's window.
+    row = built.query("select found, cast(window_start as varchar), cast(window_end as varchar), rows_in_target, "
+                      "missing_model_is_none from ledger_last_window")[0]
+    assert (row[0], row[1][:19], row[2][:19], row[3], row[4]) == (
+        True, "2026-01-05 00:00:00", "2026-01-07 00:00:00", 49, True)
+    ledger = built.query("select cast(window_start as varchar), cast(window_end as varchar), rows_in_batch, "
+                         "rows_in_target from rerun_safety_ledger where model_name = 'window_events' "
+                         "order by recorded_at")
+    assert [(a and a[:19], b and b[:19], c, d) for a, b, c, d in ledger] == [
+        (None, None, 959, 959), ("2026-01-05 00:00:00", "2026-01-07 00:00:00", 49, 49)]
 
 
 def test_window_vars_are_validated_before_any_sql(built):
