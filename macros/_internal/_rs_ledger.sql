@@ -35,3 +35,33 @@
   {%- if value is none -%}{{ return('null') }}{%- endif -%}
   {{- return("'" ~ (value | string | replace("'", "''")) ~ "'") -}}
 {% endmacro %}
+
+
+{#- The temp relation dbt built this incremental run's batch in (`<identifier>__dbt_tmp<time>`),
+    found in the session's temp schema; none when there is none. It still exists when post-hooks
+    run (dbt drops it after COMMIT, or at session end). -#}
+{% macro _rs_batch_relation(target_relation) %}
+  {{ return(adapter.dispatch('_rs_batch_relation', 'rerun_safety')(target_relation)) }}
+{% endmacro %}
+
+{% macro default___rs_batch_relation(target_relation) %}
+  {{ return(none) }}
+{% endmacro %}
+
+{% macro duckdb___rs_batch_relation(target_relation) %}
+  {#- DuckDB: temp tables live in the `temp` catalog, listed by duckdb_tables(). -#}
+  {%- set prefix = target_relation.identifier ~ '__dbt_tmp' -%}
+  {%- set found = run_query("select table_name from duckdb_tables() where temporary and substr(table_name, 1, "
+      ~ (prefix | length) ~ ") = " ~ rerun_safety._rs_sql_string(prefix) ~ " order by table_name desc limit 1") -%}
+  {%- if found.rows | length == 0 -%}{{ return(none) }}{%- endif -%}
+  {{ return('temp.main.' ~ adapter.quote(found.rows[0][0])) }}
+{% endmacro %}
+
+{% macro postgres___rs_batch_relation(target_relation) %}
+  {#- Postgres: temp tables live in the session's own pg_temp_N schema. -#}
+  {%- set prefix = target_relation.identifier ~ '__dbt_tmp' -%}
+  {%- set found = run_query("select c.relname from pg_class c where c.relnamespace = pg_my_temp_schema() and substr(c.relname, 1, "
+      ~ (prefix | length) ~ ") = " ~ rerun_safety._rs_sql_string(prefix) ~ " order by c.relname desc limit 1") -%}
+  {%- if found.rows | length == 0 -%}{{ return(none) }}{%- endif -%}
+  {{ return('pg_temp.' ~ adapter.quote(found.rows[0][0])) }}
+{% endmacro %}
