@@ -35,7 +35,7 @@ from typing import Any
 import yaml
 from sqlglot import exp
 
-from ..dbt_invoke import DbtSession
+from ..dbt_invoke import DbtSession, _parse_error
 from ..errors import ConfigError, DbtInvocationError
 from .context import WINDOW_END_SENTINEL, WINDOW_START_SENTINEL, WINDOW_VARS
 
@@ -375,7 +375,11 @@ def compile_project(project_dir: str | Path, profiles_dir: str | Path | None, ta
     try:
         session = DbtSession(project, profiles_dir, target, _session_dir(project, work), vars_yaml=vars_yaml)
         t = time.perf_counter()
-        manifest = session.parse()
+        # parse as DbtSession.parse does, without writing manifest.json (nobody reads it here)
+        parsed = session.invoke(["parse", "--no-write-json"], use_manifest=False)
+        if not parsed.success or parsed.raw is None:
+            raise _parse_error(parsed.error or "dbt parse failed")
+        manifest = session.manifest = parsed.raw
         timings["dbt_parse"] = time.perf_counter() - t
 
         t = time.perf_counter()
