@@ -58,6 +58,7 @@ def test_plain_install_parses_builds_and_creates_only_the_users_model(tmp_path):
     assert _tables(warehouse) == ["main.orders"]
 
     # Turning the ledger on is what creates the ledger table and its view: the check above can fail.
-    on = _invoke(project, ["build", "--vars", "{rerun_safety_ledger_enabled: true}"])
+    # The ledger table goes to the schema named by rerun_safety_ledger_schema, created if missing.
+    on = _invoke(project, ["build", "--vars", "{rerun_safety_ledger_enabled: true, rerun_safety_ledger_schema: audit}"])
     assert on.success, on.exception
-    assert _tables(warehouse) == ["main.orders", "main.rerun_safety_ledger", "main.rerun_safety_run_ledger"]
+    assert _tables(warehouse) == ["audit.rerun_safety_ledger", "main.orders", "main.rerun_safety_run_ledger"]
