@@ -81,11 +81,12 @@ class _Scope:
                 return True
         return any(self.reads_this(c) for c in node.find_all(exp.Column) if c is not node)
 
-    def value_of(self, node: exp.Expression) -> exp.Expression:
+    def value_of(self, node: exp.Expression, keep_cast: bool = False) -> exp.Expression:
         """The expression a watermark bound computes: through subqueries, CTE columns, aliases,
         casts and coalesce, down to e.g. `max(ts)` or `max(ts) - interval '1 hour'`."""
         for _ in range(20):
-            if isinstance(node, (exp.Paren, exp.Alias, exp.Cast, exp.TryCast)):
+            if isinstance(node, (exp.Paren, exp.Alias)) or \
+                    (not keep_cast and isinstance(node, (exp.Cast, exp.TryCast))):
                 node = node.this
             elif isinstance(node, exp.Coalesce):
                 node = node.this
@@ -286,6 +287,25 @@ def _trunc_unit(node: exp.Expression) -> str | None:
     return None
 
 
+def _interval_unit(node: exp.Expression) -> str | None:
+    if not isinstance(node, exp.Interval):
+        return None
+    unit = node.args.get("unit")
+    text = unit.name if unit is not None else str(node.this.name if node.this is not None else "")
+    word = text.strip().split()[-1].lower() if text.strip() else ""
+    return word[:-1] if word.endswith("s") else word or None
+
+
+def _shifted_trunc_unit(node: exp.Expression, grain: str | None) -> str | None:
+    """`date_trunc(u, x) - interval 'n <v>'`: the truncation unit, when <v> keeps the grain."""
+    while isinstance(node, (exp.Sub, exp.Add)):
+        shift = _interval_unit(node.expression)
+        if shift is None or (grain is not None and grain not in _GRAIN_ALIGNED.get(shift, set())):
+            return None
+        node = _unwrap(node.this)
+    return _trunc_unit(node)
+
+
 def _unwrap(node: exp.Expression) -> exp.Expression:
     while isinstance(node, (exp.Paren, exp.Alias)):
         node = node.this
@@ -332,7 +352,7 @@ def partition_lookback_unaligned(ctx: ModelContext) -> list[Hit]:
     for stmt in ctx.incremental.statements:
         for w in watermarks(stmt, ctx):
             col = w.column.name.lower() if isinstance(w.column, exp.Column) else ""
-            value = _unwrap(w.value)
+            value = _unwrap(_Scope(stmt, ctx).value_of(w.bound, keep_cast=True))
             unit = _trunc_unit(value)
             if isinstance(value, (exp.Cast, exp.TryCast)) and unit is None:
                 unit = _trunc_unit(value.this)
@@ -346,6 +366,8 @@ def partition_lookback_unaligned(ctx: ModelContext) -> list[Hit]:
                 for pc in columns:
                     g, _ = _projection_grain(stmt, pc)
                     target_grain = target_grain or g
+            if unit is None:  # a truncated bound shifted by whole grains stays aligned
+                unit = _shifted_trunc_unit(value, target_grain)
             if unit is not None and (target_grain is None or target_grain in _GRAIN_ALIGNED.get(unit, set())):
                 continue
             grain_text = target_grain or "partition"

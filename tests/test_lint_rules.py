@@ -1,0 +1,275 @@
+"""Each lint rule on SQL strings and configs: SQL that triggers it and near-miss SQL that must not,
+parsed in both the DuckDB and the PostgreSQL dialect."""
+from __future__ import annotations
+
+import pytest
+
+from rerun_safety.lint.context import WINDOW_END_SENTINEL, WINDOW_START_SENTINEL, ModelContext
+from rerun_safety.lint.rules import RULES, lint_model, run_rules
+
+THIS = ("warehouse", "analytics", "orders")
+T = '"warehouse"."analytics"."orders"'  # how dbt renders {{ this }}
+SRC = '"warehouse"."raw"."orders"'
+
+pytestmark = pytest.mark.parametrize("adapter", ["duckdb", "postgres"])
+
+
+def incremental(adapter, sql_incremental, strategy=None, unique_key=None, full_sql=None, **kw):
+    return ModelContext.from_sql("orders", adapter, full_sql or f"select * from {SRC}", sql_incremental,
+                                 materialized="incremental", incremental_strategy=strategy,
+                                 unique_key=unique_key, this=THIS, **kw)
+
+
+def table(adapter, sql, **kw):
+    return ModelContext.from_sql("orders", adapter, sql, materialized="table", this=THIS, **kw)
+
+
+def rules(ctx) -> list[str]:
+    assert ctx.full is None or ctx.full.ok, ctx.full.error
+    assert ctx.incremental is None or ctx.incremental.ok, ctx.incremental.error
+    return sorted(f.rule for f in run_rules(ctx))
+
+
+LOOKBACK = f"select * from {SRC} where ts >= (select max(ts) - interval '1 hour' from {T})"
+GTE_MAX = f"select * from {SRC} where ts >= (select max(ts) from {T})"
+STRICT = f"select * from {SRC} where ts > (select max(ts) from {T})"
+
+
+# --- append-reread -----------------------------------------------------------------------------
+
+def test_append_lookback_rereads(adapter):
+    assert rules(incremental(adapter, LOOKBACK, "append")) == ["append-reread"]
+    assert rules(incremental(adapter, GTE_MAX, "append")) == ["append-reread"]
+    # the default strategy without unique_key appends too
+    assert rules(incremental(adapter, LOOKBACK)) == ["append-reread"]
+    # reversed comparison, watermark through a CTE
+    cte = (f"with wm as (select max(ts) - interval '2 hours' as lo from {T}) "
+           f"select s.* from {SRC} s cross join wm where wm.lo <= s.ts")
+    assert rules(incremental(adapter, cte, "append")) == ["append-reread"]
+    # no incremental filter at all: every run appends everything again
+    assert rules(incremental(adapter, f"select * from {SRC}", "append")) == ["append-reread"]
+
+
+def test_append_near_misses(adapter):
+    # a key-based strategy replaces the re-read rows
+    assert rules(incremental(adapter, LOOKBACK, "delete+insert", "id")) == []
+    assert rules(incremental(adapter, LOOKBACK, "merge", "id")) == []
+    assert rules(incremental(adapter, LOOKBACK, None, "id")) == []  # default with a key: delete+insert
+    # append with a lookback, but rows already in the table are filtered out
+    anti = LOOKBACK + f" and id not in (select id from {T})"
+    assert rules(incremental(adapter, anti, "append")) == []
+    exists = (f"select * from {SRC} s where s.ts >= (select max(ts) - interval '1 hour' from {T}) "
+              f"and not exists (select 1 from {T} t where t.id = s.id)")
+    assert rules(incremental(adapter, exists, "append")) == []
+    # a table model is never incremental
+    assert rules(table(adapter, LOOKBACK)) == []
+
+
+# --- unique-key-ignored ------------------------------------------------------------------------
+
+def test_unique_key_ignored(adapter):
+    ctx = incremental(adapter, f"select * from {SRC} where ts > (select max(ts) from {T})", "append", "id")
+    assert rules(ctx) == ["unique-key-ignored", "watermark-strict-gt"]
+    assert rules(incremental(adapter, f"{GTE_MAX} and id not in (select id from {T})", "append", "id")) == \
+        ["unique-key-ignored"]
+    # near miss: the same key with delete+insert
+    assert rules(incremental(adapter, GTE_MAX, "delete+insert", "id")) == []
+
+
+# --- watermark-strict-gt -----------------------------------------------------------------------
+
+def test_watermark_strict_gt(adapter):
+    for strategy, key in (("append", None), ("merge", "id"), ("delete+insert", "id")):
+        assert rules(incremental(adapter, STRICT, strategy, key)) == ["watermark-strict-gt"]
+    coalesced = f"select * from {SRC} where (select coalesce(max(ts), '1900-01-01') from {T}) < ts"
+    assert rules(incremental(adapter, coalesced, "merge", "id")) == ["watermark-strict-gt"]
+
+
+def test_watermark_near_misses(adapter):
+    # `>=` with a key-based strategy re-reads the boundary and replaces it
+    assert rules(incremental(adapter, GTE_MAX, "merge", "id")) == []
+    # `>` on a lookback is not a bare watermark
+    lookback_gt = f"select * from {SRC} where ts > (select max(ts) - interval '1 day' from {T})"
+    assert rules(incremental(adapter, lookback_gt, "merge", "id")) == []
+    # `>` against a max from another table (not {{ this }})
+    other = f"select * from {SRC} where ts > (select max(ts) from \"warehouse\".\"raw\".\"checkpoints\")"
+    assert rules(incremental(adapter, other, "merge", "id")) == []
+
+
+# --- partition-lookback-unaligned --------------------------------------------------------------
+
+def _po(adapter, sql, key=None):
+    full = f"select *, cast(date_trunc('day', ts) as date) as day from {SRC}"
+    return incremental(adapter, sql, "partition_overwrite", full_sql=full,
+                       partition_key=key or {"field": "day", "granularity": "day"})
+
+
+def test_partition_lookback_unaligned(adapter):
+    bad = (f"select *, cast(date_trunc('day', ts) as date) as day from {SRC} "
+           f"where ts >= (select max(ts) - interval '9 seconds' from {T})")
+    assert rules(_po(adapter, bad)) == ["partition-lookback-unaligned"]
+    hour = (f"select *, cast(date_trunc('day', ts) as date) as day from {SRC} "
+            f"where ts >= (select date_trunc('hour', max(ts)) from {T})")
+    assert rules(_po(adapter, hour)) == ["partition-lookback-unaligned"]
+    # list-form partition key: the grain comes from the column's definition
+    assert rules(_po(adapter, bad, key=["day"])) == ["partition-lookback-unaligned"]
+
+
+def test_partition_lookback_near_misses(adapter):
+    aligned = (f"select *, cast(date_trunc('day', ts) as date) as day from {SRC} "
+               f"where ts >= (select date_trunc('day', max(ts)) - interval '1 day' from {T})")
+    assert rules(_po(adapter, aligned)) == []
+    month = (f"select *, cast(date_trunc('day', ts) as date) as day from {SRC} "
+             f"where ts >= (select date_trunc('month', max(ts)) from {T})")
+    assert rules(_po(adapter, month)) == []
+    as_date = (f"select *, cast(date_trunc('day', ts) as date) as day from {SRC} "
+               f"where ts >= (select cast(max(ts) as date) from {T})")
+    assert rules(_po(adapter, as_date)) == []
+    # filtering the partition column itself selects whole partitions
+    on_key = (f"select *, cast(date_trunc('day', ts) as date) as day from {SRC} "
+              f"where cast(date_trunc('day', ts) as date) >= (select max(day) from {T})")
+    assert rules(_po(adapter, on_key.replace("where cast(date_trunc('day', ts) as date)", "where day"),
+                     key=["day"])) == []
+    # the same unaligned lookback is fine with a key-based strategy
+    bad = f"select * from {SRC} where ts >= (select max(ts) - interval '9 seconds' from {T})"
+    assert rules(incremental(adapter, bad, "delete+insert", "id")) == []
+
+
+# --- nondeterministic-function -----------------------------------------------------------------
+
+@pytest.mark.parametrize("expr", ["now()", "current_timestamp", "current_date", "random()", "gen_random_uuid()",
+                                  "clock_timestamp()"])
+def test_nondeterministic_functions(adapter, expr):
+    found = run_rules(table(adapter, f"select id, {expr} as x from {SRC}"))
+    assert [f.rule for f in found] == ["nondeterministic-function"]
+    assert "column x" in found[0].message
+
+
+def test_nondeterministic_where_vs_ignored_audit_column(adapter):
+    where = f"select id, ts from {SRC} where ts > current_timestamp - interval '1 day'"
+    ignore = {"rerun_safety_meta": {"ignore_columns": ["loaded_at"]}}
+    found = run_rules(table(adapter, where, **ignore))
+    assert [f.rule for f in found] == ["nondeterministic-function"]
+    assert "in WHERE" in found[0].message
+    # near miss: the same function in an ignored audit column
+    audit = f"select id, ts, current_timestamp as loaded_at from {SRC}"
+    assert rules(table(adapter, audit, **ignore)) == []
+    # ...but not in a column that is not ignored
+    assert rules(table(adapter, audit.replace("loaded_at", "built_at"), **ignore)) == ["nondeterministic-function"]
+    # and a deterministic query is clean
+    assert rules(table(adapter, f"select id, date_trunc('day', ts) as d from {SRC}")) == []
+
+
+# --- dedup-order-not-total ---------------------------------------------------------------------
+
+DEDUP = ("select * from (select *, row_number() over (partition by k order by {order}) as rn from "
+         f"{SRC}) d where rn = 1")
+
+
+def test_dedup_order_not_total(adapter):
+    assert rules(table(adapter, DEDUP.format(order="ts"), unique_columns=["id"])) == ["dedup-order-not-total"]
+    no_order = f"select * from (select *, row_number() over (partition by k) as rn from {SRC}) d where rn = 1"
+    assert rules(table(adapter, no_order, unique_columns=["id"])) == ["dedup-order-not-total"]
+    # ordering by the partition's own key does not break ties within it
+    assert rules(table(adapter, DEDUP.format(order="ts, k"), unique_key="k")) == ["dedup-order-not-total"]
+    rank = f"select * from (select *, rank() over (partition by k order by ts desc) as r from {SRC}) x where r <= 1"
+    assert rules(table(adapter, rank, unique_columns=["id"])) == ["dedup-order-not-total"]
+
+
+def test_dedup_near_misses(adapter):
+    # a unique tie-breaker makes the order total
+    assert rules(table(adapter, DEDUP.format(order="ts, id"), unique_columns=["id"])) == []
+    assert rules(table(adapter, DEDUP.format(order="ts desc, s.id"), unique_columns=["id"])) == []
+    # a composite unique set completed by the partition column
+    assert rules(table(adapter, DEDUP.format(order="ts, seq"), unique_columns=[["k", "seq"]])) == []
+    # row_number not used for dedup (not compared with 1)
+    numbered = f"select *, row_number() over (partition by k order by ts) as rn from {SRC}"
+    assert rules(table(adapter, numbered, unique_columns=["id"])) == []
+
+
+# --- limit-without-order -----------------------------------------------------------------------
+
+def test_limit_without_order(adapter):
+    assert rules(table(adapter, f"select * from {SRC} limit 10")) == ["limit-without-order"]
+    assert rules(table(adapter, f"select * from {SRC} fetch first 5 rows only")) == ["limit-without-order"]
+    sub = f"select id, (select ts from {SRC} limit 1) as first_ts from {SRC}"
+    assert rules(table(adapter, sub)) == ["limit-without-order"]
+
+
+def test_limit_near_misses(adapter):
+    assert rules(table(adapter, f"select * from {SRC} order by id limit 10")) == []
+    assert rules(table(adapter, f"select * from {SRC} order by id fetch first 5 rows only")) == []
+    exists = f"select * from {SRC} s where exists (select 1 from {SRC} t where t.id = s.id limit 1)"
+    assert rules(table(adapter, exists)) == []
+
+
+# --- inclusive-window-bound --------------------------------------------------------------------
+
+START, END = WINDOW_START_SENTINEL, WINDOW_END_SENTINEL
+
+
+def test_inclusive_window_bound(adapter):
+    between = f"select * from {SRC} where ts between '{START}' and '{END}'"
+    assert rules(table(adapter, between)) == ["inclusive-window-bound"]
+    typed = (f"select * from {SRC} where ts between cast('{START[:10]} 04:05:06.000000' as timestamp) "
+             f"and cast('{END[:10]} 06:07:08.000000' as timestamp)")
+    assert rules(table(adapter, typed)) == ["inclusive-window-bound"]
+    closed = f"select * from {SRC} where ts >= '{START}' and ts <= '{END}'"
+    assert rules(table(adapter, closed)) == ["inclusive-window-bound"]
+
+
+def test_inclusive_window_near_misses(adapter):
+    half_open = f"select * from {SRC} where ts >= '{START}' and ts < '{END}'"
+    assert rules(table(adapter, half_open)) == []
+    other = f"select * from {SRC} where ts between '2020-01-01' and '2020-02-01'"
+    assert rules(table(adapter, other)) == []
+    left_open = f"select * from {SRC} where ts > '{START}' and ts <= '{END}'"
+    assert rules(table(adapter, left_open)) == []
+
+
+# --- microbatch-postgres and adapter traps -----------------------------------------------------
+
+def test_microbatch(adapter):
+    ctx = incremental(adapter, f"select * from {SRC}", "microbatch", "id" if adapter == "postgres" else None)
+    expected = ["microbatch-postgres"] if adapter == "postgres" else []
+    assert rules(ctx) == expected
+    # near miss: delete+insert over a window on postgres is fine
+    assert rules(incremental(adapter, GTE_MAX, "delete+insert", "id")) == []
+
+
+def test_adapter_traps(adapter):
+    assert rules(incremental(adapter, GTE_MAX, "insert_overwrite", "id")) == ["adapter-trap"]
+    po = incremental(adapter, f"select * from {SRC}", "partition_overwrite",
+                     partition_key=["day"], root_macros=frozenset({"some_macro"}))
+    assert rules(po) == ["adapter-trap"]
+    shimmed = incremental(adapter, f"select * from {SRC}", "partition_overwrite", partition_key=["day"],
+                          root_macros=frozenset({"get_incremental_partition_overwrite_sql"}))
+    assert rules(shimmed) == []
+    ducklake = table(adapter, f"select * from {SRC}", config={"partition_by": "day"})
+    found = run_rules(ducklake)
+    assert [(f.rule, f.severity) for f in found] == ([("adapter-trap", "warning")] if adapter == "duckdb" else [])
+
+
+# --- suppressions ------------------------------------------------------------------------------
+
+def test_suppressions(adapter):
+    meta = {"lint_ignore": [{"rule": "limit-without-order", "reason": "sample for a dashboard"}]}
+    kept, quiet = lint_model(table(adapter, f"select * from {SRC} limit 10", rerun_safety_meta=meta))
+    assert ([f.rule for f in kept], [f.rule for f in quiet]) == ([], ["limit-without-order"])
+    # without a reason the suppression is itself an error and suppresses nothing
+    meta = {"lint_ignore": [{"rule": "limit-without-order"}, {"rule": "no-such-rule", "reason": "x"}]}
+    kept, quiet = lint_model(table(adapter, f"select * from {SRC} limit 10", rerun_safety_meta=meta))
+    assert sorted((f.rule, f.severity) for f in kept) == [
+        ("limit-without-order", "error"), ("suppression-missing-reason", "error"),
+        ("suppression-unknown-rule", "warning")]
+    assert quiet == []
+
+
+def test_rule_table_is_stable(adapter):
+    assert list(RULES) == [
+        "append-reread", "unique-key-ignored", "watermark-strict-gt", "partition-lookback-unaligned",
+        "nondeterministic-function", "dedup-order-not-total", "limit-without-order", "inclusive-window-bound",
+        "microbatch-postgres", "adapter-trap", "compile-error", "sql-parse-error",
+        "incremental-branch-unchecked", "suppression-missing-reason", "suppression-unknown-rule"]
+    assert {r.severity for r in RULES.values()} == {"error", "warning"}
+    assert all(r.what and r.fix for r in RULES.values())
