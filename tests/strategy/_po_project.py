@@ -62,12 +62,14 @@ class PoProject:
         return [*args, "--project-dir", str(self.root), "--profiles-dir", str(self.root),
                 "--no-write-json", "--log-level-file", "none", "--log-level", "warn"]
 
-    def setup(self) -> None:
+    def setup(self, parse: bool = True) -> None:
         from dbt.cli.main import dbtRunner
 
         res = dbtRunner().invoke(self._args(["deps"]))
         if not res.success:
             raise DbtFailed(f"dbt deps failed: {res.exception}")
+        if not parse:
+            return
         res = dbtRunner().invoke(self._args(["parse"]))
         if not res.success:
             raise DbtFailed(f"dbt parse failed: {res.exception}")
@@ -146,10 +148,11 @@ class PoProject:
             self.pg_server.drop_database(self.dbname)
 
 
-def make_project(tmp_root: Path, engine: str, models: dict[str, str], pg_server=None) -> PoProject:
+def make_project(tmp_root: Path, engine: str, models: dict[str, str], pg_server=None,
+                 parse: bool = True) -> PoProject:
     dbname = pg_server.create_database("po") if engine == "postgres" else None
     project = PoProject(tmp_root, engine, models, pg_server=pg_server, dbname=dbname)
-    project.setup()
+    project.setup(parse=parse)
     return project
 
 

@@ -1,0 +1,135 @@
+"""Atomicity under SIGKILL: a dbt process killed at several points during the strategy's
+statement leaves the target exactly as before or exactly as after, never in between."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from _po_project import make_project, model_sql
+
+WORKER = Path(__file__).resolve().parent / "_po_kill_worker.py"
+# Row counts: big enough that the statement runs for a measurable fraction of a second.
+SIZES = {"duckdb": (1_000_000, 500_000), "postgres": (400_000, 200_000)}
+# Kill delays as fractions of the statement's measured duration (past 1.0: during/after COMMIT).
+FRACTIONS = [0.0, 0.1, 0.25, 0.4, 0.55, 0.7, 0.85, 1.0, 1.5]
+
+FINGERPRINT = "select p, count(*), sum(v), sum(id) from {t} group by p order by p"
+
+
+class Warehouse:
+    """Restores the pristine 'before' state for each trial."""
+
+    def __init__(self, project):
+        self.project = project
+        self.engine = project.engine
+        self.pristine = project.root / "pristine.duckdb"
+        self.template = f"{project.dbname}_tpl" if self.engine == "postgres" else None
+
+    def freeze(self):
+        if self.engine == "duckdb":
+            self.project.sql("checkpoint")
+            shutil.copy(self.project.db_path, self.pristine)
+        else:
+            server = self.project.pg_server
+            conn = server.connect()
+            try:
+                conn.cursor().execute(f'alter database "{self.project.dbname}" rename to "{self.template}"')
+            finally:
+                conn.close()
+            self.restore()
+
+    def restore(self):
+        if self.engine == "duckdb":
+            wal = Path(str(self.project.db_path) + ".wal")
+            if wal.exists():
+                wal.unlink()
+            shutil.copy(self.pristine, self.project.db_path)
+        else:
+            server = self.project.pg_server
+            server.drop_database(self.project.dbname)
+            conn = server.connect()
+            try:
+                conn.cursor().execute(
+                    f'create database "{self.project.dbname}" template "{self.template}" strategy file_copy')
+            finally:
+                conn.close()
+
+    def drop(self):
+        if self.engine == "postgres":
+            self.project.pg_server.drop_database(self.project.dbname)
+            self.project.pg_server.drop_database(self.template)
+
+
+@pytest.fixture(scope="module", params=["duckdb", "postgres"])
+def killable(request, tmp_path_factory):
+    engine = request.param
+    pg = request.getfixturevalue("pg_server") if engine == "postgres" else None
+    project = make_project(tmp_path_factory.mktemp(f"kill_{engine}"), engine,
+                           {"po_kill": model_sql("partition_key='p'")}, pg_server=pg, parse=False)
+    total, batch = SIZES[engine]
+    series = "range" if engine == "duckdb" else "generate_series"
+    last = total if engine == "duckdb" else total - 1
+    last_b = batch if engine == "duckdb" else batch - 1
+    # the target as a previous run left it (10 partitions), and the next batch (partitions 0-4)
+    project.sql([
+        f"create table po_kill as select i as id, i % 10 as p, i as v from {series}(0, {last}) t(i)"
+        if engine == "postgres" else
+        f"create table po_kill as select i as id, i % 10 as p, i as v from range({total}) t(i)",
+        f"create table raw_po_kill as select i as id, i % 5 as p, -i as v from {series}(0, {last_b}) t(i)"
+        if engine == "postgres" else
+        f"create table raw_po_kill as select i as id, i % 5 as p, -i as v from range({last_b}) t(i)",
+    ])
+    before = project.sql(FINGERPRINT.format(t="po_kill"), fetch=True)
+    after = project.sql(FINGERPRINT.format(
+        t="(select * from po_kill where p not in (select distinct p from raw_po_kill) "
+          "union all select * from raw_po_kill) x"), fetch=True)
+    assert before != after
+    warehouse = Warehouse(project)
+    warehouse.freeze()
+    worker = subprocess.Popen([sys.executable, str(WORKER), str(project.root), "po_kill"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+    try:
+        ready = json.loads(worker.stdout.readline())
+        assert ready.get("ready"), ready
+        yield project, warehouse, worker, before, after
+    finally:
+        worker.stdin.close()
+        worker.wait(timeout=30)
+        warehouse.drop()
+
+
+def trial(project, warehouse, worker, delay):
+    warehouse.restore()
+    worker.stdin.write(f"{delay}\n")
+    worker.stdin.flush()
+    outcome = json.loads(worker.stdout.readline())
+    state = project.sql(FINGERPRINT.format(t="po_kill"), fetch=True)
+    return outcome, state
+
+
+def test_sigkill_during_statement_leaves_before_or_after(killable, capsys):
+    project, warehouse, worker, before, after = killable
+    outcome, state = trial(project, warehouse, worker, -1)
+    assert outcome["exit"] == 0, outcome
+    assert state == after
+    seconds = outcome["statement_seconds"]
+    assert seconds, outcome
+    split = {"before": 0, "after": 0}
+    mid_statement = 0
+    for fraction in FRACTIONS:
+        outcome, state = trial(project, warehouse, worker, fraction * seconds)
+        assert outcome["saw_marker"], outcome
+        assert state in (before, after), f"partial state after kill at {fraction:.2f} of the statement: {outcome}"
+        split["before" if state == before else "after"] += 1
+        if outcome["killed"] and not outcome["statement_done_before_kill"]:
+            mid_statement += 1
+            assert state == before  # killed before COMMIT
+    with capsys.disabled():
+        print(f"\n[kill trials {project.engine}] statement {seconds:.2f}s; {len(FRACTIONS)} kills: "
+              f"{split['before']} before, {split['after']} after; {mid_statement} killed mid-statement")
+    assert mid_statement >= 3
