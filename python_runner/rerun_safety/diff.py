@@ -1,26 +1,75 @@
-"""Multiset diff of two relations inside one warehouse connection.
+"""Multiset diff of two relations: bucket checksums in the warehouse first, rows only where they differ.
 
-Checksums first (one scan of each side); detail only when they differ. Every comparison is a
-multiset comparison: a row present twice is two rows. Row identity is a hash over all compared
-columns (DuckDB `hash(...)`, PostgreSQL the first 64 bits of `md5(row(...)::text)`), so NULLs
-are values, a float is its exact value, and a timestamp keeps its precision.
+How it works
+  1. Each side is cut into buckets: by key range (one integer key), by the hash of the key
+     (other keys), by the row hash (no key) or by a partition column. Per bucket the warehouse
+     computes `count(*)` and `sum(row hash)`; only those aggregates are compared.
+     With hash buckets a plain `count(*), sum(row hash)` of both sides comes first, so identical
+     tables cost one checksum scan; range and column buckets are cheap enough to go first.
+  2. Only buckets whose checksums differ are read again, row by row, and compared as multisets
+     of (key, row hash) in SQL (one connection) or in Python, bucket chunk by bucket chunk (two
+     connections: only bucket checksums and the rows of differing buckets cross). A few sample
+     rows are fetched at the end.
+
+Exactness (the same equality as `EXCEPT ALL` on each engine)
+  - A row present twice is two rows: `{1,1,2}` and `{1,2,2}` differ, with or without a key.
+  - NULL is a value: NULL equals NULL, and `(1, NULL)` differs from `(NULL, 1)`.
+  - Floats are hashed by exact value: `0.1 + 0.2` differs from `0.3`. `-0.0` equals `0.0` and
+    NaN equals NaN, as the engines' own `=` and `EXCEPT ALL` decide.
+  - PostgreSQL numerics compare by value (`1.0` equals `1.00`), as `=` does.
+  - A column whose type differs between the sides is compared by its text form on both sides and
+    the change is listed in `type_changes`: a timestamp that lost its microseconds differs, one
+    that kept them compares equal; `1.0` and `1.00` across a decimal scale change differ.
+  - Row identity is a 64-bit hash (DuckDB `hash(...)`, PostgreSQL `hash_record_extended`), and a
+    bucket matches when its count and the sum of its hashes match: two different multisets are
+    taken as equal only on a 64-bit sum collision.
 """
 from __future__ import annotations
 
 import datetime as dt
 import decimal
-from dataclasses import dataclass
+import math
+from collections import Counter
+from dataclasses import dataclass, field, replace
+from typing import Iterable, Sequence
 
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError, TokenError
+from sqlglot.tokens import TokenType
 
+from .errors import RerunSafetyError
 from .sandbox.base import Connection, ident
 
 SAMPLE_ROWS = 5
 MAX_PARTITIONS = 400
+MAX_BUCKETS = 1 << 16
+RANGE_ROWS_PER_BUCKET = 256
+HASH_ROWS_PER_BUCKET = 128
+MAX_LISTED_BUCKETS = 50_000  # more differing buckets than this: compare every row instead
+CHUNK_ROWS = 200_000  # two connections: rows per side held in memory at once
 _TEMPORAL = ("date", "timestamp", "datetime")
+_INTEGER = {"tinyint", "smallint", "integer", "bigint", "int", "int2", "int4", "int8"}
+# PostgreSQL types without an extended hash function: hashed through their text form.
+_PG_TEXT_HASHED = ("json", "xml", "point", "line", "lseg", "box", "path", "polygon", "circle",
+                   "user-defined", "money")
+
+
+class DiffError(RerunSafetyError):
+    """A relation, column or filter given to the diff is wrong, or a query failed."""
 
 
 @dataclass(frozen=True)
 class DiffResult:
+    """`reference` is the left side, `current` the right side.
+
+    extra_rows / missing_rows: rows only in current / only in reference, as multisets.
+    Keyed: missing_keys / extra_keys are keys only in reference / only in current;
+    duplicate_keys are keys with more than one row in current and more rows there than in
+    reference (reference_duplicate_keys the other way round); changed_rows are keys with one row
+    on each side whose rows differ; changed_keys are keys with the same number of rows on both
+    sides whose rows differ.
+    """
     reference_rows: int
     rows: int
     identical: bool
@@ -37,7 +86,28 @@ class DiffResult:
     sample: tuple[dict, ...] = ()
     partitions: tuple[tuple[str, int, int], ...] = ()
     partition_column: str | None = None
+    reference_duplicate_keys: int = 0
+    changed_keys: int = 0
+    type_changes: tuple[str, ...] = ()
+    bucketing: str = ""  # range | hash | rowhash | column
+    buckets: int = 0
+    buckets_differing: int = 0
+    differing_partitions: tuple[tuple[str, int, int], ...] = ()
 
+
+@dataclass(frozen=True)
+class Side:
+    """One relation to compare: a connection, a table (optionally catalog-qualified), a filter."""
+    con: Connection
+    table: exp.Table
+    where: exp.Expression | None = None
+
+    @property
+    def label(self) -> str:
+        return ".".join(p.name for p in self.table.parts)
+
+
+# ----------------------------------------------------------------------------- SQL pieces
 
 def _q(name: str, dialect: str) -> str:
     return ident(name).sql(dialect=dialect)
@@ -47,112 +117,507 @@ def _rel(schema: str, name: str, dialect: str) -> str:
     return f"{_q(schema, dialect)}.{_q(name, dialect)}"
 
 
-def row_hash(columns: list[str], dialect: str, alias: str | None = None) -> str:
-    cols = [(f"{alias}." if alias else "") + _q(c, dialect) for c in columns]
+def _hash_sql(parts: Sequence[str], dialect: str) -> str:
+    if not parts:
+        return "cast(0 as ubigint)" if dialect == "duckdb" else "cast(0 as bigint)"
     if dialect == "duckdb":
-        return f"hash({', '.join(cols)})"
-    return f"('x' || substr(md5(row({', '.join(cols)})::text), 1, 16))::bit(64)::bigint"
+        return f"hash({', '.join(parts)})"
+    # Uses each type's hash opclass, so it agrees with `=`: -0.0 = 0.0, 1.0 = 1.00, NaN = NaN.
+    return f"hash_record_extended(row({', '.join(parts)}), 0)"
 
 
-def _sum_type(dialect: str) -> str:
-    return "hugeint" if dialect == "duckdb" else "numeric"
+def row_hash(columns: list[str], dialect: str, alias: str | None = None) -> str:
+    return _hash_sql([(f"{alias}." if alias else "") + _q(c, dialect) for c in columns], dialect)
+
+
+def _hash_type(dialect: str) -> str:
+    return "ubigint" if dialect == "duckdb" else "bigint"
+
+
+def _int_sum(expr: str, dialect: str) -> str:
+    return f"cast(coalesce(sum({expr}), 0) as {'hugeint' if dialect == 'duckdb' else 'numeric'})"
 
 
 def _jsonable(value):
-    if value is None or isinstance(value, (bool, int, float, str)):
+    if value is None or isinstance(value, (bool, int, str)):
         return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
     if isinstance(value, decimal.Decimal):
-        return float(value)
+        return float(value) if value.is_finite() else str(value)
     if isinstance(value, (dt.date, dt.datetime, dt.time)):
         return value.isoformat()
     return str(value)
 
 
-def diff_relations(con: Connection, reference: tuple[str, str], current: tuple[str, str], *,
-                   key: tuple[str, ...] = (), ignore_columns: tuple[str, ...] = (),
-                   partition_column: str | None = None, column_detail: bool = False) -> DiffResult:
-    d = con.dialect
-    ref_cols = con.columns(*reference)
-    cur_cols = con.columns(*current)
+def parse_where(sql: str | None, dialect: str) -> exp.Expression | None:
+    """A user filter: exactly one boolean expression, no statements, subqueries or semicolons."""
+    if sql is None or not sql.strip():
+        return None
+    try:
+        tokens = sqlglot.tokenize(sql, read=dialect)
+        statements = sqlglot.parse(sql, read=dialect)
+    except (ParseError, TokenError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else "parse error"
+        raise DiffError(f"--where is not valid {dialect} SQL: {first}") from None
+    if any(t.token_type == TokenType.SEMICOLON for t in tokens) or len(statements) != 1 or statements[0] is None:
+        raise DiffError("--where must be one boolean expression, without semicolons")
+    cond = statements[0]
+    forbidden = (exp.Query, exp.Subquery, exp.Command, exp.DDL, exp.DML, exp.AggFunc, exp.Window,
+                 exp.Set, exp.Use, exp.Transaction, exp.Commit, exp.Rollback)
+    bad = cond.find(*forbidden) if not isinstance(cond, forbidden) else cond
+    if bad is not None:
+        raise DiffError(f"--where must be a plain boolean expression: {type(bad).__name__.lower()} is not "
+                        "allowed (no subqueries, statements, aggregates or window functions)")
+    inner = cond.unnest() if isinstance(cond, exp.Paren) else cond
+    if not isinstance(inner, (exp.Predicate, exp.Connector, exp.Not, exp.Boolean, exp.Column, exp.Func)) \
+            or isinstance(inner, (exp.Literal,)):
+        raise DiffError(f"--where must be a boolean condition, got: {cond.sql(dialect=dialect)}")
+    return cond
+
+
+# ----------------------------------------------------------------------------- the plan
+
+@dataclass
+class _Plan:
+    dialect: str
+    left: Side
+    right: Side
+    columns: list[str]
+    key: tuple[str, ...]
+    lh: str = ""  # row hash over the compared columns, per side
+    rh: str = ""
+    mode: str = "hash"
+    lb: str = ""  # bucket expression per side
+    rb: str = ""
+    lp: str = ""  # partition label (column mode)
+    rp: str = ""
+    buckets: int = 0
+    schema_message: str = ""
+    type_changes: tuple[str, ...] = ()
+    counts: tuple[int, int] = (0, 0)
+    extra: dict = field(default_factory=dict)
+
+    def src(self, side: Side, extra_cond: str | None = None) -> str:
+        conds = []
+        if side.where is not None:
+            conds.append(f"({side.where.sql(dialect=self.dialect)})")
+        if extra_cond:
+            conds.append(extra_cond)
+        where = f" where {' and '.join(conds)}" if conds else ""
+        return f"{side.table.sql(dialect=self.dialect)}{where}"
+
+    @property
+    def keys_sql(self) -> list[str]:
+        return [_q(k, self.dialect) for k in self.key]
+
+
+def columns_of(con: Connection, table: exp.Table) -> list[tuple[str, str]]:
+    conds = [exp.column("table_schema").eq(exp.Literal.string(table.db or ("main" if con.dialect == "duckdb" else "public"))),
+             exp.column("table_name").eq(exp.Literal.string(table.name))]
+    if table.catalog:
+        conds.append(exp.column("table_catalog").eq(exp.Literal.string(table.catalog)))
+    q = (exp.select("column_name", "data_type")
+         .from_(exp.Table(this=ident("columns"), db=ident("information_schema"),
+                          catalog=ident(table.catalog) if table.catalog else None))
+         .where(exp.and_(*conds)).order_by("ordinal_position"))
+    return [(r[0], str(r[1])) for r in con.fetchall(q)]
+
+
+def _plan(left: Side, right: Side, key: Sequence[str], ignore_columns: Sequence[str],
+          bucket_column: str | None, strict: bool) -> _Plan:
+    d = left.con.dialect
+    lcols, rcols = columns_of(left.con, left.table), columns_of(right.con, right.table)
+    for side, cols in ((left, lcols), (right, rcols)):
+        if not cols:
+            raise DiffError(f"relation {side.label} does not exist (or has no columns)")
     ignore = {c.lower() for c in ignore_columns}
-    ref_names = [c for c, _ in ref_cols if c.lower() not in ignore]
-    cur_names = {c for c, _ in cur_cols if c.lower() not in ignore}
-    types = {c.lower(): t.lower() for c, t in cur_cols}
+    ltypes = {c: t.lower() for c, t in lcols}
+    rtypes = {c: t.lower() for c, t in rcols}
+    lnames = [c for c, _ in lcols if c.lower() not in ignore]
+    rnames = {c for c, _ in rcols if c.lower() not in ignore}
     schema_message = ""
-    if set(ref_names) != cur_names:
-        added = sorted(cur_names - set(ref_names))
-        removed = sorted(set(ref_names) - cur_names)
+    if set(lnames) != rnames:
+        added = sorted(rnames - set(lnames))
+        removed = sorted(set(lnames) - rnames)
         schema_message = "columns differ:" + "".join(f" +{c}" for c in added) + "".join(f" -{c}" for c in removed)
-    columns = [c for c in ref_names if c in cur_names]
-    ref_rel, cur_rel = _rel(*reference, d), _rel(*current, d)
-    h = row_hash(columns, d)
-    st = _sum_type(d)
-    totals = con.fetchone(
-        f"select (select count(*) from {ref_rel}), "
-        f"(select coalesce(sum(cast({h} as {st})), 0) from {ref_rel}), "
-        f"(select count(*) from {cur_rel}), "
-        f"(select coalesce(sum(cast({h} as {st})), 0) from {cur_rel})")
-    ref_rows, ref_sum, rows, cur_sum = int(totals[0]), totals[1], int(totals[2]), totals[3]
-    if ref_rows == rows and ref_sum == cur_sum and not schema_message:
-        return DiffResult(ref_rows, rows, True)
+    columns = [c for c in lnames if c in rnames]
+    type_changes = tuple(f"{c}: {ltypes[c]} -> {rtypes[c]}" for c in columns if ltypes[c] != rtypes[c])
+    key = tuple(key)
+    if key and not all(k in ltypes and k in rtypes for k in key):
+        if strict:
+            bad = next(k for k in key if k not in ltypes or k not in rtypes)
+            where = left.label if bad not in ltypes else right.label
+            raise DiffError(f"key column '{bad}' is not a column of {where}")
+        key = ()
+    if bucket_column and not (bucket_column in ltypes and bucket_column in rtypes):
+        if strict:
+            where = left.label if bucket_column not in ltypes else right.label
+            raise DiffError(f"partition column '{bucket_column}' is not a column of {where}")
+        bucket_column = None
 
-    both = (f"select 0 as rs_side, {h} as rs_h{''.join(', ' + _q(k, d) for k in key)} from {ref_rel} "
-            f"union all select 1 as rs_side, {h} as rs_h{''.join(', ' + _q(k, d) for k in key)} from {cur_rel}")
-    grouped = (f"select rs_h, sum(1 - rs_side) as rn, sum(rs_side) as sn from ({both}) b group by rs_h")
-    extra, missing, copies = con.fetchone(
-        f"select coalesce(sum(case when sn > rn then sn - rn else 0 end), 0), "
-        f"coalesce(sum(case when rn > sn then rn - sn else 0 end), 0), "
-        f"coalesce(sum(case when rn > 0 and sn > rn then sn - rn else 0 end), 0) from ({grouped}) g")
-    result = dict(reference_rows=ref_rows, rows=rows, identical=False, extra_rows=int(extra),
-                  missing_rows=int(missing), extra_copies=int(copies), schema_message=schema_message)
+    def col(c: str, types: dict[str, str]) -> str:
+        q = _q(c, d)
+        if ltypes[c] != rtypes[c]:
+            return f"cast({q} as {'varchar' if d == 'duckdb' else 'text'})"
+        if d == "postgres" and (types[c] in _PG_TEXT_HASHED or types[c].startswith(_PG_TEXT_HASHED)):
+            return f"cast({q} as text)"
+        return q
 
-    if key and all(k in cur_names and k in ref_names for k in key):
-        keys = ", ".join(_q(k, d) for k in key)
-        per_key = (f"select {keys}, sum(1 - rs_side) as rn, sum(rs_side) as sn, "
-                   f"min(case when rs_side = 0 then rs_h end) as rh, min(case when rs_side = 1 then rs_h end) as sh "
-                   f"from ({both}) b group by {keys}")
-        dup, miss, ext, changed = con.fetchone(
-            f"select coalesce(sum(case when sn > 1 and sn > rn then 1 else 0 end), 0), "
-            f"coalesce(sum(case when sn = 0 then 1 else 0 end), 0), "
-            f"coalesce(sum(case when rn = 0 then 1 else 0 end), 0), "
-            f"coalesce(sum(case when rn = 1 and sn = 1 and rh <> sh then 1 else 0 end), 0) from ({per_key}) k")
-        result.update(keyed=True, duplicate_keys=int(dup), missing_keys=int(miss), extra_keys=int(ext),
-                      changed_rows=int(changed))
+    plan = _Plan(d, left, right, columns, key, schema_message=schema_message, type_changes=type_changes)
+    plan.lh = _hash_sql([col(c, ltypes) for c in columns], d)
+    plan.rh = _hash_sql([col(c, rtypes) for c in columns], d)
+    if bucket_column:
+        plan.mode = "column"
+        q = _q(bucket_column, d)
+        temporal = any(t in ltypes[bucket_column] for t in _TEMPORAL) and any(t in rtypes[bucket_column] for t in _TEMPORAL)
+        plan.lp = plan.rp = f"cast({q} as date)" if temporal else q
+        if ltypes[bucket_column] != rtypes[bucket_column] and not temporal:
+            plan.lp = plan.rp = f"cast({q} as {'varchar' if d == 'duckdb' else 'text'})"
+        plan.lb = plan.rb = _hash_sql([plan.lp], d)
+    elif len(key) == 1 and ltypes[key[0]] in _INTEGER and rtypes[key[0]] in _INTEGER:
+        plan.mode = "range"
+    elif key:
+        plan.mode = "hash"
+        plan.lb = plan.rb = _hash_sql([col(k, ltypes) for k in key], d)
     else:
-        result["changed_rows"] = min(int(extra) - int(copies), int(missing))
+        plan.mode = "rowhash"
+        plan.lb, plan.rb = plan.lh, plan.rh
+    return plan
 
-    if column_detail or result["changed_rows"]:
-        result["differing_columns"] = tuple(_differing_columns(con, ref_rel, cur_rel, columns))
-    result["sample"] = tuple(_sample(con, ref_rel, cur_rel, h, grouped))
-    part = _partition_expr(partition_column, types, d) if partition_column else None
-    if part:
-        result["partition_column"] = partition_column
-        result["partitions"] = tuple(_partitions(con, ref_rel, cur_rel, part))
+
+def _totals(plan: _Plan, same: bool) -> tuple[int, int, object, object]:
+    d = plan.dialect
+    parts = {}
+    for name, side, h in (("l", plan.left, plan.lh), ("r", plan.right, plan.rh)):
+        parts[name] = f"select count(*) as c, {_int_sum(h, d)} as s from {plan.src(side)}"
+    if same:
+        row = plan.left.con.fetchone(f"select l.c, l.s, r.c, r.s from ({parts['l']}) l, ({parts['r']}) r")
+        return int(row[0]), int(row[2]), row[1], row[3]
+    a = plan.left.con.fetchone(parts["l"])
+    b = plan.right.con.fetchone(parts["r"])
+    return int(a[0]), int(b[0]), a[1], b[1]
+
+
+def _set_range_buckets(plan: _Plan, same: bool) -> None:
+    d, k = plan.dialect, plan.keys_sql[0]
+    rows = []
+    for side in (plan.left, plan.right):
+        rows.append(side.con.fetchone(f"select min({k}), max({k}), count(*) from {plan.src(side)}"))
+    plan.counts = (int(rows[0][2]), int(rows[1][2]))
+    mins = [r[0] for r in rows if r[0] is not None]
+    maxs = [r[1] for r in rows if r[1] is not None]
+    lo, hi = (int(min(mins)), int(max(maxs))) if mins else (0, 0)
+    n = max(1, min(MAX_BUCKETS, -(-max(plan.counts) // RANGE_ROWS_PER_BUCKET)))
+    width = max(1, -(-(hi - lo + 1) // n))
+    plan.buckets = -(-(hi - lo + 1) // width) + 1
+    div = "//" if d == "duckdb" else "/"
+    # Integers computed here, not user text; a NULL key gets its own bucket.
+    plan.lb = plan.rb = f"coalesce((cast({k} as bigint) - ({lo})) {div} {width}, -1)"
+
+
+def _set_hash_buckets(plan: _Plan) -> None:
+    n = 1
+    while n < MAX_BUCKETS and n * HASH_ROWS_PER_BUCKET < max(plan.counts):
+        n *= 2
+    plan.buckets = n
+    plan.lb, plan.rb = f"(({plan.lb}) & {n - 1})", f"(({plan.rb}) & {n - 1})"
+
+
+def _bucket_query(plan: _Plan, side: Side, b: str, h: str, p: str) -> str:
+    d = plan.dialect
+    if plan.mode == "column":
+        return (f"select {_hash_sql(['p'], d)} as b, p, c, s from (select {p} as p, count(*) as c, "
+                f"{_int_sum(h, d)} as s from {plan.src(side)} group by 1) g")
+    return (f"select {b} as b, null as p, count(*) as c, {_int_sum(h, d)} as s "
+            f"from {plan.src(side)} group by 1")
+
+
+def _differing_buckets_same(plan: _Plan) -> tuple[int, int, int, list[tuple]]:
+    """One query: both sides' bucket checksums, joined in the warehouse; returns the differing ones."""
+    lq = _bucket_query(plan, plan.left, plan.lb, plan.lh, plan.lp)
+    rq = _bucket_query(plan, plan.right, plan.rb, plan.rh, plan.rp)
+    label = "cast(coalesce(l.p, r.p) as varchar)" if plan.dialect == "duckdb" else "cast(coalesce(l.p, r.p) as text)"
+    sql = (f"with l as materialized ({lq}), r as materialized ({rq}), "
+           f"j as (select coalesce(l.b, r.b) as b, {label} as p, coalesce(l.c, 0) as lc, coalesce(r.c, 0) as rc "
+           f"from l full outer join r on l.b = r.b where l.c is distinct from r.c or l.s is distinct from r.s) "
+           f"select t.lt, t.rt, t.nb, t.nj, j.b, j.p, j.lc, j.rc from (select "
+           f"(select coalesce(sum(c), 0) from l) as lt, (select coalesce(sum(c), 0) from r) as rt, "
+           f"(select count(*) from l) + (select count(*) from r) as nb, (select count(*) from j) as nj) t "
+           f"left join (select * from j order by b limit {MAX_LISTED_BUCKETS + 1}) j on true")
+    rows = plan.left.con.fetchall(sql)
+    lt, rt, nb, nj = (int(v) for v in rows[0][:4])
+    if plan.mode == "column":
+        plan.buckets = nb // 2
+    listed = [(r[4], r[5], int(r[6]), int(r[7])) for r in rows if r[4] is not None]
+    return lt, rt, nj, listed
+
+
+def _differing_buckets_across(plan: _Plan) -> tuple[int, int, int, list[tuple]]:
+    got = []
+    for side, b, h, p in ((plan.left, plan.lb, plan.lh, plan.lp), (plan.right, plan.rb, plan.rh, plan.rp)):
+        got.append({r[0]: (r[1], int(r[2]), r[3]) for r in side.con.fetchall(_bucket_query(plan, side, b, h, p))})
+    lmap, rmap = got
+    if plan.mode == "column":
+        plan.buckets = len(set(lmap) | set(rmap))
+    listed = []
+    for b in set(lmap) | set(rmap):
+        lv, rv = lmap.get(b), rmap.get(b)
+        if lv is None or rv is None or lv[1:] != rv[1:]:
+            label = (lv or rv)[0]
+            listed.append((b, None if label is None else str(label), lv[1] if lv else 0, rv[1] if rv else 0))
+    listed.sort(key=lambda t: t[0])
+    return (sum(v[1] for v in lmap.values()), sum(v[1] for v in rmap.values()), len(listed), listed)
+
+
+def _in_list(expr: str, ints: Iterable[int], dialect: str) -> str:
+    values = ", ".join(str(int(v)) for v in ints)
+    if dialect == "duckdb":
+        return f"{expr} in (select unnest([{values}]::hugeint[]))"
+    return f"{expr} in (select unnest(array[{values}]::bigint[]))"
+
+
+# ----------------------------------------------------------------------------- row level
+
+_COUNT_FIELDS = ("only_l", "only_r", "copies_r", "keys_only_l", "keys_only_r", "changed_rows",
+                 "changed_keys", "dup_l", "dup_r")
+
+
+def _rows_same(plan: _Plan, buckets: list[int] | None) -> tuple[dict, list, list]:
+    """Row-level multiset comparison of the differing buckets, in one query in the warehouse."""
+    d, ht = plan.dialect, _hash_type(plan.dialect)
+    ks = plan.keys_sql
+    kcols = "".join(f", {k} as k{i}" for i, k in enumerate(ks))
+    knames = "".join(f"k{i}, " for i in range(len(ks)))
+    parts = []
+    for s, side, b, h in ((0, plan.left, plan.lb, plan.lh), (1, plan.right, plan.rb, plan.rh)):
+        cond = _in_list(b, buckets, d) if buckets is not None else None
+        parts.append(f"select {s} as s, {b} as b, {h} as h{kcols} from {plan.src(side, cond)}")
+    nb = f"cast(null as {'hugeint' if d == 'duckdb' else 'numeric'})"
+    z = "cast(0 as bigint)"
+
+    def i(x: str) -> str:
+        return f"cast(coalesce(sum({x}), 0) as bigint)"
+
+    sql = (f"with u as materialized ({parts[0]} union all {parts[1]}), "
+           f"p as materialized (select b, {knames}h, sum(1 - s) as lc, sum(s) as rc from u group by b, {knames}h) ")
+    counts = (f"select 'rows' as kind, {i('case when lc > rc then lc - rc else 0 end')} as a1, "
+              f"{i('case when rc > lc then rc - lc else 0 end')} as a2, "
+              f"{i('case when lc > 0 and rc > lc then rc - lc else 0 end')} as a3, "
+              f"{z} as a4, {z} as a5, {z} as a6, {z} as a7, {z} as a8, {z} as a9, "
+              f"{nb} as b, cast(null as {ht}) as h from p")
+    selects = [counts]
+    if ks:
+        sql += (f", k as (select {knames}sum(lc) as kl, sum(rc) as kr, "
+                f"max(case when lc <> rc then 1 else 0 end) as dif from p group by {knames.rstrip(', ')}) ")
+        selects.append(
+            f"select 'keys', {z}, {z}, {z}, {i('case when kr = 0 then 1 else 0 end')}, "
+            f"{i('case when kl = 0 then 1 else 0 end')}, "
+            f"{i('case when dif = 1 and kl = 1 and kr = 1 then 1 else 0 end')}, "
+            f"{i('case when dif = 1 and kl = kr then 1 else 0 end')}, "
+            f"{i('case when kl > 1 and kl > kr then 1 else 0 end')}, "
+            f"{i('case when kr > 1 and kr > kl then 1 else 0 end')}, {nb}, cast(null as {ht}) from k")
+    for kind, cond in (("l", "lc > rc"), ("r", "rc > lc")):
+        selects.append(f"select * from (select '{kind}', {z}, {z}, {z}, {z}, {z}, {z}, {z}, {z}, {z}, "
+                       f"cast(b as {'hugeint' if d == 'duckdb' else 'numeric'}), h from p where {cond} "
+                       f"order by b, h limit {SAMPLE_ROWS}) x{kind}")
+    rows = plan.left.con.fetchall(sql + " union all ".join(selects))
+    out = dict.fromkeys(_COUNT_FIELDS, 0)
+    lsample, rsample = [], []
+    for kind, a1, a2, a3, a4, a5, a6, a7, a8, a9, b, h in rows:
+        if kind == "rows":
+            out.update(only_l=int(a1), only_r=int(a2), copies_r=int(a3))
+        elif kind == "keys":
+            out.update(keys_only_l=int(a4), keys_only_r=int(a5), changed_rows=int(a6), changed_keys=int(a7),
+                       dup_l=int(a8), dup_r=int(a9))
+        elif kind == "l":
+            lsample.append((int(b), int(h)))
+        else:
+            rsample.append((int(b), int(h)))
+    return out, lsample, rsample
+
+
+def _chunks(listed: list[tuple]) -> Iterable[list]:
+    chunk, rows = [], 0
+    for b, _p, lc, rc in listed:
+        if chunk and rows + max(lc, rc) > CHUNK_ROWS:
+            yield chunk
+            chunk, rows = [], 0
+        chunk.append(b)
+        rows += max(lc, rc)
+    if chunk:
+        yield chunk
+
+
+def _rows_across(plan: _Plan, listed: list[tuple]) -> tuple[dict, list, list]:
+    """Two connections: per chunk of differing buckets, (bucket, key, row hash) counts from each side."""
+    d = plan.dialect
+    ks = plan.keys_sql
+    kcols = "".join(f"{k}, " for k in ks)
+    out = dict.fromkeys(_COUNT_FIELDS, 0)
+    lsample: list[tuple[int, int]] = []
+    rsample: list[tuple[int, int]] = []
+    for chunk in _chunks(listed):
+        counts: list[Counter] = []
+        for side, b, h in ((plan.left, plan.lb, plan.lh), (plan.right, plan.rb, plan.rh)):
+            sql = (f"select {b} as b, {kcols}{h} as h, count(*) from {plan.src(side, _in_list(b, chunk, d))} "
+                   f"group by {', '.join(str(i + 1) for i in range(len(ks) + 2))}")
+            counts.append(Counter({tuple(r[:-1]): int(r[-1]) for r in side.con.fetchall(sql)}))
+        lcount, rcount = counts
+        per_key: dict[tuple, list[int]] = {}
+        for item in set(lcount) | set(rcount):
+            lc, rc = lcount.get(item, 0), rcount.get(item, 0)
+            if lc > rc:
+                out["only_l"] += lc - rc
+                if len(lsample) < SAMPLE_ROWS:
+                    lsample.append((int(item[0]), int(item[-1])))
+            elif rc > lc:
+                out["only_r"] += rc - lc
+                out["copies_r"] += rc - lc if lc > 0 else 0
+                if len(rsample) < SAMPLE_ROWS:
+                    rsample.append((int(item[0]), int(item[-1])))
+            if ks:
+                acc = per_key.setdefault(item[:-1], [0, 0, 0])
+                acc[0] += lc
+                acc[1] += rc
+                acc[2] |= lc != rc
+        for kl, kr, dif in per_key.values():
+            out["keys_only_l"] += kr == 0
+            out["keys_only_r"] += kl == 0
+            out["changed_rows"] += bool(dif and kl == 1 and kr == 1)
+            out["changed_keys"] += bool(dif and kl == kr)
+            out["dup_l"] += kl > 1 and kl > kr
+            out["dup_r"] += kr > 1 and kr > kl
+    return out, lsample, rsample
+
+
+def _fetch_sample(plan: _Plan, side: Side, b: str, h: str, picks: list[tuple[int, int]], label: str) -> list[dict]:
+    if not picks:
+        return []
+    d = plan.dialect
+    cols = ", ".join(_q(c, d) for c in plan.columns) or "*"
+    cond = f"{_in_list(b, {p[0] for p in picks}, d)} and {_in_list(h, {p[1] for p in picks}, d)}"
+    rows = side.con.fetch_dicts(f"select distinct {cols} from {plan.src(side, cond)} limit {SAMPLE_ROWS}")
+    return [{"_diff": label, **{k: _jsonable(v) for k, v in r.items()}} for r in rows]
+
+
+def _sample_columns(sample: list[dict], key: tuple[str, ...], columns: list[str]) -> list[str]:
+    """Columns that differ between the sampled left and right rows of the same key."""
+    if not key:
+        return []
+    left = {tuple(r.get(k) for k in key): r for r in sample if r["_diff"] == "missing"}
+    found: set[str] = set()
+    for r in sample:
+        other = left.get(tuple(r.get(k) for k in key)) if r["_diff"] == "extra" else None
+        if other:
+            found.update(c for c in columns if r.get(c) != other.get(c))
+    return [c for c in columns if c in found]
+
+
+# ----------------------------------------------------------------------------- entry points
+
+def compare(left: Side, right: Side, *, key: Sequence[str] = (), ignore_columns: Sequence[str] = (),
+            bucket_column: str | None = None, strict: bool = True) -> DiffResult:
+    """Compare two sides; on one connection everything runs in the warehouse."""
+    same = left.con is right.con
+    if left.con.dialect != right.con.dialect:
+        raise DiffError(f"cannot compare a {left.con.dialect} relation with a {right.con.dialect} relation")
+    plan = _plan(left, right, key, ignore_columns, bucket_column, strict)
+    d = plan.dialect
+    if plan.mode in ("hash", "rowhash"):
+        lt, rt, ls, rs = _totals(plan, same)
+        plan.counts = (lt, rt)
+        if lt == rt and ls == rs and not plan.schema_message:
+            return DiffResult(lt, rt, True, keyed=bool(plan.key), type_changes=plan.type_changes,
+                              bucketing=plan.mode, buckets=1)
+        _set_hash_buckets(plan)
+    elif plan.mode == "range":
+        _set_range_buckets(plan, same)
+    lt, rt, nj, listed = (_differing_buckets_same if same else _differing_buckets_across)(plan)
+    result = dict(reference_rows=lt, rows=rt, keyed=bool(plan.key), schema_message=plan.schema_message,
+                  type_changes=plan.type_changes, bucketing=plan.mode, buckets=plan.buckets, buckets_differing=nj)
+    if nj == 0:
+        return DiffResult(identical=not plan.schema_message, **result)
+    if plan.mode == "column":
+        parts = sorted((("NULL" if p is None else str(p)), lc, rc) for _b, p, lc, rc in listed)
+        result["differing_partitions"] = tuple(parts[:MAX_PARTITIONS])
+    if same:
+        counts, lpick, rpick = _rows_same(plan, [b for b, *_ in listed] if nj <= MAX_LISTED_BUCKETS else None)
+    else:
+        if nj > len(listed):
+            listed = _differing_buckets_across(plan)[3]
+        counts, lpick, rpick = _rows_across(plan, listed)
+    sample = (_fetch_sample(plan, plan.right, plan.rb, plan.rh, rpick, "extra")
+              + _fetch_sample(plan, plan.left, plan.lb, plan.lh, lpick, "missing"))
+    result.update(
+        identical=False, extra_rows=counts["only_r"], missing_rows=counts["only_l"], extra_copies=counts["copies_r"],
+        sample=tuple(sample), differing_columns=tuple(_sample_columns(sample, plan.key, plan.columns)))
+    if plan.key:
+        result.update(duplicate_keys=counts["dup_r"], reference_duplicate_keys=counts["dup_l"],
+                      missing_keys=counts["keys_only_l"], extra_keys=counts["keys_only_r"],
+                      changed_rows=counts["changed_rows"], changed_keys=counts["changed_keys"])
+    else:
+        result["changed_rows"] = min(counts["only_r"] - counts["copies_r"], counts["only_l"])
+    if not plan.schema_message and not counts["only_l"] and not counts["only_r"]:
+        result["identical"] = True  # only possible on a 64-bit checksum collision between buckets
     return DiffResult(**result)
 
 
-def _differing_columns(con: Connection, ref_rel: str, cur_rel: str, columns: list[str]) -> list[str]:
-    d, st = con.dialect, _sum_type(con.dialect)
+def diff_relations(con: Connection, reference: tuple[str, ...], current: tuple[str, ...], *,
+                   key: tuple[str, ...] = (), ignore_columns: tuple[str, ...] = (),
+                   partition_column: str | None = None, column_detail: bool = False,
+                   where: str | exp.Expression | None = None, bucket_column: str | None = None) -> DiffResult:
+    """Compare `current` with `reference` ((schema, table) or (catalog, schema, table)) on one connection.
+
+    A key that is not a column of both sides is ignored (the comparison is then unkeyed).
+    `partition_column` adds rows per partition of both sides; `column_detail` lists the columns
+    whose values differ anywhere (one more scan).
+    """
+    d = con.dialect
+    cond = parse_where(where, d) if isinstance(where, str) else where
+    left, right = Side(con, _table(reference), cond), Side(con, _table(current), cond)
+    result = compare(left, right, key=key, ignore_columns=ignore_columns, bucket_column=bucket_column,
+                     strict=False)
+    if result.identical:
+        return result
+    extra: dict = {}
+    cols = [c for c, _ in columns_of(con, left.table) if c.lower() not in {i.lower() for i in ignore_columns}]
+    rcols = {c for c, _ in columns_of(con, right.table)}
+    cols = [c for c in cols if c in rcols]
+    if column_detail or result.changed_rows:
+        extra["differing_columns"] = tuple(_differing_columns(con, left, right, cols))
+    if partition_column:
+        types = {c.lower(): t.lower() for c, t in columns_of(con, right.table)}
+        part = _partition_expr(partition_column, types, d)
+        if part:
+            extra["partition_column"] = partition_column
+            extra["partitions"] = tuple(_partitions(con, left, right, part))
+    return replace(result, **extra) if extra else result
+
+
+def _table(parts: tuple[str, ...]) -> exp.Table:
+    if len(parts) == 3:
+        return exp.Table(this=ident(parts[2]), db=ident(parts[1]), catalog=ident(parts[0]))
+    schema, name = parts
+    return exp.Table(this=ident(name), db=ident(schema) if schema else None)
+
+
+def _differing_columns(con: Connection, left: Side, right: Side, columns: list[str]) -> list[str]:
+    d = con.dialect
     if not columns:
         return []
     parts = []
     for i, c in enumerate(columns):
         hc = row_hash([c], d)
-        parts.append(f"(select coalesce(sum(cast({hc} as {st})), 0) from {ref_rel}) as r{i}, "
-                     f"(select coalesce(sum(cast({hc} as {st})), 0) from {cur_rel}) as c{i}")
+        parts.append(f"(select {_int_sum(hc, d)} from {_src(left, d)}) as r{i}, "
+                     f"(select {_int_sum(hc, d)} from {_src(right, d)}) as c{i}")
     row = con.fetchone("select " + ", ".join(parts))
     return [c for i, c in enumerate(columns) if row[2 * i] != row[2 * i + 1]]
 
 
-def _sample(con: Connection, ref_rel: str, cur_rel: str, h: str, grouped: str) -> list[dict]:
-    out: list[dict] = []
-    for label, rel, cond in (("extra", cur_rel, "sn > rn"), ("missing", ref_rel, "rn > sn")):
-        rows = con.fetch_dicts(
-            f"select * from {rel} where {h} in (select rs_h from ({grouped}) g where {cond}) "
-            f"limit {SAMPLE_ROWS}")
-        for r in rows:
-            out.append({"_diff": label, **{k: _jsonable(v) for k, v in r.items()}})
-    return out
+def _src(side: Side, d: str) -> str:
+    where = f" where {side.where.sql(dialect=d)}" if side.where is not None else ""
+    return f"{side.table.sql(dialect=d)}{where}"
 
 
 def _partition_expr(column: str, types: dict[str, str], dialect: str) -> str | None:
@@ -165,12 +630,13 @@ def _partition_expr(column: str, types: dict[str, str], dialect: str) -> str | N
     return f"cast({q} as varchar)"
 
 
-def _partitions(con: Connection, ref_rel: str, cur_rel: str, part: str) -> list[tuple[str, int, int]]:
+def _partitions(con: Connection, left: Side, right: Side, part: str) -> list[tuple[str, int, int]]:
+    d = con.dialect
     rows = con.fetchall(
         f"select p, sum(1 - rs_side), sum(rs_side) from ("
-        f"select 0 as rs_side, {part} as p from {ref_rel} union all "
-        f"select 1 as rs_side, {part} as p from {cur_rel}) u group by p order by p limit {MAX_PARTITIONS}")
+        f"select 0 as rs_side, {part} as p from {_src(left, d)} union all "
+        f"select 1 as rs_side, {part} as p from {_src(right, d)}) u group by p order by p limit {MAX_PARTITIONS}")
     return [("NULL" if p is None else str(p), int(r), int(c)) for p, r, c in rows]
 
 
-__all__ = ["DiffResult", "diff_relations", "row_hash"]
+__all__ = ["DiffError", "DiffResult", "Side", "columns_of", "compare", "diff_relations", "parse_where", "row_hash"]
