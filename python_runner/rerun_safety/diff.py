@@ -101,10 +101,11 @@ class Side:
     con: Connection
     table: exp.Table
     where: exp.Expression | None = None
+    display: str = ""
 
     @property
     def label(self) -> str:
-        return ".".join(p.name for p in self.table.parts)
+        return self.display or ".".join(p.name for p in self.table.parts)
 
 
 # ----------------------------------------------------------------------------- SQL pieces
@@ -218,8 +219,7 @@ def columns_of(con: Connection, table: exp.Table) -> list[tuple[str, str]]:
     if table.catalog:
         conds.append(exp.column("table_catalog").eq(exp.Literal.string(table.catalog)))
     q = (exp.select("column_name", "data_type")
-         .from_(exp.Table(this=ident("columns"), db=ident("information_schema"),
-                          catalog=ident(table.catalog) if table.catalog else None))
+         .from_(exp.Table(this=ident("columns"), db=ident("information_schema")))
          .where(exp.and_(*conds)).order_by("ordinal_position"))
     return [(r[0], str(r[1])) for r in con.fetchall(q)]
 

@@ -1,0 +1,287 @@
+"""`rerun-safety diff LEFT RIGHT`: open both sides read-only, compare them, render the result.
+
+A side is `schema.table` in the profile's target (`db.schema.table` names another database on
+the same PostgreSQL server), or `path/to/file.duckdb:schema.table`. DuckDB sides are attached
+read-only to one in-memory connection; PostgreSQL sides use connections with
+`default_transaction_read_only=on`, one per database.
+"""
+from __future__ import annotations
+
+import json
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlglot import exp
+from sqlglot.errors import ParseError, TokenError
+
+from .diff import DiffError, DiffResult, Side, compare, parse_where
+from .errors import ConfigError, RerunSafetyError
+
+_DUCKDB_SUFFIXES = (".duckdb", ".db", ".ddb")
+
+
+@dataclass(frozen=True)
+class SideSpec:
+    text: str
+    engine: str  # duckdb | postgres
+    location: str  # DuckDB file path or PostgreSQL database name
+    catalog: str | None
+    schema: str
+    name: str
+
+    @property
+    def label(self) -> str:
+        return self.text
+
+
+@dataclass(frozen=True)
+class DiffCommandResult:
+    left: str
+    right: str
+    key: tuple[str, ...]
+    diff: DiffResult
+
+    @property
+    def identical(self) -> bool:
+        return self.diff.identical and not self.diff.type_changes
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.identical else 1
+
+    def to_dict(self) -> dict:
+        d = self.diff
+        keyed = d.keyed
+        out = {
+            "identical": self.identical,
+            "left": self.left,
+            "right": self.right,
+            "key": list(self.key),
+            "left_rows": d.reference_rows,
+            "right_rows": d.rows,
+            "only_left": d.missing_keys if keyed else d.missing_rows,
+            "only_right": d.extra_keys if keyed else d.extra_rows,
+            "changed": d.changed_keys if keyed else 0,
+            "rows_only_left": d.missing_rows,
+            "rows_only_right": d.extra_rows,
+        }
+        if keyed:
+            out["duplicate_keys_left"] = d.reference_duplicate_keys
+            out["duplicate_keys_right"] = d.duplicate_keys
+        out["schema"] = d.schema_message
+        out["type_changes"] = list(d.type_changes)
+        out["differing_columns"] = list(d.differing_columns)
+        if d.differing_partitions:
+            out["differing_partitions"] = [{"partition": p, "left_rows": lc, "right_rows": rc}
+                                           for p, lc, rc in d.differing_partitions]
+        out["sample"] = [dict(r, _diff="only_left" if r["_diff"] == "missing" else "only_right") for r in d.sample]
+        out["buckets"] = {"bucketing": d.bucketing, "buckets": d.buckets, "differing": d.buckets_differing}
+        return out
+
+
+# ----------------------------------------------------------------------------- sides
+
+def parse_side(text: str, target: dict | None, dialect_hint: str | None = None) -> SideSpec:
+    """`file.duckdb:schema.table`, or `[db.]schema.table` in the profile's target."""
+    path, sep, rel = text.rpartition(":")
+    if sep and path and (path.lower().endswith(_DUCKDB_SUFFIXES) or Path(path).is_file()):
+        file = Path(path).expanduser()
+        if not file.is_file():
+            raise ConfigError(f"side '{text}': DuckDB file {file} does not exist")
+        catalog, schema, name = _parts(rel, "duckdb", text)
+        if catalog is not None:
+            raise ConfigError(f"side '{text}': give schema.table after the file name")
+        return SideSpec(text, "duckdb", str(file.resolve()), None, schema or "main", name)
+    if target is None:
+        raise ConfigError(f"side '{text}' names no DuckDB file and no dbt profile was found: "
+                          "pass --project-dir/--profiles-dir or use path/to/file.duckdb:schema.table")
+    kind = target.get("type")
+    catalog, schema, name = _parts(text, kind, text)
+    default_schema = target.get("schema") or ("main" if kind == "duckdb" else "public")
+    if kind == "duckdb":
+        path = str(target.get("path") or "")
+        if not path or path == ":memory:" or path.startswith(("md:", "motherduck:")):
+            raise ConfigError(f"the profile's DuckDB path '{path or ':memory:'}' is not a file")
+        file = Path(path).expanduser()
+        if not file.is_file():
+            raise ConfigError(f"DuckDB file {file} (from the profile's path) does not exist")
+        if catalog is not None and catalog != file.stem:
+            raise ConfigError(f"side '{text}': database '{catalog}' is not the target's '{file.stem}'; "
+                              "use path/to/file.duckdb:schema.table for another file")
+        return SideSpec(text, "duckdb", str(file.resolve()), None, schema or default_schema, name)
+    dbname = target.get("dbname") or target.get("database")
+    return SideSpec(text, "postgres", catalog or dbname, None, schema or default_schema, name)
+
+
+def _parts(rel: str, dialect: str, text: str) -> tuple[str | None, str | None, str]:
+    try:
+        table = exp.to_table(rel, dialect=dialect)
+    except (ParseError, TokenError, ValueError):
+        table = None
+    if table is None or not isinstance(table, exp.Table) or not table.name or len(table.parts) > 3:
+        raise ConfigError(f"side '{text}' is not schema.table or path/to/file.duckdb:schema.table")
+    return (table.catalog or None), (table.db or None), table.name
+
+
+def _load_target(project_dir: str | None, profiles_dir: str | None, target: str | None) -> dict:
+    from .project import load_target_output, resolve_profiles_dir
+
+    _, _, output = load_target_output(Path(project_dir or "."), resolve_profiles_dir(profiles_dir), target, {})
+    return output
+
+
+def _needs_profile(text: str) -> bool:
+    path, sep, _ = text.rpartition(":")
+    return not (sep and path and (path.lower().endswith(_DUCKDB_SUFFIXES) or Path(path).is_file()))
+
+
+# ----------------------------------------------------------------------------- run
+
+def run_diff(left: str, right: str, *, key: tuple[str, ...] = (), partition_by: str | None = None,
+             where: str | None = None, project_dir: str | None = None, profiles_dir: str | None = None,
+             target: str | None = None) -> DiffCommandResult:
+    target_output = None
+    if _needs_profile(left) or _needs_profile(right):
+        target_output = _load_target(project_dir, profiles_dir, target)
+    specs = [parse_side(left, target_output), parse_side(right, target_output)]
+    engines = {s.engine for s in specs}
+    if len(engines) != 1:
+        raise ConfigError("cannot compare a DuckDB relation with a PostgreSQL relation")
+    engine = engines.pop()
+    key = tuple(k for part in key for k in part.split(",") if k.strip()) if key else ()
+    key = tuple(k.strip() for k in key)
+    cond = parse_where(where, engine)
+    with ExitStack() as stack:
+        if engine == "duckdb":
+            sides = _duckdb_sides(specs, cond, stack)
+        else:
+            sides = _postgres_sides(specs, cond, target_output or {}, stack)
+        try:
+            result = compare(sides[0], sides[1], key=key, bucket_column=partition_by, strict=True)
+        except RerunSafetyError:
+            raise
+        except Exception as err:  # a database error: a bad column in --where, a permission, ...
+            if not _is_db_error(err):
+                raise
+            raise DiffError(f"query failed: {_first_line(err)}") from None
+    return DiffCommandResult(left, right, key, result)
+
+
+def _is_db_error(err: Exception) -> bool:
+    import duckdb
+    import psycopg2
+
+    return isinstance(err, (duckdb.Error, psycopg2.Error))
+
+
+def _first_line(err: BaseException) -> str:
+    lines = [line.strip() for line in str(err).strip().splitlines() if line.strip()]
+    return lines[0] if lines else type(err).__name__
+
+
+def _duckdb_sides(specs: list[SideSpec], cond, stack: ExitStack) -> list[Side]:
+    import duckdb
+
+    from .sandbox.duckdb import DuckDBConnection
+
+    con = DuckDBConnection(":memory:")
+    stack.callback(con.close)
+    aliases: dict[str, str] = {}
+    sides = []
+    for spec in specs:
+        if spec.location not in aliases:
+            alias = f"rs_side_{len(aliases)}"
+            try:
+                con.execute(f"attach {exp.Literal.string(spec.location).sql('duckdb')} as "
+                            f"{exp.to_identifier(alias, quoted=True).sql('duckdb')} (read_only)")
+            except duckdb.Error as err:
+                raise DiffError(f"cannot open {spec.location} read-only: {_first_line(err)}") from None
+            aliases[spec.location] = alias
+        table = exp.Table(this=exp.to_identifier(spec.name, quoted=True), db=exp.to_identifier(spec.schema, quoted=True),
+                          catalog=exp.to_identifier(aliases[spec.location], quoted=True))
+        sides.append(Side(con, table, cond, spec.text))
+    return sides
+
+
+def _postgres_sides(specs: list[SideSpec], cond, target: dict, stack: ExitStack) -> list[Side]:
+    from .sandbox.postgres import _CONNECT_KEYS, PgConnection
+
+    params = {k: target[k] for k in _CONNECT_KEYS if target.get(k) not in (None, "")}
+    if target.get("password") is not None:
+        params["password"] = target["password"]
+    cons: dict[str, PgConnection] = {}
+    sides = []
+    for spec in specs:
+        if spec.location not in cons:
+            con = PgConnection(params, spec.location, read_only=True)
+            stack.callback(con.close)
+            cons[spec.location] = con
+        table = exp.Table(this=exp.to_identifier(spec.name, quoted=True), db=exp.to_identifier(spec.schema, quoted=True))
+        sides.append(Side(cons[spec.location], table, cond, spec.text))
+    return sides
+
+
+# ----------------------------------------------------------------------------- renderers
+
+def render_json(result: DiffCommandResult) -> str:
+    return json.dumps(result.to_dict(), indent=2, default=str)
+
+
+def _summary_lines(result: DiffCommandResult) -> list[tuple[str, str]]:
+    d = result.to_dict()
+    unit = "keys" if result.key else "rows"
+    lines = [("left rows", f"{d['left_rows']:,}"), ("right rows", f"{d['right_rows']:,}"),
+             (f"only left ({unit})", f"{d['only_left']:,}"), (f"only right ({unit})", f"{d['only_right']:,}")]
+    if result.key:
+        lines += [("changed keys", f"{d['changed']:,}"),
+                  ("duplicate keys left", f"{d['duplicate_keys_left']:,}"),
+                  ("duplicate keys right", f"{d['duplicate_keys_right']:,}"),
+                  ("rows only left", f"{d['rows_only_left']:,}"), ("rows only right", f"{d['rows_only_right']:,}")]
+    if d["schema"]:
+        lines.append(("schema", d["schema"]))
+    if d["type_changes"]:
+        lines.append(("type changes", "; ".join(d["type_changes"])))
+    if d["differing_columns"]:
+        lines.append(("differing columns", ", ".join(d["differing_columns"])))
+    return lines
+
+
+def render_text(result: DiffCommandResult) -> str:
+    head = "identical" if result.identical else "DIFFERENT"
+    out = [f"{result.left} vs {result.right}: {head}"]
+    width = max(len(k) for k, _ in _summary_lines(result))
+    out += [f"  {k:<{width}}  {v}" for k, v in _summary_lines(result)]
+    d = result.to_dict()
+    for p in d.get("differing_partitions", [])[:20]:
+        out.append(f"  partition {p['partition']}: left {p['left_rows']:,}, right {p['right_rows']:,}")
+    if d["sample"]:
+        out.append("  sample:")
+        for row in d["sample"]:
+            side = row["_diff"]
+            body = ", ".join(f"{k}={v!r}" for k, v in row.items() if k != "_diff")
+            out.append(f"    {side:<10} {body}")
+    return "\n".join(out)
+
+
+def _md_cell(value) -> str:
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def render_md(result: DiffCommandResult) -> str:
+    head = "identical" if result.identical else "**different**"
+    out = [f"### `{result.left}` vs `{result.right}`: {head}", "", "| | |", "|---|---:|"]
+    out += [f"| {_md_cell(k)} | {_md_cell(v)} |" for k, v in _summary_lines(result)]
+    d = result.to_dict()
+    if d["sample"]:
+        cols = [k for k in d["sample"][0] if k != "_diff"]
+        out += ["", "| side | " + " | ".join(_md_cell(c) for c in cols) + " |",
+                "|---|" + "---|" * len(cols)]
+        for row in d["sample"]:
+            out.append(f"| {row['_diff']} | " + " | ".join(_md_cell(row.get(c)) for c in cols) + " |")
+    return "\n".join(out)
+
+
+RENDERERS = {"text": render_text, "json": render_json, "md": render_md}
+
+__all__ = ["DiffCommandResult", "RENDERERS", "parse_side", "run_diff"]
