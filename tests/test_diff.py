@@ -1,0 +1,348 @@
+"""The diff engine and `rerun-safety diff`, on DuckDB and on a real PostgreSQL server."""
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter
+from pathlib import Path
+
+import duckdb
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from _support import postgres_profile, write_profiles
+from rerun_safety import diff as diffmod
+from rerun_safety.cli import main
+from rerun_safety.diff import Side, compare, diff_relations
+from rerun_safety.diff_command import run_diff
+from rerun_safety.sandbox.base import table
+from rerun_safety.sandbox.duckdb import DuckDBConnection
+from rerun_safety.sandbox.postgres import PgConnection
+
+
+class Env:
+    """Tables in one database of the parameterised engine, and the CLI arguments to reach them."""
+
+    def __init__(self, engine: str, tmp_path: Path, request):
+        self.engine = engine
+        self.tmp = tmp_path
+        if engine == "duckdb":
+            self.path = tmp_path / "w.duckdb"
+            duckdb.connect(str(self.path)).close()
+            self.args: list[str] = []
+        else:
+            self.server = request.getfixturevalue("pg_server")
+            self.db = request.getfixturevalue("pg_database")
+            project = tmp_path / "proj"
+            project.mkdir()
+            (project / "dbt_project.yml").write_text(yaml.safe_dump({"name": "p", "profile": "p", "version": "1"}))
+            write_profiles(project, "p", postgres_profile(self.server, self.db))
+            self.args = ["--project-dir", str(project), "--profiles-dir", str(project)]
+
+    def sql(self, *statements: str) -> None:
+        if self.engine == "duckdb":
+            con = duckdb.connect(str(self.path))
+            try:
+                for s in statements:
+                    con.execute(s)
+            finally:
+                con.close()
+        else:
+            con = self.server.connect(self.db)
+            try:
+                with con.cursor() as cur:
+                    for s in statements:
+                        cur.execute(s)
+            finally:
+                con.close()
+
+    def side(self, name: str) -> str:
+        schema = "main" if self.engine == "duckdb" else "public"
+        return f"{self.path}:{schema}.{name}" if self.engine == "duckdb" else f"{schema}.{name}"
+
+    def cli(self, left: str, right: str, *extra: str):
+        res = CliRunner().invoke(main, ["diff", self.side(left), self.side(right), *extra, *self.args])
+        return res
+
+    def json(self, left: str, right: str, *extra: str) -> tuple[int, dict]:
+        res = self.cli(left, right, "--format", "json", *extra)
+        assert res.exit_code in (0, 1), res.output
+        return res.exit_code, json.loads(res.output)
+
+
+@pytest.fixture
+def env(engine, tmp_path, request):
+    return Env(engine, tmp_path, request)
+
+
+def _values(rows) -> str:
+    return ", ".join("(" + ", ".join("null" if v is None else repr(v) for v in r) + ")" for r in rows)
+
+
+def make(env: Env, name: str, rows, cols="id int, v int") -> None:
+    stmts = [f"create table {name} ({cols})"]
+    if rows:
+        stmts.append(f"insert into {name} values {_values(rows)}")
+    env.sql(*stmts)
+
+
+def test_identical(env):
+    make(env, "a", [(i, i % 3) for i in range(50)])
+    make(env, "b", [(i, i % 3) for i in reversed(range(50))])
+    for extra in ((), ("--key", "id"), ("--partition-by", "v")):
+        code, out = env.json("a", "b", *extra)
+        assert code == 0
+        assert (out["identical"], out["left_rows"], out["right_rows"], out["only_left"], out["only_right"],
+                out["changed"]) == (True, 50, 50, 0, 0, 0)
+
+
+def test_duplicates_are_differences(env):
+    make(env, "a", [(1, 0), (1, 0), (2, 0)], "id int, v int")
+    make(env, "b", [(1, 0), (2, 0), (2, 0)], "id int, v int")
+    code, out = env.json("a", "b")
+    assert code == 1
+    assert (out["identical"], out["left_rows"], out["right_rows"], out["only_left"], out["only_right"],
+            out["changed"]) == (False, 3, 3, 1, 1, 0)
+    code, out = env.json("a", "b", "--key", "id")
+    assert code == 1
+    assert (out["only_left"], out["only_right"], out["changed"], out["duplicate_keys_left"],
+            out["duplicate_keys_right"], out["rows_only_left"], out["rows_only_right"]) == (0, 0, 0, 1, 1, 1, 1)
+    assert env.cli("a", "b").exit_code == 1
+
+
+def test_keyed_changes_nulls_and_samples(env):
+    make(env, "a", [(1, 10), (2, 20), (3, None), (None, 5), (5, 50)])
+    make(env, "b", [(1, 10), (2, 21), (3, 0), (None, 5), (6, 60), (6, 60)])
+    code, out = env.json("a", "b", "--key", "id")
+    assert code == 1
+    assert (out["left_rows"], out["right_rows"], out["only_left"], out["only_right"], out["changed"],
+            out["duplicate_keys_left"], out["duplicate_keys_right"]) == (5, 6, 1, 1, 2, 0, 1)
+    assert (out["rows_only_left"], out["rows_only_right"]) == (3, 4)
+    assert out["differing_columns"] == ["v"]
+    only_left = sorted(r["id"] for r in out["sample"] if r["_diff"] == "only_left")
+    assert only_left == [2, 3, 5]
+    # NULL is a value: a NULL key matches a NULL key, NULL differs from 0
+    code, out = env.json("a", "b")
+    assert (out["only_left"], out["only_right"], out["changed"]) == (3, 4, 0)
+
+
+def test_where_and_partitions(env):
+    make(env, "a", [(i, i % 4) for i in range(40)])
+    make(env, "b", [(i, i % 4) for i in range(40)] + [(100, 3), (101, 3)])
+    code, out = env.json("a", "b", "--where", "v < 3")
+    assert (code, out["left_rows"], out["right_rows"], out["identical"]) == (0, 30, 30, True)
+    code, out = env.json("a", "b", "--partition-by", "v")
+    assert code == 1
+    assert out["differing_partitions"] == [{"partition": "3", "left_rows": 10, "right_rows": 12}]
+    assert (out["only_left"], out["only_right"]) == (0, 2)
+
+
+def test_schema_and_type_differences(env):
+    make(env, "a", [(1, 1)], "id int, v int")
+    make(env, "b", [(1, 1)], "id int, w int")
+    code, out = env.json("a", "b")
+    assert code == 1 and out["schema"] == "columns differ: +w -v"
+    make(env, "c", [(1, 1)], "id int, v bigint")
+    code, out = env.json("a", "c")
+    assert code == 1 and out["only_left"] == 0 and out["only_right"] == 0
+    assert [t.split(":")[0] for t in out["type_changes"]] == ["v"]
+
+
+def test_float_exactness(env):
+    make(env, "a", [(1, 0.30000000000000004), (2, 0.0)], "id int, x double precision")
+    make(env, "b", [(1, 0.3), (2, -0.0)], "id int, x double precision")
+    code, out = env.json("a", "b", "--key", "id")
+    # 0.1 + 0.2 is not 0.3; -0.0 equals 0.0 as the engines' `=` says
+    assert (code, out["changed"], out["rows_only_left"], out["rows_only_right"]) == (1, 1, 1, 1)
+    assert [r["id"] for r in out["sample"]] == [1, 1]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["a", "nope"], "does not exist"),
+    (["a", "b", "--key", "zz"], "key column 'zz'"),
+    (["a", "b", "--where", "v > 1; drop table a"], "without semicolons"),
+    (["a", "b", "--where", "id in (select 1)"], "subquery is not allowed"),
+    (["a", "b", "--where", "nope > 1"], "query failed"),
+    (["a", "b", "--where", "v >"], "not valid"),
+    (["a", "b", "--partition-by", "zz"], "partition column 'zz'"),
+])
+def test_bad_input_exits_2_with_one_line(env, args, message):
+    make(env, "a", [(1, 1)])
+    make(env, "b", [(1, 1)])
+    res = CliRunner().invoke(main, ["diff", env.side(args[0]), env.side(args[1]), *args[2:], *env.args])
+    assert res.exit_code == 2, res.output
+    lines = [line for line in res.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and message in lines[0] and "Traceback" not in res.output
+
+
+def test_unreachable_postgres_exits_2(tmp_path):
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "dbt_project.yml").write_text(yaml.safe_dump({"name": "p", "profile": "p", "version": "1"}))
+    write_profiles(project, "p", {"type": "postgres", "host": "127.0.0.1", "port": 1, "user": "x", "password": "",
+                                  "dbname": "x", "schema": "public", "threads": 1})
+    res = CliRunner().invoke(main, ["diff", "public.a", "public.b", "--project-dir", str(project),
+                                    "--profiles-dir", str(project)])
+    assert res.exit_code == 2
+    assert len(res.output.strip().splitlines()) == 1 and "cannot connect" in res.output
+
+
+def test_two_duckdb_files(tmp_path):
+    for name, rows in (("l.duckdb", [(1, 1), (2, 2)]), ("r.duckdb", [(1, 1), (2, 3), (3, 3)])):
+        con = duckdb.connect(str(tmp_path / name))
+        con.execute("create schema s")
+        con.execute(f"create table s.t as select * from (values {_values(rows)}) v(id, v)")
+        con.close()
+    res = CliRunner().invoke(main, ["diff", f"{tmp_path / 'l.duckdb'}:s.t", f"{tmp_path / 'r.duckdb'}:s.t",
+                                    "--key", "id", "--format", "json"])
+    assert res.exit_code == 1, res.output
+    out = json.loads(res.output)
+    assert (out["only_left"], out["only_right"], out["changed"]) == (0, 1, 1)
+    # read-only: the files are not locked for writing by the diff
+    duckdb.connect(str(tmp_path / "l.duckdb")).close()
+
+
+def test_two_postgres_databases(pg_server, tmp_path):
+    dbs = [pg_server.create_database("diffl"), pg_server.create_database("diffr")]
+    try:
+        for db, rows in zip(dbs, ([(1, 1), (2, 2), (2, 2)], [(1, 1), (2, 2), (4, 4)])):
+            con = pg_server.connect(db)
+            with con.cursor() as cur:
+                cur.execute("create table t (id int, v int)")
+                cur.execute(f"insert into t values {_values(rows)}")
+            con.close()
+        project = tmp_path / "proj"
+        project.mkdir()
+        (project / "dbt_project.yml").write_text(yaml.safe_dump({"name": "p", "profile": "p", "version": "1"}))
+        write_profiles(project, "p", postgres_profile(pg_server, dbs[0]))
+        res = CliRunner().invoke(main, ["diff", "public.t", f"{dbs[1]}.public.t", "--key", "id", "--format", "json",
+                                        "--project-dir", str(project), "--profiles-dir", str(project)])
+        assert res.exit_code == 1, res.output
+        out = json.loads(res.output)
+        assert (out["left_rows"], out["right_rows"], out["only_left"], out["only_right"], out["changed"],
+                out["duplicate_keys_left"], out["rows_only_left"], out["rows_only_right"]) == (3, 3, 0, 1, 0, 1, 1, 1)
+    finally:
+        for db in dbs:
+            pg_server.drop_database(db)
+
+
+# ----------------------------------------------------------------------------- property test
+
+def _random_rows(rng: random.Random) -> tuple[list, list]:
+    base = [(rng.choice([None, *range(8)]), rng.choice([None, 0, 1, 2]), rng.choice([None, 0.0, -0.0, 0.5, 1e-9]))
+            for _ in range(rng.randint(0, 30))]
+    other = list(base)
+    for _ in range(rng.randint(0, 6)):
+        op = rng.random()
+        if op < 0.3 and other:
+            other.pop(rng.randrange(len(other)))
+        elif op < 0.6 and other:
+            other.append(rng.choice(other))  # a duplicate
+        elif other:
+            i = rng.randrange(len(other))
+            other[i] = (other[i][0], rng.choice([None, 0, 1, 2, 3]), other[i][2])  # a changed row
+        else:
+            other.append((1, 1, 1.0))
+    rng.shuffle(other)
+    return base, other
+
+
+def _oracle_keys(left: list, right: list) -> tuple[int, int, int, int, int]:
+    lk, rk = Counter(r[0] for r in left), Counter(r[0] for r in right)
+    lrows, rrows = Counter(left), Counter(right)
+    only_l = sum(1 for k in lk if k not in rk)
+    only_r = sum(1 for k in rk if k not in lk)
+    changed = dup_l = dup_r = 0
+    for k in set(lk) | set(rk):
+        differs = any(lrows[r] != rrows[r] for r in set(lrows) | set(rrows) if r[0] == k)
+        changed += differs and lk[k] == rk[k]
+        dup_l += lk[k] > 1 and lk[k] > rk[k]
+        dup_r += rk[k] > 1 and rk[k] > lk[k]
+    return only_l, only_r, changed, dup_l, dup_r
+
+
+def _except_all(fetch, left: str, right: str) -> tuple[int, int]:
+    a = fetch(f"select count(*) from (select * from {left} except all select * from {right}) x")[0][0]
+    b = fetch(f"select count(*) from (select * from {right} except all select * from {left}) x")[0][0]
+    return int(a), int(b)
+
+
+@pytest.mark.parametrize("mode", ["same", "across"])
+def test_property_matches_except_all(engine, mode, request, tmp_path, monkeypatch):
+    """Randomized small tables with duplicates, NULLs and changed rows: our counts equal EXCEPT ALL's."""
+    if engine == "duckdb" and mode == "across":
+        pytest.skip("two DuckDB files share one connection (covered by test_two_duckdb_files)")
+    # Small buckets, so that several buckets exist and only some of them differ.
+    monkeypatch.setattr(diffmod, "RANGE_ROWS_PER_BUCKET", 2)
+    monkeypatch.setattr(diffmod, "HASH_ROWS_PER_BUCKET", 2)
+    monkeypatch.setattr(diffmod, "CHUNK_ROWS", 5)
+    rng = random.Random(20261130)
+    if engine == "duckdb":
+        lcon = rcon = DuckDBConnection(":memory:")
+        schema = "main"
+    else:
+        server = request.getfixturevalue("pg_server")
+        db = request.getfixturevalue("pg_database")
+        params = {"host": server.host, "port": server.port, "user": server.user}
+        lcon = PgConnection(params, db)
+        rdb = server.create_database("diffr") if mode == "across" else db
+        rcon = PgConnection(params, rdb) if mode == "across" else lcon
+        schema = "public"
+    try:
+        for case in range(25):
+            left, right = _random_rows(rng)
+            for con, name, rows in ((lcon, "l", left), (rcon, "r", right)):
+                con.execute(f"drop table if exists {name}")
+                con.execute(f"create table {name} (id int, v int, f double precision)")
+                if rows:
+                    con.execute(f"insert into {name} values {_values(rows)}")
+            if mode == "same":
+                expected = _except_all(lcon.fetchall, "l", "r")
+            else:
+                lrows, rrows = Counter(left), Counter(right)
+                expected = (sum((lrows - rrows).values()), sum((rrows - lrows).values()))
+            sides = (Side(lcon, table(schema, "l")), Side(rcon, table(schema, "r")))
+            for key in ((), ("id", "v"), ("id",)):
+                got = compare(*sides, key=key)
+                assert (got.missing_rows, got.extra_rows) == expected, (case, key, left, right)
+                assert got.identical == (expected == (0, 0)), (case, key)
+                assert (got.reference_rows, got.rows) == (len(left), len(right))
+            assert (got.missing_keys, got.extra_keys, got.changed_keys, got.reference_duplicate_keys,
+                    got.duplicate_keys) == _oracle_keys(left, right), (case, left, right)
+            got = compare(*sides, bucket_column="v")
+            assert (got.missing_rows, got.extra_rows) == expected, (case, "partition")
+    finally:
+        lcon.close()
+        if rcon is not lcon:
+            rcon.close()
+            server.drop_database(rdb)
+
+
+def test_diff_relations_keeps_game_day_fields(engine, tmp_path, request):
+    """One connection, (schema, table) pairs, the fields the game day reads."""
+    if engine == "duckdb":
+        con = DuckDBConnection(str(tmp_path / "g.duckdb"))
+        schema = "main"
+    else:
+        server = request.getfixturevalue("pg_server")
+        con = PgConnection({"host": server.host, "port": server.port, "user": server.user},
+                           request.getfixturevalue("pg_database"))
+        schema = "public"
+    try:
+        con.execute("create table ref (id int, day date, v int)")
+        con.execute("insert into ref values (1, date '2024-01-01', 1), (2, date '2024-01-02', 2), (3, date '2024-01-02', 3)")
+        con.execute("create table cur (id int, day date, v int)")
+        con.execute("insert into cur values (1, date '2024-01-01', 1), (2, date '2024-01-02', 2), (2, date '2024-01-02', 2), (3, date '2024-01-02', 4)")
+        d = diff_relations(con, (schema, "ref"), (schema, "cur"), key=("id",), partition_column="day")
+        assert (d.identical, d.reference_rows, d.rows, d.extra_rows, d.missing_rows, d.extra_copies) == (False, 3, 4, 2, 1, 1)
+        assert (d.keyed, d.duplicate_keys, d.missing_keys, d.extra_keys, d.changed_rows) == (True, 1, 0, 0, 1)
+        # a whole-table scan per column: the extra copy of row 2 touches every column
+        assert d.differing_columns == ("id", "day", "v")
+        assert d.partitions == (("2024-01-01", 1, 1), ("2024-01-02", 2, 3)) and d.partition_column == "day"
+        assert {r["_diff"] for r in d.sample} == {"extra", "missing"}
+        d = diff_relations(con, (schema, "ref"), (schema, "cur"), key=("nope",))
+        assert (d.keyed, d.extra_rows, d.missing_rows, d.extra_copies, d.changed_rows) == (False, 2, 1, 1, 1)
+        assert diff_relations(con, (schema, "ref"), (schema, "ref"), key=("id",)).identical
+    finally:
+        con.close()
