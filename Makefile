@@ -17,6 +17,7 @@ install: $(BIN)/.installed
 
 demo: $(BIN)/.installed
 	$(BIN)/python examples/shop/generate_data.py --out examples/shop/shop.duckdb
+	cd examples/shop && ../../$(BIN)/dbt deps --profiles-dir . --quiet
 	cd examples/shop && ../../$(BIN)/rerun-safety gameday --profiles-dir . --output-dir target/rerun_safety; \
 	  rc=$$?; [ $$rc -le 1 ] || exit $$rc; echo "report: examples/shop/target/rerun_safety/report.html"
 

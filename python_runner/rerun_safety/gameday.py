@@ -1,6 +1,7 @@
 """The game day: snapshot the sources, replay the project in sandboxes, diff, judge."""
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import os
 import tempfile
@@ -17,7 +18,7 @@ from .diff import DiffResult, diff_relations
 from .errors import ConfigError
 from .project import Model, Project
 from .results import GamedayReport, ModelVerdict, PartitionCount, ScenarioResult
-from .sandbox import Engine, Sandbox, engine_for
+from .sandbox import PREFIX, Engine, Sandbox, engine_for
 from .sandbox.base import REFERENCE_SCHEMA, SNAPSHOT_SCHEMA, Connection, snapshot_table, table, ts_literal
 from .scenarios import ALL_SCENARIOS, Arrive, Reset, Run, Timeline, count_runs, make_timeline, scenario_steps
 from .verdict import model_verdict, root_causes, scenario_verdict
@@ -81,6 +82,7 @@ class Plan:
     timeline: Timeline
     microbatch: bool
     ref_names: dict[str, str]  # model unique_id -> table name in the reference schema
+    stateful: list[Model] = field(default_factory=list)  # incremental models and tables they read
 
     def parents_in_judged(self, m: Model) -> tuple[str, ...]:
         judged = {j.unique_id for j in self.judged}
@@ -124,10 +126,10 @@ def _to_datetime(value: Any, where: str) -> dt.datetime | None:
 
 
 class Gameday:
-    def __init__(self, options: GamedayOptions, progress=None):
+    def __init__(self, options: GamedayOptions, progress=None, run_id: str | None = None):
         self.options = options
         self.progress = progress or _NoProgress()
-        self.run_id = uuid.uuid4().hex[:12]
+        self.run_id = run_id or uuid.uuid4().hex[:12]
         self.engine: Engine | None = None
         self.project: Project | None = None
 
@@ -157,8 +159,11 @@ class Gameday:
                     raise ConfigError(f"model {m.name} is incremental but its sources ({names}) have no time "
                                       "column: set `event_time` in the source's config (or loaded_at_field, "
                                       "or meta.rerun_safety.time_column)")
+        incremental = [m.unique_id for m in build if m.incremental]
+        feeding = project.ancestors(incremental)
+        stateful = [m for m in build if m.incremental or (m.unique_id in feeding and m.materialized == "table")]
         return Plan(project, judged, build, seeds, timed, static, None, any(m.strategy == "microbatch" for m in build),  # type: ignore[arg-type]
-                    {m.unique_id: f"m{i}" for i, m in enumerate(judged)})
+                    {m.unique_id: f"m{i}" for i, m in enumerate(judged)}, stateful)
 
     def _timeline(self, plan: Plan, con: Connection) -> Timeline:
         lows, highs = [], []
@@ -199,8 +204,11 @@ class Gameday:
         path.chmod(0o600)
         return str(folder)
 
-    def _run_args(self, plan: Plan, step: Run) -> tuple[list[str], str | None]:
-        args = ["run", "--select", *[m.selector for m in plan.build]]
+    def _run_args(self, plan: Plan, step: Run, final: bool) -> tuple[list[str], str | None]:
+        # Between the first and the last run of a scenario only state matters: incremental models
+        # and the tables they read. Views need no rerun, and other tables are rebuilt at the end.
+        models = plan.build if (final or step.full_refresh) else plan.stateful
+        args = ["run", "--select", *[m.selector for m in models]]
         if step.full_refresh:
             args.append("--full-refresh")
         start, end = step.window
@@ -213,10 +221,10 @@ class Gameday:
             merged["rerun_safety_window_end"] = end.strftime("%Y-%m-%d %H:%M:%S")
         return args, (yaml.safe_dump(merged) if merged else None)
 
-    def _dbt(self, plan: Plan, sandbox: Sandbox, profiles_dir: str, step: Run):
+    def _dbt(self, plan: Plan, sandbox: Sandbox, profiles_dir: str, step: Run, final: bool = True):
         assert self.engine and self.project
         self.engine.prepare_manifest(self.project.manifest, sandbox)
-        args, vars_yaml = self._run_args(plan, step)
+        args, vars_yaml = self._run_args(plan, step, final)
         return self.project.session.invoke(args, profiles_dir=profiles_dir, vars_yaml=vars_yaml or "")
 
     def _apply(self, con: Connection, plan: Plan, step: Reset | Arrive) -> None:
@@ -264,9 +272,11 @@ class Gameday:
             profiles = self._profiles_dir(sb)
             errors: dict[str, str] = {}
             results = []
-            for step in scenario_steps(name, plan.timeline):
+            steps = scenario_steps(name, plan.timeline)
+            last_run = max(i for i, st in enumerate(steps) if isinstance(st, Run))
+            for i, step in enumerate(steps):
                 if isinstance(step, Run):
-                    res = self._dbt(plan, sb, profiles, step)
+                    res = self._dbt(plan, sb, profiles, step, final=(i == last_run))
                     results.append(res)
                     for uid, msg in _node_errors(res, plan).items():
                         errors.setdefault(uid, f"{step.label}: {msg}")
@@ -323,13 +333,17 @@ class Gameday:
             scenarios = [s for s in o.scenarios if s != "reference"]
             self.progress.start(count_runs(["reference", *scenarios], plan.timeline), "game day")
             template, ref_errors, invocations = self._build_reference(plan, snapshot)
+            engine.drop(snapshot)  # the reference sandbox holds the snapshot's tables too
             by_model: dict[str, dict[str, ScenarioResult]] = {m.unique_id: {} for m in plan.judged}
             for m in plan.judged:
                 uid = m.unique_id
                 by_model[uid]["reference"] = ScenarioResult(
                     "reference", "error" if uid in ref_errors else "safe", message=ref_errors.get(uid, ""))
-            for name in scenarios:
-                judged, results = self._run_scenario(name, plan, template, ref_errors)
+            if o.threads > 1 and len(scenarios) > 1:
+                outcomes = self._run_parallel(scenarios, plan, template, ref_errors)
+            else:
+                outcomes = [(name, *self._run_scenario(name, plan, template, ref_errors)) for name in scenarios]
+            for name, judged, results in outcomes:
                 invocations += results
                 for uid, r in judged.items():
                     by_model[uid][name] = r
@@ -342,6 +356,26 @@ class Gameday:
             import shutil
 
             shutil.rmtree(parse_dir, ignore_errors=True)
+
+    def _run_parallel(self, scenarios: list[str], plan: Plan, template: Sandbox, ref_errors: dict[str, str]) -> list:
+        """Scenarios in worker processes (dbt is not thread-safe); each worker parses the project once."""
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        payloads = [{"template": template, "ref_errors": ref_errors, "timeline": plan.timeline, "scenario": name}
+                    for name in scenarios]
+        done: dict[str, tuple] = {}
+        ctx = multiprocessing.get_context("spawn")
+        workers = min(self.options.threads, len(scenarios))
+        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_init,
+                                 initargs=(self.options, self.run_id)) as pool:
+            futures = [pool.submit(_scenario_worker, p) for p in payloads]
+            for fut in as_completed(futures):
+                name, judged, results = fut.result()
+                done[name] = (name, judged, results)
+                for _ in results:
+                    self.progress.advance(f"{name} done")
+        return [done[name] for name in scenarios]
 
     def _seed(self, plan: Plan, snapshot: Sandbox) -> None:
         assert self.engine and self.project
@@ -379,6 +413,29 @@ class Gameday:
             wall_time=time.perf_counter() - started, dbt_invocations=len(invocations),
             model_time=sum(r.model_time for r in invocations), started_at=started_at,
             extra={"invocation_wall_times": [round(r.wall_time, 4) for r in invocations]})
+
+
+_WORKER: dict[str, Any] = {}
+
+
+def _worker_init(options: GamedayOptions, run_id: str) -> None:
+    """Runs once per worker process: parse the project, attach to the parent's run."""
+    gd = Gameday(options, None, run_id=run_id)
+    work = options.work_root / f"{PREFIX}{run_id}" / f"worker_{os.getpid()}"
+    gd.project = Project(options.project_dir, options.profiles_dir, options.target, options.vars_yaml, work)
+    gd.engine = engine_for(gd.project.target_output, options.work_root, run_id, attach=True)
+    _WORKER["gameday"] = gd
+    _WORKER["plan"] = gd._plan(gd.project, None)  # type: ignore[arg-type]
+
+
+def _scenario_worker(payload: dict) -> tuple:
+    """One scenario in a worker process: clone the template, replay, judge."""
+    gd: Gameday = _WORKER["gameday"]
+    plan: Plan = _WORKER["plan"]
+    plan.timeline = payload["timeline"]
+    name = payload["scenario"]
+    judged, results = gd._run_scenario(name, plan, payload["template"], payload["ref_errors"])
+    return name, judged, [dataclasses.replace(r, raw=None) for r in results]
 
 
 def _half_predicate(dialect: str) -> exp.Expression:

@@ -171,7 +171,7 @@ class Project:
     """A parsed dbt project plus the user's rendered target."""
 
     def __init__(self, project_dir: str | Path, profiles_dir: str | None, target: str | None,
-                 vars_yaml: str | None, work_dir: Path):
+                 vars_yaml: str | None, work_dir: Path, manifest: Any = None):
         self.project_dir = Path(project_dir).resolve()
         if not self.project_dir.is_dir():
             raise ConfigError(f"project dir {project_dir} does not exist")
@@ -182,7 +182,10 @@ class Project:
         self.adapter = self.target_output["type"]
         self.session = DbtSession(self.project_dir, self.profiles_dir, self.target_name, work_dir,
                                   vars_yaml=yaml.safe_dump(self.cli_vars) if self.cli_vars else None)
-        self.manifest = self.session.parse()
+        if manifest is not None:
+            self.manifest = self.session.manifest = manifest
+        else:
+            self.manifest = self.session.parse()
         self.models: dict[str, Model] = {}
         self.sources: dict[str, SourceTable] = {}
         self._load()

@@ -6,16 +6,16 @@ from pathlib import Path
 from .base import PREFIX, Engine, Sandbox
 
 
-def engine_for(target_output: dict, work_root: Path, run_id: str) -> Engine:
+def engine_for(target_output: dict, work_root: Path, run_id: str, attach: bool = False) -> Engine:
     kind = target_output.get("type")
     if kind == "duckdb":
         from .duckdb import DuckDBEngine
 
-        return DuckDBEngine(target_output, work_root, run_id)
+        return DuckDBEngine(target_output, work_root, run_id, attach)
     if kind == "postgres":
         from .postgres import PostgresEngine
 
-        return PostgresEngine(target_output, work_root, run_id)
+        return PostgresEngine(target_output, work_root, run_id, attach)
     from ..errors import ConfigError
 
     raise ConfigError(f"adapter '{kind}' is not supported (supported: duckdb, postgres)")

@@ -106,16 +106,20 @@ class Engine(abc.ABC):
 
     dialect: str
 
-    def __init__(self, target_output: dict, work_root: Path, run_id: str):
+    def __init__(self, target_output: dict, work_root: Path, run_id: str, attach: bool = False):
+        """`attach`: a worker process joining a run that its parent owns (and holds the lock of)."""
         self.target_output = dict(target_output)
         self.work_root = Path(work_root)
         self.run_id = run_id
+        self.attached = attach
         self.sandboxes: list[Sandbox] = []
         self.run_dir = self.work_root / f"{PREFIX}{run_id}"
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        # The lock tells a later sweep that this run is alive; the OS drops it when we die.
-        self._lock = open(self.run_dir / "lock", "w")
-        fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        self._lock = None
+        if not attach:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            # The lock tells a later sweep that this run is alive; the OS drops it when we die.
+            self._lock = open(self.run_dir / "lock", "w")
+            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
 
     @abc.abstractmethod
     def create_snapshot(self, sources: Iterable[SourceTable]) -> Sandbox:
@@ -164,12 +168,14 @@ class Engine(abc.ABC):
                 self.drop(sandbox)
             except Exception:  # keep removing the others; sweep() catches what is left
                 pass
-        shutil.rmtree(self.run_dir, ignore_errors=True)
+        if not self.attached:
+            shutil.rmtree(self.run_dir, ignore_errors=True)
 
     def close(self) -> None:
         """Release run-level resources (locks)."""
         try:
-            self._lock.close()
+            if self._lock is not None:
+                self._lock.close()
         except OSError:
             pass
 

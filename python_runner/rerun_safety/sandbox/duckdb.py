@@ -41,7 +41,7 @@ class DuckDBConnection(Connection):
 class DuckDBEngine(Engine):
     dialect = "duckdb"
 
-    def __init__(self, target_output: dict, work_root: Path, run_id: str):
+    def __init__(self, target_output: dict, work_root: Path, run_id: str, attach: bool = False):
         path = str(target_output.get("path") or "")
         if not path or path == ":memory:" or path.startswith("md:") or path.startswith("motherduck:"):
             raise ConfigError(f"DuckDB target path '{path or ':memory:'}' has no persistent sources to "
@@ -50,7 +50,7 @@ class DuckDBEngine(Engine):
         if not self.user_path.exists():
             raise ConfigError(f"DuckDB file {self.user_path} (from the profile's path) does not exist")
         self.stem = self.user_path.stem
-        super().__init__(target_output, work_root, run_id)
+        super().__init__(target_output, work_root, run_id, attach)
 
     def _path(self, role: str) -> Path:
         return self.run_dir / role / f"{self.stem}.duckdb"

@@ -64,8 +64,8 @@ class PgConnection(Connection):
 class PostgresEngine(Engine):
     dialect = "postgres"
 
-    def __init__(self, target_output: dict, work_root: Path, run_id: str):
-        super().__init__(target_output, work_root, run_id)
+    def __init__(self, target_output: dict, work_root: Path, run_id: str, attach: bool = False):
+        super().__init__(target_output, work_root, run_id, attach)
         self.params = {k: target_output[k] for k in _CONNECT_KEYS if target_output.get(k) not in (None, "")}
         if "password" in target_output and target_output["password"] is not None:
             self.params["password"] = target_output["password"]
@@ -75,7 +75,8 @@ class PostgresEngine(Engine):
         self.admin = self._admin_connection()
         version = self.admin.fetchone("select current_setting('server_version_num')::int")[0]
         self.strategy_clause = pgsql.SQL(" strategy file_copy") if version >= 150000 else pgsql.SQL("")
-        self.admin.execute("select pg_advisory_lock(%s)", [_lock_key(run_id)])
+        if not attach:
+            self.admin.execute("select pg_advisory_lock(%s)", [_lock_key(run_id)])
         self._original_db: dict[str, str | None] = {}
 
     def _admin_connection(self) -> PgConnection:
@@ -171,6 +172,19 @@ class PostgresEngine(Engine):
         self._drop_database(sandbox.location)
         if sandbox in self.sandboxes:
             self.sandboxes.remove(sandbox)
+
+    def cleanup(self) -> None:
+        super().cleanup()
+        if self.attached:
+            return
+        # Workers create sandboxes this process never saw: drop everything with this run's prefix.
+        mine = f"{PREFIX}{self.run_id}_"
+        for (name,) in self.admin.fetchall("select datname from pg_database"):
+            if name.startswith(mine):
+                try:
+                    self._drop_database(name)
+                except Exception:
+                    pass
 
     def connect(self, sandbox: Sandbox) -> PgConnection:
         if sandbox.location == self.user_db:
