@@ -139,35 +139,48 @@
   ({{ alternatives | join('\n      or ') }})
 {%- endmacro %}
 
-{#- A boolean that is true when the target row's partition is present in the batch, NULL-safe.
-    The IN form lets the engines hash the batch's partitions; rows with a NULL partition value
-    take the correlated IS NOT DISTINCT FROM branch, evaluated only for them. -#}
-{% macro _po_dynamic_match(dest, source_relation, cfg) %}
+{#- Dynamic mode: the target rows whose partition is present in the batch, as two disjoint
+    conditions, one per DELETE. The first (no key NULL) is a plain IN, which both engines plan
+    as a hash semi-join; an OR with the NULL case would stop PostgreSQL from doing so (it falls
+    back to a per-row subplan that is quadratic once the batch outgrows work_mem). The second
+    matches rows with a NULL key NULL-safely and only scans the batch when such rows exist. -#}
+{% macro _po_dynamic_matches(dest, source_relation, cfg) %}
   {%- set src = 'DBT_INTERNAL_SOURCE' -%}
   {%- set dest_exprs = [] -%}
   {%- set src_exprs = [] -%}
-  {%- set null_terms = [] -%}
+  {%- set dest_nulls = [] -%}
+  {%- set src_nulls = [] -%}
   {%- set same_terms = [] -%}
   {%- for key in cfg['keys'] -%}
     {%- set d = rerun_safety._po_part_expr(dest, key, cfg.granularity) -%}
     {%- set s = rerun_safety._po_part_expr(src, key, cfg.granularity) -%}
     {%- do dest_exprs.append(d) -%}
     {%- do src_exprs.append(s) -%}
-    {%- do null_terms.append(d ~ ' is null') -%}
+    {%- do dest_nulls.append(d ~ ' is null') -%}
+    {%- do src_nulls.append(s ~ ' is null') -%}
     {%- do same_terms.append(s ~ ' is not distinct from ' ~ d) -%}
   {%- endfor -%}
-  (
-        ({{ dest_exprs | join(', ') }}) in (
-            select {{ src_exprs | join(', ') }} from {{ source_relation }} as {{ src }}
-        )
-        or (
-            ({{ null_terms | join(' or ') }})
-            and exists (
-                select 1 from {{ source_relation }} as {{ src }}
-                where {{ same_terms | join(' and ') }}
-            )
-        )
+  {%- set not_null_match -%}
+({{ dest_exprs | join(', ') }}) in (
+        select distinct {{ src_exprs | join(', ') }} from {{ source_relation }} as {{ src }}
     )
+  {%- endset -%}
+  {%- if cfg['keys'] | length == 1 -%}
+    {#- one key: the NULL partition is replaced iff the batch has it; an uncorrelated check -#}
+    {%- set null_match -%}
+{{ dest_nulls[0] }} and exists (
+        select 1 from {{ source_relation }} as {{ src }} where {{ src_nulls[0] }}
+    )
+    {%- endset -%}
+  {%- else -%}
+    {%- set null_match -%}
+({{ dest_nulls | join(' or ') }}) and exists (
+        select 1 from {{ source_relation }} as {{ src }}
+        where ({{ src_nulls | join(' or ') }}) and {{ same_terms | join(' and ') }}
+    )
+    {%- endset -%}
+  {%- endif -%}
+  {{ return([not_null_match, null_match]) }}
 {%- endmacro %}
 
 {#- Engine-specific ways to abort the statement from inside a row expression, with a message
@@ -180,10 +193,10 @@
   (error({{ message_sql }}) is null)
 {%- endmacro %}
 
-{#- The whole replacement as ONE statement: a data-modifying CTE deletes the partitions, the outer
-    INSERT writes the batch. Both engines evaluate the delete against the statement's snapshot, so
-    the inserted rows are never deleted, and any error (a static-partition violation, a constraint)
-    aborts both. -#}
+{#- The whole replacement as ONE statement: data-modifying CTEs delete the partitions (disjoint
+    row sets), the outer INSERT writes the batch. Both engines run the deletes against the
+    statement's snapshot (DuckDB runs them to completion first), so inserted rows are never
+    deleted, and any error (a static-partition violation, a constraint) aborts everything. -#}
 {% macro _po_statement(arg_dict, fail_macro) %}
   {% set off = rerun_safety._po_transactions_off() %}
   {% if off %}
@@ -198,7 +211,7 @@
   {% set dest_cols_csv = get_quoted_csv(dest_columns | map(attribute='name')) %}
 
   {% if cfg.static is not none %}
-    {% set delete_match = rerun_safety._po_static_match('DBT_INTERNAL_DEST', cfg) %}
+    {% set delete_matches = [rerun_safety._po_static_match('DBT_INTERNAL_DEST', cfg)] %}
     {% set shown = [] %}
     {% for key in cfg['keys'] %}
       {% do shown.append("coalesce(cast(" ~ rerun_safety._po_part_expr('DBT_INTERNAL_SOURCE', key, cfg.granularity) ~ " as varchar), 'NULL')") %}
@@ -208,18 +221,21 @@
     {% set suffix = "), outside the static partitions; nothing was changed. Add it to partitions, or filter the model to the listed partitions." %}
     {% set message_sql = "'" ~ prefix | replace("'", "''") ~ "' || " ~ shown | join(" || ', ' || ") ~ " || '" ~ suffix | replace("'", "''") ~ "'" %}
   {% else %}
-    {% set delete_match = rerun_safety._po_dynamic_match('DBT_INTERNAL_DEST', source_relation, cfg) %}
+    {% set delete_matches = rerun_safety._po_dynamic_matches('DBT_INTERNAL_DEST', source_relation, cfg) %}
   {% endif %}
 
   {% set sql %}
-with rerun_safety_deleted as (
+with
+{%- for delete_match in delete_matches %}
+rerun_safety_deleted_{{ loop.index }} as (
     delete from {{ target_relation }} as DBT_INTERNAL_DEST
     where {{ delete_match }}
     {%- for predicate in predicates %}
       and ({{ predicate }})
     {%- endfor %}
     returning 1
-)
+){{ ',' if not loop.last }}
+{%- endfor %}
 insert into {{ target_relation }} ({{ dest_cols_csv }})
 select {{ dest_cols_csv }}
 from {{ source_relation }} as DBT_INTERNAL_SOURCE
