@@ -4,8 +4,8 @@
   {{ exceptions.raise_compiler_error("partition_overwrite strategy, model '" ~ model.name ~ "': " ~ message) }}
 {% endmacro %}
 
-{#- True when the profile runs statements outside a transaction: dbt-duckdb
-    `disable_transactions: true`, dbt-postgres `autocommit: true`. -#}
+{#- The profile setting that runs statements outside a transaction (dbt-duckdb
+    `disable_transactions: true`, dbt-postgres `autocommit: true`), or '' when there is none. -#}
 {% macro _po_transactions_off() %}
   {% if target.get('disable_transactions') %}
     {{ return('disable_transactions: true') }}
@@ -55,6 +55,9 @@
     {% endif %}
     {% set col = by_lower[name | lower] %}
     {% do keys.append({'name': col.name, 'quoted': adapter.quote(col.name), 'data_type': col.data_type}) %}
+    {% if granularity and 'date' not in col.data_type | lower and 'time' not in col.data_type | lower %}
+      {% do rerun_safety._po_error("partition_key field '" ~ col.name ~ "' is " ~ col.data_type ~ ", not a date or timestamp, so it cannot have a granularity. Use partition_key='" ~ col.name ~ "' or a date/timestamp field.") %}
+    {% endif %}
   {% endfor %}
 
   {% set static = none %}

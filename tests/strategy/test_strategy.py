@@ -33,6 +33,7 @@ MODELS = {
     "bad_partitions": model_sql("partition_key='p', partitions='b'"),
     "bad_partitions_empty": model_sql("partition_key='p', partitions=[]"),
     "bad_dict": model_sql("partition_key={'column': 'p'}"),
+    "bad_field_type": model_sql("partition_key={'field': 'p', 'granularity': 'day'}"),
 }
 
 
@@ -95,10 +96,14 @@ def test_null_partitions_do_not_duplicate(po):
 
 def test_empty_batch_changes_nothing(po):
     first = [(1, None, 1), (2, "a", 2), (3, "b", 3)]
-    build(po, "po_col", P_COLS, first, "--full-refresh")
-    assert build(po, "po_col", P_COLS, []) == Counter(first)
-    build(po, "po_day", TS_COLS, day_rows([1, 2], 1), "--full-refresh")
-    assert build(po, "po_day", TS_COLS, []) == Counter(day_rows([1, 2], 1))
+    po.fill_raw("po_col", P_COLS, first)
+    po.fill_raw("po_day", TS_COLS, day_rows([1, 2], 1))
+    po.run("po_col po_day", "--full-refresh")
+    po.fill_raw("po_col", P_COLS, [])
+    po.fill_raw("po_day", TS_COLS, [])
+    po.run("po_col po_day")
+    assert po.rows("po_col") == Counter(first)
+    assert po.rows("po_day") == Counter(day_rows([1, 2], 1))
 
 
 def test_static_partitions_replace_listed_partitions(po):
@@ -133,29 +138,31 @@ def test_static_day_partitions(po):
     assert po.rows("po_static_day") == got
 
 
-def test_granularity_month(po):
+def test_granularities_month_hour_day(po):
+    """One batch per model, all three run in one dbt invocation."""
     jan = [(i, ts(i + 1, 1, month=1), i) for i in range(5)]
     feb = [(10 + i, ts(i + 1, 2, month=2), i) for i in range(5)]
     mar = [(20 + i, ts(i + 1, 3, month=3), i) for i in range(2)]
-    build(po, "po_month", TS_COLS, jan + feb + mar, "--full-refresh")
-    batch = [(99, ts(28, 23, month=2), 99)]  # one row replaces all of February
-    assert build(po, "po_month", TS_COLS, batch) == Counter(jan + mar + batch)
+    hours = [(i, dt.datetime(2024, 1, 1, i // 4, (i % 4) * 15), i) for i in range(16)]  # hours 0-3
+    days = day_rows([1, 2, 3], 1, per_day=4)
+    po.fill_raw("po_month", TS_COLS, jan + feb + mar)
+    po.fill_raw("po_hour", TS_COLS, hours)
+    po.fill_raw("po_day", TS_COLS, days)
+    po.run("po_month po_hour po_day", "--full-refresh")
 
+    month_batch = [(99, ts(28, 23, month=2), 99)]  # one row replaces all of February
+    hour_batch = [(100, dt.datetime(2024, 1, 1, 2, 59, 59), 100), (101, dt.datetime(2024, 1, 1, 5, 0), 101)]
+    day_batch = [(999, ts(2, 23), 5)]
+    po.fill_raw("po_month", TS_COLS, month_batch)
+    po.fill_raw("po_hour", TS_COLS, hour_batch)
+    po.fill_raw("po_day", TS_COLS, day_batch)
+    po.run("po_month po_hour po_day")
 
-def test_granularity_hour(po):
-    first = [(i, dt.datetime(2024, 1, 1, i // 4, (i % 4) * 15), i) for i in range(16)]  # hours 0-3
-    build(po, "po_hour", TS_COLS, first, "--full-refresh")
-    batch = [(100, dt.datetime(2024, 1, 1, 2, 59, 59), 100), (101, dt.datetime(2024, 1, 1, 5, 0), 101)]
-    kept = [r for r in first if r[1].hour != 2]
-    assert build(po, "po_hour", TS_COLS, batch) == Counter(kept + batch)
-    assert sum(Counter(kept + batch).values()) == 14
-
-
-def test_granularity_day_keeps_other_days_whole(po):
-    first = day_rows([1, 2, 3], 1, per_day=4)
-    build(po, "po_day", TS_COLS, first, "--full-refresh")
-    batch = [(999, ts(2, 23), 5)]
-    assert build(po, "po_day", TS_COLS, batch) == Counter(day_rows([1, 3], 1, per_day=4) + batch)
+    assert po.rows("po_month") == Counter(jan + mar + month_batch)
+    kept_hours = [r for r in hours if r[1].hour != 2]
+    assert po.rows("po_hour") == Counter(kept_hours + hour_batch)
+    assert sum(po.rows("po_hour").values()) == 14
+    assert po.rows("po_day") == Counter(day_rows([1, 3], 1, per_day=4) + day_batch)
 
 
 def test_list_of_columns_with_nulls(po):
@@ -198,6 +205,7 @@ BAD_CONFIGS = {
     "bad_partitions": ["partitions must be a list of partition values", "got b."],
     "bad_partitions_empty": ["partitions is an empty list", "remove partitions"],
     "bad_dict": ["partition_key is a dict without a 'field' column name"],
+    "bad_field_type": ["partition_key field 'p' is", "not a date or timestamp", "Use partition_key='p'"],
 }
 
 

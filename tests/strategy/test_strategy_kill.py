@@ -14,9 +14,9 @@ from _po_project import make_project, model_sql
 
 WORKER = Path(__file__).resolve().parent / "_po_kill_worker.py"
 # Row counts: big enough that the statement runs for a measurable fraction of a second.
-SIZES = {"duckdb": (1_000_000, 500_000), "postgres": (400_000, 200_000)}
+SIZES = {"duckdb": (600_000, 300_000), "postgres": (300_000, 150_000)}
 # Kill delays as fractions of the statement's measured duration (past 1.0: during/after COMMIT).
-FRACTIONS = [0.0, 0.1, 0.25, 0.45, 0.7, 1.0, 1.4]
+FRACTIONS = [0.0, 0.1, 0.25, 0.5, 0.8, 1.4]
 MIN_MID_STATEMENT = 3
 
 FINGERPRINT = "select p, count(*), sum(v), sum(id) from {t} group by p order by p"
