@@ -83,6 +83,7 @@ class Plan:
     microbatch: bool
     ref_names: dict[str, str]  # model unique_id -> table name in the reference schema
     stateful: list[Model] = field(default_factory=list)  # incremental models and tables they read
+    reference_rows: dict[str, int] = field(default_factory=dict)
 
     def parents_in_judged(self, m: Model) -> tuple[str, ...]:
         judged = {j.unique_id for j in self.judged}
@@ -258,6 +259,9 @@ class Gameday:
             for m in plan.judged:
                 if m.unique_id not in errors and con.relation_kind(m.schema, m.identifier):
                     con.copy_table(m.schema, m.identifier, REFERENCE_SCHEMA, plan.ref_names[m.unique_id])
+                    count = con.fetchone(exp.select(exp.func("count", exp.Star()))
+                                         .from_(table(REFERENCE_SCHEMA, plan.ref_names[m.unique_id])))
+                    plan.reference_rows[m.unique_id] = int(count[0])
                 elif m.unique_id not in errors:
                     errors[m.unique_id] = "the reference build did not create it"
             for m in reversed(plan.build):
@@ -337,8 +341,10 @@ class Gameday:
             by_model: dict[str, dict[str, ScenarioResult]] = {m.unique_id: {} for m in plan.judged}
             for m in plan.judged:
                 uid = m.unique_id
+                rows = plan.reference_rows.get(uid, 0)
                 by_model[uid]["reference"] = ScenarioResult(
-                    "reference", "error" if uid in ref_errors else "safe", message=ref_errors.get(uid, ""))
+                    "reference", "error" if uid in ref_errors else "safe", reference_rows=rows, rows=rows,
+                    message=ref_errors.get(uid, ""))
             if o.threads > 1 and len(scenarios) > 1:
                 outcomes = self._run_parallel(scenarios, plan, template, ref_errors)
             else:
@@ -412,7 +418,8 @@ class Gameday:
             cutoffs=tuple(c.isoformat(sep=" ") for c in plan.timeline.cutoffs), models=tuple(models),
             wall_time=time.perf_counter() - started, dbt_invocations=len(invocations),
             model_time=sum(r.model_time for r in invocations), started_at=started_at,
-            extra={"invocation_wall_times": [round(r.wall_time, 4) for r in invocations]})
+            extra={"invocations": [{"wall_s": round(r.wall_time, 4), "model_s": round(r.model_time, 4),
+                                    "nodes": len(r.nodes)} for r in invocations]})
 
 
 _WORKER: dict[str, Any] = {}

@@ -1,0 +1,153 @@
+"""The game day on a project it was not written for: other names, a custom schema, a composite
+key, a quoted mixed-case column, time columns from loaded_at_field and from meta (a DATE), a dedup
+view, window_filter, and a model that fails only on incremental runs. Plus the error cases."""
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from _support import FIXTURES
+from gameday_support import by_name, copy_project, dbt_deps, file_sha256, load_report, run_cli, scenario
+
+sys.path.insert(0, str(FIXTURES / "payments"))
+import load_data  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def payments_project(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("payments")
+    project = copy_project(FIXTURES / "payments", tmp / "payments")
+    load_data.load_duckdb(str(project / "payments.duckdb"))
+    dbt_deps(project, project)
+    return project
+
+
+def _gameday(project: Path, *extra: str) -> tuple[int, str, str]:
+    cwd = os.getcwd()
+    os.chdir(project)
+    try:
+        return run_cli(["gameday", "--project-dir", str(project), "--profiles-dir", str(project), *extra])
+    finally:
+        os.chdir(cwd)
+
+
+@pytest.fixture(scope="module")
+def payments_run(payments_project, tmp_path_factory):
+    out = tmp_path_factory.mktemp("payments_out")
+    before = file_sha256(payments_project / "payments.duckdb")
+    code, stdout, stderr = _gameday(payments_project, "--steps", "3", "--threads", "2", "--output-dir", str(out))
+    return {"code": code, "stderr": stderr, "report": load_report(out),
+            "unchanged": before == file_sha256(payments_project / "payments.duckdb")}
+
+
+def test_verdicts(payments_run):
+    assert payments_run["code"] == 1, payments_run["stderr"]
+    assert payments_run["unchanged"]
+    verdicts = {name: m["verdict"] for name, m in by_name(payments_run["report"]).items()}
+    assert verdicts == {
+        "payments_current": "safe",
+        "payments_merged": "safe",
+        "payments_audited": "safe",
+        # `>=` on the watermark duplicates the boundary row, and loses rows after a half-committed batch
+        "payments_appended": "loss",
+        "balance_by_account": verdicts["balance_by_account"],
+        # a DATE watermark re-aggregating whole days with delete+insert converges
+        "ledger_daily": "safe",
+        "breaks_when_incremental": "error",
+    }
+    assert verdicts["balance_by_account"] in ("drift", "loss")
+
+
+def test_boundary_row_appended_again_on_each_step(payments_run):
+    m = by_name(payments_run["report"])["payments_appended"]
+    assert m["root_cause"] is True
+    replay = scenario(m, "replay")
+    # `>=` on the watermark re-reads exactly the newest row at each of the 2 incremental steps
+    assert (replay["reference_rows"], replay["rows"], replay["duplicate_keys"], replay["missing_rows"]) == (600, 602, 2, 0)
+    rerun = scenario(m, "rerun")
+    # each of the 4 incremental runs re-appends the newest row it finds: 166, 383, 383, 600
+    assert (rerun["rows"], rerun["extra_rows"], rerun["duplicate_keys"]) == (604, 4, 3)
+    assert sorted({r["payment_no"] for r in rerun["sample"]}) == [166, 383, 600]
+    partial = scenario(m, "partial")
+    assert partial["verdict"] == "loss" and partial["missing_rows"] > 0
+
+
+def test_contamination_and_error_isolation(payments_run):
+    models = by_name(payments_run["report"])
+    assert models["balance_by_account"]["contaminated_by"] == ["payments_appended"]
+    assert models["balance_by_account"]["root_cause"] is False
+    broken = models["breaks_when_incremental"]
+    assert scenario(broken, "determinism")["verdict"] == "safe"
+    replay = scenario(broken, "replay")
+    assert replay["verdict"] == "error" and "no_such_column" in replay["message"]
+
+
+def test_date_time_column_from_meta(payments_run):
+    m = by_name(payments_run["report"])["ledger_daily"]
+    for s in m["scenarios"]:
+        assert (s["verdict"], s["rows"], s["reference_rows"]) == ("safe", 4, 4), s
+
+
+def test_ignored_audit_column_is_not_judged(payments_run):
+    m = by_name(payments_run["report"])["payments_audited"]
+    assert scenario(m, "determinism")["verdict"] == "safe"
+
+
+# ------------------------------------------------------------------ errors: exit 2, one line
+
+def _one_line(stderr: str) -> str:
+    lines = [ln for ln in stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, stderr
+    assert "Traceback" not in stderr
+    return lines[0]
+
+
+def test_no_incremental_model_selected(payments_project):
+    code, _, err = _gameday(payments_project, "--select", "payments_audited")
+    assert code == 2
+    assert "no incremental model is selected" in _one_line(err)
+
+
+def test_selection_matching_nothing(payments_project):
+    code, _, err = _gameday(payments_project, "--select", "no_such_model_anywhere")
+    assert code == 2
+    assert "matches no model" in _one_line(err)
+
+
+def test_model_that_fails_to_compile(payments_project, tmp_path):
+    project = Path(shutil.copytree(payments_project, tmp_path / "p", symlinks=True))
+    (project / "models" / "orphan.sql").write_text("select * from {{ ref('does_not_exist') }}\n")
+    code, _, err = _gameday(project)
+    assert code == 2
+    line = _one_line(err)
+    assert "orphan" in line and "does_not_exist" in line
+
+
+def test_source_without_time_column(payments_project, tmp_path):
+    project = Path(shutil.copytree(payments_project, tmp_path / "p", symlinks=True))
+    src = project / "models" / "sources.yml"
+    src.write_text(src.read_text().replace("        loaded_at_field: ingested_at\n", ""))
+    code, _, err = _gameday(project, "--select", "payments_appended")
+    assert code == 2
+    line = _one_line(err)
+    assert "payments_appended" in line and "ingest.payments" in line and "event_time" in line
+
+
+def test_unsupported_adapter(payments_project, tmp_path):
+    profiles = tmp_path / "profiles"
+    profiles.mkdir()
+    (profiles / "profiles.yml").write_text(
+        "payments:\n  target: wh\n  outputs:\n    wh:\n      type: snowflake\n      account: x\n")
+    code, _, err = run_cli(["gameday", "--project-dir", str(payments_project), "--profiles-dir", str(profiles)])
+    assert code == 2
+    assert "adapter 'snowflake'" in _one_line(err)
+
+
+def test_unknown_target(payments_project):
+    code, _, err = _gameday(payments_project, "--target", "prod")
+    assert code == 2
+    assert "target 'prod' not found" in _one_line(err)
