@@ -16,7 +16,7 @@ WORKER = Path(__file__).resolve().parent / "_po_kill_worker.py"
 # Row counts: big enough that the statement runs for a measurable fraction of a second.
 SIZES = {"duckdb": (600_000, 300_000), "postgres": (300_000, 150_000)}
 # Kill delays as fractions of the statement's measured duration (past 1.0: during/after COMMIT).
-FRACTIONS = [0.0, 0.1, 0.25, 0.5, 0.8, 1.4]
+FRACTIONS = [0.0, 0.1, 0.25, 0.5, 0.8, 1.5, 3.0]
 MIN_MID_STATEMENT = 3
 
 FINGERPRINT = "select p, count(*), sum(v), sum(id) from {t} group by p order by p"
