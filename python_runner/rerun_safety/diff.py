@@ -43,8 +43,8 @@ from .sandbox.base import Connection, ident
 
 SAMPLE_ROWS = 5
 MAX_PARTITIONS = 400
-MAX_BUCKETS = 1 << 16
-RANGE_ROWS_PER_BUCKET = 256
+MAX_BUCKETS = 1 << 18
+RANGE_ROWS_PER_BUCKET = 128
 HASH_ROWS_PER_BUCKET = 128
 MAX_LISTED_BUCKETS = 50_000  # more differing buckets than this: compare every row instead
 CHUNK_ROWS = 200_000  # two connections: rows per side held in memory at once
@@ -199,7 +199,16 @@ class _Plan:
     counts: tuple[int, int] = (0, 0)
     extra: dict = field(default_factory=dict)
 
-    def src(self, side: Side, extra_cond: str | None = None) -> str:
+    def src(self, side: Side, extra_cond: str | None = None, after: str | None = None) -> str:
+        """FROM ... WHERE for a side; `extra_cond` selects buckets, `after` filters the selected rows."""
+        if after:
+            return f"{self.src(side, extra_cond)} and {after}"
+        if extra_cond and self.dialect == "duckdb" and _is_base_table(side):
+            # Late materialization: find the rowids reading only the bucket's columns, then fetch
+            # whole rows for those alone (about half the cost of filtering whole rows).
+            inner = self.src(replace(side, table=side.table), None)
+            return (f"{side.table.sql(dialect=self.dialect)} where rowid in "
+                    f"(select rowid from {inner}{' and ' if side.where is not None else ' where '}{extra_cond})")
         conds = []
         if side.where is not None:
             conds.append(f"({side.where.sql(dialect=self.dialect)})")
@@ -211,6 +220,21 @@ class _Plan:
     @property
     def keys_sql(self) -> list[str]:
         return [_q(k, self.dialect) for k in self.key]
+
+
+def _is_base_table(side: Side) -> bool:
+    cache = side.con.__dict__.setdefault("_rs_base_tables", {})
+    key = side.table.sql(dialect="duckdb")
+    if key not in cache:
+        t = side.table
+        conds = [exp.column("table_schema").eq(exp.Literal.string(t.db or "main")),
+                 exp.column("table_name").eq(exp.Literal.string(t.name))]
+        if t.catalog:
+            conds.append(exp.column("table_catalog").eq(exp.Literal.string(t.catalog)))
+        row = side.con.fetchone(exp.select("table_type").from_(exp.Table(this=ident("tables"), db=ident("information_schema")))
+                                .where(exp.and_(*conds)))
+        cache[key] = bool(row) and str(row[0]).upper() == "BASE TABLE"
+    return cache[key]
 
 
 def columns_of(con: Connection, table: exp.Table) -> list[tuple[str, str]]:
@@ -275,14 +299,17 @@ def _plan(left: Side, right: Side, key: Sequence[str], ignore_columns: Sequence[
         if ltypes[bucket_column] != rtypes[bucket_column] and not temporal:
             plan.lp = plan.rp = f"cast({q} as {'varchar' if d == 'duckdb' else 'text'})"
         plan.lb = plan.rb = _hash_sql([plan.lp], d)
-    elif len(key) == 1 and ltypes[key[0]] in _INTEGER and rtypes[key[0]] in _INTEGER:
-        plan.mode = "range"
-    elif key:
-        plan.mode = "hash"
-        plan.lb = plan.rb = _hash_sql([col(k, ltypes) for k in key], d)
     else:
-        plan.mode = "rowhash"
-        plan.lb, plan.rb = plan.lh, plan.rh
+        # Range buckets need a column whose equal rows (or keys) always share a value: a key
+        # column when keyed, any compared column otherwise; integers only.
+        pool = key if key else tuple(columns)
+        plan.extra["range_candidates"] = [c for c in pool if ltypes[c] in _INTEGER and rtypes[c] in _INTEGER]
+        if key:
+            plan.mode = "hash"
+            plan.lb = plan.rb = _hash_sql([col(k, ltypes) for k in key], d)
+        else:
+            plan.mode = "rowhash"
+            plan.lb, plan.rb = plan.lh, plan.rh
     return plan
 
 
@@ -299,21 +326,33 @@ def _totals(plan: _Plan, same: bool) -> tuple[int, int, object, object]:
     return int(a[0]), int(b[0]), a[1], b[1]
 
 
-def _set_range_buckets(plan: _Plan, same: bool) -> None:
-    d, k = plan.dialect, plan.keys_sql[0]
-    rows = []
-    for side in (plan.left, plan.right):
-        rows.append(side.con.fetchone(f"select min({k}), max({k}), count(*) from {plan.src(side)}"))
-    plan.counts = (int(rows[0][2]), int(rows[1][2]))
-    mins = [r[0] for r in rows if r[0] is not None]
-    maxs = [r[1] for r in rows if r[1] is not None]
-    lo, hi = (int(min(mins)), int(max(maxs))) if mins else (0, 0)
-    n = max(1, min(MAX_BUCKETS, -(-max(plan.counts) // RANGE_ROWS_PER_BUCKET)))
-    width = max(1, -(-(hi - lo + 1) // n))
-    plan.buckets = -(-(hi - lo + 1) // width) + 1
-    div = "//" if d == "duckdb" else "/"
-    # Integers computed here, not user text; a NULL key gets its own bucket.
-    plan.lb = plan.rb = f"coalesce((cast({k} as bigint) - ({lo})) {div} {width}, -1)"
+def _set_range_buckets(plan: _Plan) -> bool:
+    """Pick an integer column whose range spreads the rows over enough buckets; False if none."""
+    d, cands = plan.dialect, plan.extra.get("range_candidates") or []
+    if not cands:
+        return False
+    sel = ", ".join(f"min({_q(c, d)}), max({_q(c, d)})" for c in cands)
+    rows = [side.con.fetchone(f"select count(*), {sel} from {plan.src(side)}") for side in (plan.left, plan.right)]
+    plan.counts = (int(rows[0][0]), int(rows[1][0]))
+    wanted = max(1, min(MAX_BUCKETS, -(-max(plan.counts) // RANGE_ROWS_PER_BUCKET)))
+    for i, c in enumerate(cands):
+        mins = [r[1 + 2 * i] for r in rows if r[1 + 2 * i] is not None]
+        maxs = [r[2 + 2 * i] for r in rows if r[2 + 2 * i] is not None]
+        lo, hi = (int(min(mins)), int(max(maxs))) if mins else (0, 0)
+        if hi - lo + 1 < wanted and len(cands) > 1 and i < len(cands) - 1:
+            continue  # too few distinct values to cut the rows finely: try the next column
+        if hi - lo + 1 < wanted and wanted > 1:
+            return False
+        width = max(1, -(-(hi - lo + 1) // wanted))
+        plan.buckets = -(-(hi - lo + 1) // width) + 1
+        div = "//" if d == "duckdb" else "/"
+        q = _q(c, d)
+        # Integers computed here, not user text; NULL gets its own bucket.
+        plan.lb = plan.rb = f"coalesce((cast({q} as bigint) - ({lo})) {div} {width}, -1)"
+        plan.mode = "range"
+        plan.extra["range_column"] = c
+        return True
+    return False
 
 
 def _set_hash_buckets(plan: _Plan) -> None:
@@ -399,7 +438,7 @@ def _rows_same(plan: _Plan, buckets: list[int] | None) -> tuple[dict, list, list
     def i(x: str) -> str:
         return f"cast(coalesce(sum({x}), 0) as bigint)"
 
-    sql = (f"with u as materialized ({parts[0]} union all {parts[1]}), "
+    sql = (f"with u as ({parts[0]} union all {parts[1]}), "
            f"p as materialized (select b, {knames}h, sum(1 - s) as lc, sum(s) as rc from u group by b, {knames}h) ")
     counts = (f"select 'rows' as kind, {i('case when lc > rc then lc - rc else 0 end')} as a1, "
               f"{i('case when rc > lc then rc - lc else 0 end')} as a2, "
@@ -496,8 +535,8 @@ def _fetch_sample(plan: _Plan, side: Side, b: str, h: str, picks: list[tuple[int
         return []
     d = plan.dialect
     cols = ", ".join(_q(c, d) for c in plan.columns) or "*"
-    cond = f"{_in_list(b, {p[0] for p in picks}, d)} and {_in_list(h, {p[1] for p in picks}, d)}"
-    rows = side.con.fetch_dicts(f"select distinct {cols} from {plan.src(side, cond)} limit {SAMPLE_ROWS}")
+    src = plan.src(side, _in_list(b, {p[0] for p in picks}, d), _in_list(h, {p[1] for p in picks}, d))
+    rows = side.con.fetch_dicts(f"select distinct {cols} from {src} limit {SAMPLE_ROWS}")
     return [{"_diff": label, **{k: _jsonable(v) for k, v in r.items()}} for r in rows]
 
 
@@ -524,15 +563,13 @@ def compare(left: Side, right: Side, *, key: Sequence[str] = (), ignore_columns:
         raise DiffError(f"cannot compare a {left.con.dialect} relation with a {right.con.dialect} relation")
     plan = _plan(left, right, key, ignore_columns, bucket_column, strict)
     d = plan.dialect
-    if plan.mode in ("hash", "rowhash"):
+    if plan.mode in ("hash", "rowhash") and not _set_range_buckets(plan):
         lt, rt, ls, rs = _totals(plan, same)
         plan.counts = (lt, rt)
         if lt == rt and ls == rs and not plan.schema_message:
             return DiffResult(lt, rt, True, keyed=bool(plan.key), type_changes=plan.type_changes,
                               bucketing=plan.mode, buckets=1)
         _set_hash_buckets(plan)
-    elif plan.mode == "range":
-        _set_range_buckets(plan, same)
     lt, rt, nj, listed = (_differing_buckets_same if same else _differing_buckets_across)(plan)
     result = dict(reference_rows=lt, rows=rt, keyed=bool(plan.key), schema_message=plan.schema_message,
                   type_changes=plan.type_changes, bucketing=plan.mode, buckets=plan.buckets, buckets_differing=nj)

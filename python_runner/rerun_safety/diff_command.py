@@ -187,6 +187,7 @@ def _duckdb_sides(specs: list[SideSpec], cond, stack: ExitStack) -> list[Side]:
 
     con = DuckDBConnection(":memory:")
     stack.callback(con.close)
+    con.execute("set enable_progress_bar = false")
     aliases: dict[str, str] = {}
     sides = []
     for spec in specs:

@@ -1,0 +1,388 @@
+"""Benchmark of `rerun-safety diff` against EXCEPT ALL, a keyed join, a checksum scan, pandas and peers.
+
+Builds two tables of --rows rows on DuckDB (1,000 rows added, 1,000 removed, 1,000 changed),
+and a copy for the identical case; on PostgreSQL (a throwaway server) the same with --pg-rows.
+Every method runs in its own process, so the peak memory (ru_maxrss from wait4) is per method.
+"op s" is the time of the comparison inside the process, "proc s" the whole process.
+Peers (reladiff, SQLMesh) run from their own venvs under /tmp, never from the project's.
+
+    nice .venv/bin/python benchmarks/diff.py [--rows 10000000] [--pg-rows 2000000] [--skip-peers]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+COLUMNS = ["id", "day", "customer", "amount", "status", "ts"]
+PEERS = {"reladiff": ("/tmp/peer-reladiff", "reladiff[duckdb]"), "sqlmesh": ("/tmp/peer-sqlmesh", "sqlmesh")}
+
+
+def build_sql(n: int, engine: str) -> list[str]:
+    step = max(1, n // 1000)
+    if engine == "duckdb":
+        gen = (f"select i as id, (i % 365)::int as day, 'cust_' || (i % 100000) as customer, "
+               f"(i * 0.37)::double as amount, case i % 4 when 0 then 'new' when 1 then 'paid' else 'shipped' end "
+               f"as status, timestamp '2024-01-01' + to_seconds(i) as ts from range({n}) t(i)")
+        drop = "drop table if exists {}"
+    else:
+        gen = (f"select i::bigint as id, (i % 365)::int as day, 'cust_' || (i % 100000) as customer, "
+               f"(i * 0.37)::float8 as amount, case i % 4 when 0 then 'new' when 1 then 'paid' else 'shipped' end "
+               f"as status, timestamp '2024-01-01' + i * interval '1 second' as ts from generate_series(0, {n - 1}) i")
+        drop = "drop table if exists {}"
+    return [drop.format("a"), drop.format("b"), drop.format("c"),
+            f"create table a as {gen}",
+            "create table c as select * from a",
+            f"create table b as select * from a where id % {step} <> 17 % {step}",
+            f"update b set amount = amount + 1 where id % {step} = 5 % {step}",
+            f"insert into b select id + {2 * n}, day, customer, amount, status, ts from a where id % {step} = 9 % {step}"]
+
+
+# ----------------------------------------------------------------------------- child methods
+
+def _duck(path: str):
+    import duckdb
+    con = duckdb.connect(path, read_only=True)
+    con.execute("set enable_progress_bar = false")
+    return con
+
+
+def child(method: str, target: str, extra: str) -> dict:
+    """Runs in its own process; returns counts so that every method's answer can be checked."""
+    t0 = time.perf_counter()
+    out: dict = {}
+    left, right = extra.split(",") if extra else ("a", "b")
+    if method.startswith("ours"):
+        sys.path.insert(0, str(ROOT / "python_runner"))
+        from rerun_safety.diff_command import run_diff
+
+        t0 = time.perf_counter()
+        key = ("id",) if method == "ours_keyed" else ()
+        r = run_diff(f"{target}:main.{left}", f"{target}:main.{right}", key=key).to_dict()
+        out = {k: r[k] for k in ("identical", "only_left", "only_right", "changed", "rows_only_left", "rows_only_right")}
+    elif method == "checksum":
+        con = _duck(target)
+        t0 = time.perf_counter()
+        row = con.execute(f"select (select count(*) || ':' || sum(hash(*columns(*))::hugeint) from {left}), "
+                          f"(select count(*) || ':' || sum(hash(*columns(*))::hugeint) from {right})").fetchone()
+        out = {"equal": row[0] == row[1]}
+    elif method == "except_all":
+        con = _duck(target)
+        t0 = time.perf_counter()
+        row = con.execute(f"select (select count(*) from (select * from {left} except all select * from {right})), "
+                          f"(select count(*) from (select * from {right} except all select * from {left}))").fetchone()
+        out = {"only_left": row[0], "only_right": row[1]}
+    elif method == "full_join":
+        con = _duck(target)
+        t0 = time.perf_counter()
+        changed = " or ".join(f"l.{c} is distinct from r.{c}" for c in COLUMNS[1:])
+        row = con.execute(f"select count(*) filter (where r.id is null), count(*) filter (where l.id is null), "
+                          f"count(*) filter (where l.id = r.id and ({changed})) "
+                          f"from {left} l full outer join {right} r on l.id = r.id").fetchone()
+        out = {"only_left": row[0], "only_right": row[1], "changed": row[2]}
+    elif method == "pandas":
+        con = _duck(target)
+        t0 = time.perf_counter()
+        a, b = con.table(left).df(), con.table(right).df()
+        m = a.merge(b, how="outer", on=COLUMNS, indicator=True)
+        counts = m["_merge"].value_counts()
+        out = {"only_left": int(counts.get("left_only", 0)), "only_right": int(counts.get("right_only", 0))}
+    elif method.startswith("pg_"):
+        sys.path.insert(0, str(ROOT / "python_runner"))
+        import psycopg2
+        params = json.loads(target)
+        dsn = {k: params[k] for k in ("host", "port", "user")}
+        con = psycopg2.connect(dbname=params["db"], options="-c default_transaction_read_only=on", **dsn)
+        con.autocommit = True
+        cur = con.cursor()
+        t0 = time.perf_counter()
+        if method in ("pg_ours_keyed", "pg_ours_unkeyed", "pg_ours_across"):
+            from rerun_safety.diff import Side, compare
+            from rerun_safety.sandbox.base import table
+            from rerun_safety.sandbox.postgres import PgConnection
+            lcon = PgConnection(dsn, params["db"], read_only=True)
+            rcon = PgConnection(dsn, params["db2"], read_only=True) if method == "pg_ours_across" else lcon
+            d = compare(Side(lcon, table("public", left)), Side(rcon, table("public", right)),
+                        key=() if method == "pg_ours_unkeyed" else ("id",))
+            out = {"identical": d.identical, "rows_only_left": d.missing_rows, "rows_only_right": d.extra_rows,
+                   "changed": d.changed_keys}
+        elif method == "pg_checksum":
+            cur.execute(f"select (select count(*) || ':' || sum(hash_record_extended(x, 0)) from {left} x), "
+                        f"(select count(*) || ':' || sum(hash_record_extended(y, 0)) from {right} y)")
+            row = cur.fetchone()
+            out = {"equal": row[0] == row[1]}
+        elif method == "pg_except_all":
+            cur.execute(f"select (select count(*) from (select * from {left} except all select * from {right}) x), "
+                        f"(select count(*) from (select * from {right} except all select * from {left}) y)")
+            row = cur.fetchone()
+            out = {"only_left": row[0], "only_right": row[1]}
+    else:
+        raise SystemExit(f"unknown method {method}")
+    out["op_seconds"] = time.perf_counter() - t0
+    return out
+
+
+# ----------------------------------------------------------------------------- parent
+
+def measured(cmd: list[str], env: dict | None = None, cwd: str | None = None) -> dict:
+    """Run a process and return wall time and its own peak RSS (wait4 on that pid)."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=cwd)
+    out_f, err_f = [], []
+    import threading
+
+    def pump(stream, sink):
+        sink.append(stream.read())
+
+    threads = [threading.Thread(target=pump, args=(proc.stdout, out_f)),
+               threading.Thread(target=pump, args=(proc.stderr, err_f))]
+    for t in threads:
+        t.start()
+    _, status, usage = os.wait4(proc.pid, 0)
+    for t in threads:
+        t.join()
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return {"proc_seconds": time.perf_counter() - start, "stdout": out_f[0].decode(), "stderr": err_f[0].decode(),
+            "rc": proc.returncode, "peak_mb": usage.ru_maxrss / 1024}
+
+
+def python_method(method: str, target: str, extra: str = "") -> dict:
+    res = measured([sys.executable, __file__, "--child", method, "--target", target, "--extra", extra])
+    if res["rc"] != 0:
+        return {**res, "error": (res["stderr"].strip().splitlines() or ["failed"])[-1]}
+    data = json.loads(res["stdout"].strip().splitlines()[-1])
+    return {**res, **data}
+
+
+def ensure_peer(name: str) -> tuple[str | None, str]:
+    venv, spec = PEERS[name]
+    py = Path(venv) / "bin" / "python"
+    if not py.exists():
+        r = subprocess.run(["python3", "-m", "venv", venv], capture_output=True)
+        if r.returncode != 0:
+            return None, f"venv failed: {r.stderr.decode().strip()[-200:]}"
+    check = subprocess.run([str(py), "-c", f"import {name}"], capture_output=True)
+    if check.returncode != 0:
+        r = subprocess.run([str(py), "-m", "pip", "install", "-q", spec], capture_output=True, timeout=900)
+        if r.returncode != 0:
+            return None, f"pip install {spec} failed: {r.stderr.decode().strip().splitlines()[-1:]}"
+    return str(py), ""
+
+
+def peer_duckdb_file(py: str, ours: str, workdir: Path, name: str, rows: int) -> str:
+    """A data file the peer's own duckdb can open (older duckdb cannot read files of duckdb 2.0)."""
+    import duckdb
+
+    theirs = subprocess.run([py, "-c", "import duckdb; print(duckdb.__version__)"], capture_output=True,
+                            text=True).stdout.strip()
+    if theirs.split(".")[0] == duckdb.__version__.split(".")[0]:
+        return ours
+    path = workdir / f"{name}.duckdb"
+    if not path.exists():
+        script = ("import duckdb, json, sys\ncon = duckdb.connect(sys.argv[1])\n"
+                  "for s in json.loads(sys.argv[2]): con.execute(s)\ncon.close()")
+        subprocess.run([py, "-c", script, str(path), json.dumps(build_sql(rows, "duckdb"))], check=True)
+    return str(path)
+
+
+def reladiff_method(py: str, path: str, algorithm: str) -> dict:
+    exe = str(Path(py).parent / "reladiff")
+    cols = [x for c in COLUMNS[1:] for x in ("-c", c)]
+    res = measured([exe, f"duckdb:///{path}", "a", "b", "-k", "id", *cols, "-a", algorithm, "-s"])
+    if res["rc"] != 0:
+        return {**res, "error": (res["stderr"].strip().splitlines() or ["failed"])[-1]}
+    return res
+
+
+SQLMESH_SCRIPT = textwrap.dedent('''
+    import os, sys, time, json
+    from sqlmesh import Context
+    from sqlmesh.core.config import Config, ModelDefaultsConfig, GatewayConfig, DuckDBConnectionConfig
+    project, db = sys.argv[1], sys.argv[2]
+    config = Config(gateways={"local": GatewayConfig(connection=DuckDBConnectionConfig(database=db))},
+                    default_gateway="local", model_defaults=ModelDefaultsConfig(dialect="duckdb"))
+    ctx = Context(paths=project, config=config)
+    t0 = time.perf_counter()
+    diff = ctx.table_diff(source="main.a", target="main.b", on=["id"], show=False)
+    rs = diff.row_diff()
+    print(json.dumps({"only_left": int(rs.s_only_count), "only_right": int(rs.t_only_count),
+                      "op_seconds": time.perf_counter() - t0}))
+''')
+
+
+def sqlmesh_method(py: str, path: str, workdir: Path) -> dict:
+    project = workdir / "sqlmesh_project"
+    (project / "models").mkdir(parents=True, exist_ok=True)
+    (project / "models" / "m.sql").write_text("MODEL (name main.m, kind VIEW);\nSELECT 1 AS x\n")
+    res = measured([py, "-c", SQLMESH_SCRIPT, str(project), path], cwd=str(project))
+    if res["rc"] != 0:
+        return {**res, "error": (res["stderr"].strip().splitlines() or ["failed"])[-1][:200]}
+    return {**res, **json.loads(res["stdout"].strip().splitlines()[-1])}
+
+
+def fmt_row(name: str, r: dict, base: float | None) -> str:
+    if "error" in r:
+        return f"| {name} | skipped: {r['error']} | | | | |"
+    op = r.get("op_seconds")
+    ratio = f"{r['proc_seconds'] / base:.2f}" if base else ""
+    answer = {k: v for k, v in r.items() if k in ("identical", "equal", "only_left", "only_right", "changed",
+                                                  "rows_only_left", "rows_only_right")}
+    return (f"| {name} | {'' if op is None else f'{op:.2f}'} | {r['proc_seconds']:.2f} | {ratio} | "
+            f"{r['peak_mb']:.0f} | {json.dumps(answer) if answer else ''} |")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, default=10_000_000)
+    ap.add_argument("--pg-rows", type=int, default=2_000_000)
+    ap.add_argument("--workdir", default="/tmp/rerun_safety_diff_bench")
+    ap.add_argument("--skip-peers", action="store_true")
+    ap.add_argument("--skip-pandas", action="store_true")
+    ap.add_argument("--skip-postgres", action="store_true")
+    ap.add_argument("--child")
+    ap.add_argument("--target")
+    ap.add_argument("--extra", default="")
+    args = ap.parse_args()
+    if args.child:
+        print(json.dumps(child(args.child, args.target, args.extra), default=str))
+        return
+
+    import duckdb
+
+    workdir = Path(args.workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    db = str(workdir / f"bench_{args.rows}.duckdb")
+    t = time.perf_counter()
+    if not Path(db).exists():
+        con = duckdb.connect(db + ".tmp")
+        con.execute("set enable_progress_bar = false")
+        for s in build_sql(args.rows, "duckdb"):
+            con.execute(s)
+        con.execute("checkpoint")
+        con.close()
+        os.replace(db + ".tmp", db)
+    print(f"DuckDB {duckdb.__version__}: {args.rows:,} rows per table, data ready in {time.perf_counter() - t:.1f} s; "
+          f"cores: {os.cpu_count()}; load average before: {os.getloadavg()[0]:.1f}\n")
+
+    results: dict[str, dict] = {}
+    plan = [
+        ("checksum scan of both (a vs b)", lambda: python_method("checksum", db)),
+        ("ours, keyed (--key id)", lambda: python_method("ours_keyed", db)),
+        ("ours, no key", lambda: python_method("ours_unkeyed", db)),
+        ("CLI process: rerun-safety diff --key id", lambda: {**measured(
+            [str(Path(sys.executable).parent / "rerun-safety"), "diff", f"{db}:main.a", f"{db}:main.b",
+             "--key", "id", "--format", "json"])}),
+        ("keyed FULL OUTER JOIN", lambda: python_method("full_join", db)),
+        ("EXCEPT ALL both ways", lambda: python_method("except_all", db)),
+        ("checksum scan of both (a vs identical c)", lambda: python_method("checksum", db, "a,c")),
+        ("ours identical, keyed (a vs c)", lambda: python_method("ours_keyed", db, "a,c")),
+        ("ours identical, no key (a vs c)", lambda: python_method("ours_unkeyed", db, "a,c")),
+    ]
+    if not args.skip_pandas:
+        plan.append(("pandas merge(indicator=True)", lambda: python_method("pandas", db)))
+    if not args.skip_peers:
+        py, why = ensure_peer("reladiff")
+        if py:
+            path = peer_duckdb_file(py, db, workdir, f"reladiff_{args.rows}", args.rows)
+            plan.append(("reladiff joindiff (process)", lambda: reladiff_method(py, path, "joindiff")))
+            plan.append(("reladiff hashdiff (process)", lambda: reladiff_method(py, path, "hashdiff")))
+        else:
+            print(f"reladiff skipped: {why}")
+        spy, why = ensure_peer("sqlmesh")
+        if spy:
+            spath = peer_duckdb_file(spy, db, workdir, f"sqlmesh_{args.rows}", args.rows)
+            plan.append(("SQLMesh table_diff", lambda: sqlmesh_method(spy, spath, workdir)))
+        else:
+            print(f"SQLMesh skipped: {why}")
+    for name, fn in plan:
+        results[name] = fn()
+        print(f"  ran {name}: {results[name]['proc_seconds']:.2f} s", flush=True)
+
+    base = results["checksum scan of both (a vs b)"]["proc_seconds"]
+    print("\n| method (DuckDB) | op s | proc s | x checksum | peak MB | answer |\n|---|---:|---:|---:|---:|---|")
+    for name, r in results.items():
+        print(fmt_row(name, r, base))
+
+    def proc(name: str) -> float | None:
+        r = results.get(name)
+        return None if r is None or "error" in r else r["proc_seconds"]
+
+    def op(name: str) -> float | None:
+        r = results.get(name)
+        return None if r is None or "error" in r else r.get("op_seconds")
+
+    print("\nTargets:")
+    ours = proc("ours, keyed (--key id)")
+    checks = [
+        ("identical keyed <= 1.5x one checksum scan (op)", op("ours identical, keyed (a vs c)"),
+         op("checksum scan of both (a vs identical c)"), 1.5),
+        ("identical unkeyed <= 1.5x one checksum scan (op)", op("ours identical, no key (a vs c)"),
+         op("checksum scan of both (a vs identical c)"), 1.5),
+        ("1,000-row diff <= 0.3x EXCEPT ALL (process)", ours, proc("EXCEPT ALL both ways"), 0.3),
+    ]
+    peers = [p for p in (proc("reladiff joindiff (process)"), proc("reladiff hashdiff (process)")) if p]
+    if peers:
+        checks.append(("1,000-row diff <= 0.25x reladiff's best (process)", ours, min(peers), 0.25))
+    for label, mine, ref, limit in checks:
+        if mine is None or ref is None:
+            print(f"  {label}: not measured")
+            continue
+        print(f"  {label}: {mine:.2f} / {ref:.2f} = {mine / ref:.2f}  {'OK' if mine / ref <= limit else 'MISSED'}")
+    peak = max(results[n]["peak_mb"] for n in results if n.startswith("ours") and "peak_mb" in results[n])
+    print(f"  our peak memory < 1 GB: {peak:.0f} MB  {'OK' if peak < 1024 else 'MISSED'}")
+
+    if not args.skip_postgres:
+        postgres(args.pg_rows)
+
+
+def postgres(rows: int) -> None:
+    sys.path.insert(0, str(ROOT / "tests"))
+    from _support import start_pg_server
+
+    server = start_pg_server()
+    try:
+        db = server.create_database("bench")
+        con = server.connect(db)
+        t = time.perf_counter()
+        with con.cursor() as cur:
+            for s in build_sql(rows, "postgres"):
+                cur.execute(s)
+            cur.execute("vacuum analyze")
+        con.close()
+        db2 = server.create_database("bench2")
+        server.drop_database(db2)
+        admin = server.connect()
+        with admin.cursor() as cur:
+            cur.execute(f'create database "{db2}" template "{db}" strategy file_copy')
+        admin.close()
+        print(f"\nPostgreSQL: {rows:,} rows per table, data ready in {time.perf_counter() - t:.1f} s")
+        target = json.dumps({"host": server.host, "port": server.port, "user": server.user, "db": db, "db2": db2})
+        results = {}
+        for name, method, extra in [("checksum scan of both", "pg_checksum", ""),
+                                    ("ours, keyed", "pg_ours_keyed", ""),
+                                    ("ours, no key", "pg_ours_unkeyed", ""),
+                                    ("ours, keyed, two databases", "pg_ours_across", ""),
+                                    ("ours identical, keyed (a vs c)", "pg_ours_keyed", "a,c"),
+                                    ("EXCEPT ALL both ways", "pg_except_all", "")]:
+            results[name] = python_method(method, target, extra)
+            print(f"  ran {name}: {results[name]['proc_seconds']:.2f} s", flush=True)
+        base = results["checksum scan of both"]["proc_seconds"]
+        print("\n| method (PostgreSQL) | op s | proc s | x checksum | peak MB | answer |\n|---|---:|---:|---:|---:|---|")
+        for name, r in results.items():
+            print(fmt_row(name, r, base))
+        ours, ea = results["ours, keyed"], results["EXCEPT ALL both ways"]
+        if "error" not in ours and "error" not in ea:
+            ratio = ours["proc_seconds"] / ea["proc_seconds"]
+            print(f"\nTarget: faster than EXCEPT ALL on PostgreSQL: {ratio:.2f}x  {'OK' if ratio < 1 else 'MISSED'}")
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()
