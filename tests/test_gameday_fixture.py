@@ -39,7 +39,7 @@ def _gameday(project: Path, *extra: str) -> tuple[int, str, str]:
 def payments_run(payments_project, tmp_path_factory):
     out = tmp_path_factory.mktemp("payments_out")
     before = file_sha256(payments_project / "payments.duckdb")
-    code, stdout, stderr = _gameday(payments_project, "--steps", "3", "--threads", "2", "--output-dir", str(out))
+    code, stdout, stderr = _gameday(payments_project, "--steps", "3", "--threads", "1", "--output-dir", str(out))
     return {"code": code, "stderr": stderr, "report": load_report(out),
             "unchanged": before == file_sha256(payments_project / "payments.duckdb")}
 

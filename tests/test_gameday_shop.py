@@ -35,7 +35,7 @@ def shop_run(request, tmp_path_factory):
     os.chdir(project)  # the DuckDB profile's path is relative, as users write it
     try:
         code, stdout, stderr = run_cli(["gameday", "--project-dir", str(project), "--profiles-dir", str(profiles),
-                                        "--output-dir", str(out), "--steps", "4"])
+                                        "--output-dir", str(out), "--steps", "4", "--threads", "2"])
     finally:
         os.chdir(cwd)
     if engine == "duckdb":

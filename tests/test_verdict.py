@@ -1,0 +1,79 @@
+"""Pure logic: what a difference means, and who is the root cause."""
+import datetime as dt
+
+import pytest
+
+from rerun_safety.diff import DiffResult
+from rerun_safety.scenarios import Arrive, Reset, Run, count_runs, make_timeline, scenario_steps
+from rerun_safety.verdict import model_verdict, root_causes, scenario_verdict
+
+
+def d(**kw):
+    base = dict(reference_rows=10, rows=10, identical=False)
+    base.update(kw)
+    return DiffResult(**base)
+
+
+@pytest.mark.parametrize("diff, scenario, expected", [
+    (d(identical=True), "replay", "safe"),
+    (d(extra_rows=3), "determinism", "nondeterministic"),
+    (d(keyed=True, missing_keys=2, duplicate_keys=5, rows=13), "partial", "loss"),
+    (d(keyed=True, duplicate_keys=5, rows=15, extra_rows=5), "replay", "duplicates"),
+    (d(keyed=True, changed_rows=1, extra_rows=1, missing_rows=1), "replay", "drift"),
+    (d(rows=8, missing_rows=2), "replay", "loss"),
+    (d(rows=12, extra_rows=2, extra_copies=2), "rerun", "duplicates"),
+    (d(rows=10, extra_rows=2, missing_rows=2, changed_rows=2), "rerun", "drift"),
+    (d(schema_message="columns differ: +x"), "replay", "drift"),
+])
+def test_scenario_verdict(diff, scenario, expected):
+    assert scenario_verdict(scenario, diff) == expected
+
+
+def test_model_verdict_is_the_worst():
+    assert model_verdict({"replay": "duplicates", "partial": "loss", "rerun": "safe"}) == "loss"
+    assert model_verdict({"replay": "safe", "determinism": "nondeterministic", "partial": "loss"}) == "nondeterministic"
+    assert model_verdict({"replay": "safe", "rerun": "skipped"}) == "safe"
+    assert model_verdict({}) == "skipped"
+
+
+def test_root_cause_and_contamination():
+    parents = {"stg": (), "bad": ("stg",), "agg": ("bad",), "agg2": ("agg",), "ok": ("stg",), "mix": ("ok", "bad")}
+    verdicts = {
+        "stg": {"replay": "safe"},
+        "bad": {"replay": "duplicates"},
+        "agg": {"replay": "drift"},
+        "agg2": {"replay": "drift"},
+        "ok": {"replay": "safe"},
+        "mix": {"replay": "safe"},
+    }
+    roots, contaminated = root_causes(verdicts, parents)
+    assert roots == {"bad"}
+    assert contaminated == {"agg": {"bad"}, "agg2": {"bad"}}
+
+
+def test_root_cause_is_per_scenario():
+    # `child` differs only where its parent matches: it is a root cause of its own
+    parents = {"parent": (), "child": ("parent",)}
+    verdicts = {"parent": {"replay": "duplicates", "partial": "safe"},
+                "child": {"replay": "safe", "partial": "loss"}}
+    roots, contaminated = root_causes(verdicts, parents)
+    assert roots == {"parent", "child"}
+    assert contaminated == {}
+
+
+def test_timeline_and_steps():
+    t = make_timeline(dt.datetime(2026, 3, 1), dt.datetime(2026, 3, 5), 4)
+    assert t.cutoffs == (dt.datetime(2026, 3, 2), dt.datetime(2026, 3, 3), dt.datetime(2026, 3, 4))
+    # windows overlap: each starts half a step before the previous one ended
+    assert t.window(3) == (dt.datetime(2026, 3, 2, 12), dt.datetime(2026, 3, 4))
+    assert t.window(4)[1] == dt.datetime(2026, 3, 5, 0, 0, 1)
+    replay = scenario_steps("replay", t)
+    assert isinstance(replay[0], Reset) and replay[0].cutoff == dt.datetime(2026, 3, 2)
+    assert [type(s).__name__ for s in replay] == ["Reset", "Run", "Arrive", "Run", "Arrive", "Run", "Arrive", "Run"]
+    assert replay[-2] == Arrive(dt.datetime(2026, 3, 4), None)
+    partial = scenario_steps("partial", t)
+    parts = [s.part for s in partial if isinstance(s, Arrive)]
+    assert parts == [None, "first", "rest", None]
+    backfill = scenario_steps("backfill", t)
+    assert backfill[-1] == Run(False, t.window(2), "backfill of step 2")
+    assert count_runs(["reference", "replay", "rerun", "partial", "backfill", "determinism"], t) == 23
