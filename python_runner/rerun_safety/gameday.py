@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import os
+import shutil
 import tempfile
 import time
 import uuid
@@ -135,7 +136,7 @@ class Gameday:
         self.project: Project | None = None
 
     # ---------------------------------------------------------------- planning
-    def _plan(self, project: Project, con: Connection) -> Plan:
+    def _plan(self, project: Project) -> Plan:
         selected = project.select(self.options.select, self.options.exclude)
         if not selected:
             raise ConfigError("the selection matches no model" if (self.options.select or self.options.exclude)
@@ -328,7 +329,7 @@ class Gameday:
             self.engine = engine = engine_for(project.target_output, o.work_root, self.run_id)
             project.session.work_dir = engine.run_dir
             engine.sweep()
-            plan = self._plan(project, None)  # type: ignore[arg-type]
+            plan = self._plan(project)
             snapshot = engine.create_snapshot([*plan.timed_sources, *plan.static_sources])
             with engine.connect(snapshot) as con:
                 plan.timeline = self._timeline(plan, con)
@@ -359,8 +360,6 @@ class Gameday:
                 if not o.keep_sandboxes:
                     self.engine.cleanup()
                 self.engine.close()
-            import shutil
-
             shutil.rmtree(parse_dir, ignore_errors=True)
 
     def _run_parallel(self, scenarios: list[str], plan: Plan, template: Sandbox, ref_errors: dict[str, str]) -> list:
@@ -432,7 +431,7 @@ def _worker_init(options: GamedayOptions, run_id: str) -> None:
     gd.project = Project(options.project_dir, options.profiles_dir, options.target, options.vars_yaml, work)
     gd.engine = engine_for(gd.project.target_output, options.work_root, run_id, attach=True)
     _WORKER["gameday"] = gd
-    _WORKER["plan"] = gd._plan(gd.project, None)  # type: ignore[arg-type]
+    _WORKER["plan"] = gd._plan(gd.project)
 
 
 def _scenario_worker(payload: dict) -> tuple:
