@@ -131,7 +131,7 @@ def main() -> int:
             match = got == expected
             ok = ok and match
             tm = result.timings
-            compile_time = sum(tm.get(k, 0.0) for k in ("dbt_ls", "scratch", "compile_full", "compile_incremental"))
+            compile_time = sum(tm.get(k, 0.0) for k in ("dbt_ls", "scratch", "compile"))
             phases = {"dbt parse": tm.get("dbt_parse", 0.0), "compile (ls, scratch, 2 passes)": compile_time,
                       "sqlglot parse": tm.get("sqlglot_parse", 0.0), "rules": tm.get("rules", 0.0)}
             other = max(wall - sum(phases.values()), 0.0)
@@ -140,9 +140,10 @@ def main() -> int:
                   f"{os.cpu_count()} cores)")
             for name, seconds in {**phases, "other (profile, setup)": other}.items():
                 print(f"  {name:<32} {seconds:6.2f} s  {100 * seconds / wall:5.1f} %")
-            print(f"  compile detail: " + ", ".join(f"{k} {tm[k]:.2f} s" for k in
-                                                    ("dbt_ls", "scratch", "compile_full", "compile_incremental")
-                                                    if k in tm))
+            print("  compile detail: " + ", ".join(f"{k} {tm[k]:.2f} s" for k in
+                                                   ("dbt_ls", "scratch", "compile_full", "compile_incremental")
+                                                   if k in tm) +
+                  " (the incremental pass runs in a second process, overlapping the full-refresh pass)")
             counts = Counter(r for rules in got.values() for r in rules)
             print(f"  findings: {dict(sorted(counts.items()))}; flagged {len(got)} models, expected "
                   f"{len(expected)}: {'match' if match else 'MISMATCH'}")

@@ -14,6 +14,7 @@ from click.testing import CliRunner
 
 from _support import REPO_ROOT, postgres_profile, write_profiles
 from rerun_safety.cli import main
+from rerun_safety.lint import run_lint
 
 SHOP = REPO_ROOT / "examples" / "shop"
 DBT = str(Path(sys.executable).parent / "dbt")
@@ -105,6 +106,11 @@ def test_lint_shop_duckdb(shop):
     with duckdb.connect(str(db), read_only=True) as con:
         assert sorted(con.execute(listing).fetchall()) == before  # nothing built in the user's file
     assert db.stat().st_mtime_ns == mtime
+
+    # the incremental branches compiled in a second process give the same findings
+    parallel = run_lint(project_dir=project, profiles_dir=project, parallel=True)
+    assert "pass2_process_parse" in parallel.timings
+    assert _rules_by_model(parallel.to_dict()) == EXPECTED_DUCKDB
 
     # --select narrows the models linted; a safe selection exits 0
     code, doc = _lint(project, project, "--select", "events_merge events_delete_insert")

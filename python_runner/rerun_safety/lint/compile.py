@@ -23,6 +23,7 @@ scratch catalog.
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -40,6 +41,8 @@ from ..errors import ConfigError, DbtInvocationError
 from .context import WINDOW_END_SENTINEL, WINDOW_START_SENTINEL, WINDOW_VARS
 
 PLACEHOLDER_COLUMN = "_rerun_safety_lint"
+# Below this many incremental models a second process costs more (dbt import, parse) than it saves.
+PARALLEL_MIN_MODELS = 40
 SCRATCH_PREFIX = "rerun_safety_lint_"
 
 
@@ -154,6 +157,10 @@ class Scratch:
     def profiles_dir(self) -> str:
         raise NotImplementedError
 
+    def worker_profiles_dir(self, work: Path) -> str:
+        """Profiles for a second process compiling at the same time."""
+        return self.profiles_dir()
+
     def prepare(self, relations: list[tuple[str, str, str]]) -> None:
         raise NotImplementedError
 
@@ -177,6 +184,21 @@ class DuckDBScratch(Scratch):
 
     def profiles_dir(self) -> str:
         return str(self._profiles)
+
+    def worker_profiles_dir(self, work: Path) -> str:
+        # a DuckDB file is locked by the process that opens it: the worker gets its own copy
+        copy = work / "scratch_duckdb_pass2"
+        shutil.copytree(self.dir, copy, dirs_exist_ok=True)
+        profile = yaml.safe_load((self._profiles / "profiles.yml").read_text())
+        for prof in profile.values():
+            for out in prof["outputs"].values():
+                out["path"] = str(copy / Path(out["path"]).name)
+                for att in out.get("attach", []):
+                    att["path"] = str(copy / Path(att["path"]).name)
+        target = work / "scratch_profile_pass2"
+        target.mkdir(parents=True, exist_ok=True)
+        (target / "profiles.yml").write_text(yaml.safe_dump(profile))
+        return str(target)
 
     def prepare(self, relations):
         import duckdb
@@ -390,9 +412,100 @@ def merged_vars(vars_yaml: str | None, with_window: bool) -> tuple[str | None, t
     return yaml.safe_dump(merged, default_flow_style=True).strip(), literals, user
 
 
+def _incremental_pass(session: DbtSession, manifest, profiles_dir: str, p: dict) -> dict:
+    """Pass 2: compile the incremental models with is_incremental() true."""
+    nodes = [manifest.nodes[u] for u in p["uids"]]
+    out = _compile_all(session, p["selection"], nodes, full_refresh=False, profiles_dir=profiles_dir,
+                       vars_yaml=p["plain_vars"], flags=p["flags"])
+    # a model that needs the window vars to compile at all gets them (as in a windowed run)
+    needs_window = [n for n in nodes if any(v in out.get(n.unique_id, (None, ""))[1] for v in WINDOW_VARS)]
+    out.update(_compile_all(session, Selection.of(needs_window), needs_window, full_refresh=False,
+                            profiles_dir=profiles_dir, vars_yaml=p["window_vars"], flags=p["flags"]))
+    return out
+
+
+def _pass2_main(job_file: str) -> int:
+    """Entry point of the pass-2 process (`python -m rerun_safety.lint.compile JOB`): its own dbt
+    (one invocation at a time per process), parsing from the partial-parse state the main process
+    just wrote. Writes {"compiled": {uid: [sql, error]}, "parse_time": s} next to the job."""
+    job = json.loads(Path(job_file).read_text())
+    session = DbtSession(job["project"], job["profiles_dir"], job["target"], Path(job["session_dir"]),
+                         vars_yaml=job["vars_yaml"])
+    parsed = session.invoke(["parse", "--no-write-json"], use_manifest=False)
+    if not parsed.success or parsed.raw is None:
+        return 3
+    session.manifest = parsed.raw
+    p2 = dict(job["pass2"])
+    p2["selection"] = Selection(tuple(p2["selection"][0]), tuple(p2["selection"][1]))
+    p2["flags"] = tuple(p2["flags"])
+    out = _incremental_pass(session, parsed.raw, job["scratch_profiles"], p2)
+    Path(job["result"]).write_text(json.dumps({"compiled": out, "parse_time": parsed.wall_time}))
+    return 0
+
+
+class _Pass2Worker:
+    """Pass 2 in a second process while pass 1 runs here: dbt compiles one node at a time under
+    the GIL, so on a multi-core machine the two passes overlap. A plain subprocess (not
+    multiprocessing) so that nothing of the caller's main module is imported again."""
+
+    parse_time = 0.0
+
+    def __init__(self, process, result: Path, started: float):
+        self.process, self.result_file, self.started = process, result, started
+
+    @classmethod
+    def start(cls, session: DbtSession, scratch: Scratch, work: Path, pass2: dict) -> "_Pass2Worker":
+        import subprocess
+        import sys
+
+        session_dir = work / "pass2_session"
+        state = session.work_dir / "dbt_target" / "partial_parse.msgpack"
+        (session_dir / "dbt_target").mkdir(parents=True, exist_ok=True)
+        if state.exists():
+            shutil.copy2(state, session_dir / "dbt_target" / "partial_parse.msgpack")
+        sel: Selection = pass2["selection"]
+        job = dict(project=session.project_dir, profiles_dir=session.profiles_dir, target=session.target,
+                   vars_yaml=session.vars_yaml, session_dir=str(session_dir),
+                   scratch_profiles=scratch.worker_profiles_dir(work), result=str(work / "pass2_result.json"),
+                   pass2={**pass2, "selection": [list(sel.select), list(sel.exclude)], "flags": list(pass2["flags"])})
+        job_file = work / "pass2_job.json"
+        job_file.write_text(json.dumps(job))
+        started = time.perf_counter()
+        process = subprocess.Popen([sys.executable, "-m", "rerun_safety.lint.compile", str(job_file)],
+                                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL)
+        return cls(process, Path(job["result"]), started)
+
+    def result(self) -> dict | None:
+        """The compiled SQL, or None when the process failed (the caller then compiles itself)."""
+        if self.process.wait() != 0 or not self.result_file.exists():
+            return None
+        data = json.loads(self.result_file.read_text())
+        self.parse_time = float(data.get("parse_time") or 0.0)
+        return {uid: (sql, err) for uid, (sql, err) in data["compiled"].items()}
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=10)
+
+
+def _worth_a_second_process(n_incremental: int) -> bool:
+    """Only with enough incremental models to pay for the process start and its parse, and a core
+    to spare: on a saturated machine two compiling processes only slow each other down."""
+    cores = os.cpu_count() or 1
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        load = 0.0
+    return n_incremental >= PARALLEL_MIN_MODELS and cores > 1 and load < cores - 0.5
+
+
 def compile_project(project_dir: str | Path, profiles_dir: str | Path | None, target: str | None,
-                    select: tuple[str, ...], exclude: tuple[str, ...], vars_yaml: str | None) -> CompileOutcome:
-    """Parse, select and compile both branches; never writes to the user's target."""
+                    select: tuple[str, ...], exclude: tuple[str, ...], vars_yaml: str | None,
+                    parallel: bool | None = None) -> CompileOutcome:
+    """Parse, select and compile both branches; never writes to the user's target. `parallel`:
+    compile the incremental branch in a second process (None: when it is likely to help)."""
     project = Path(project_dir).resolve()
     if not (project / "dbt_project.yml").exists():
         raise ConfigError(f"no dbt_project.yml in {project}")
@@ -403,6 +516,7 @@ def compile_project(project_dir: str | Path, profiles_dir: str | Path | None, ta
 
     work = Path(tempfile.mkdtemp(prefix=SCRATCH_PREFIX))
     scratch: Scratch | None = None
+    worker: _Pass2Worker | None = None
     try:
         session = DbtSession(project, profiles_dir, target, _session_dir(project, work), vars_yaml=vars_yaml)
         t = time.perf_counter()
@@ -422,8 +536,6 @@ def compile_project(project_dir: str | Path, profiles_dir: str | Path | None, ta
         listed = session.invoke(ls_args)
         if not listed.success:
             raise ConfigError(f"dbt ls failed for the selection: {listed.error}")
-        import json
-
         selected = [json.loads(line)["unique_id"] for line in (listed.raw or [])]
         timings["dbt_ls"] = time.perf_counter() - t
 
@@ -441,28 +553,37 @@ def compile_project(project_dir: str | Path, profiles_dir: str | Path | None, ta
             raise ConfigError(f"lint supports duckdb and postgres targets; this target is '{adapter}'")
         timings["scratch"] = time.perf_counter() - t
 
+        started = time.perf_counter()
+        incr: dict[str, tuple[str | None, str]] = {}
+        worker = None
+        if scratch.incremental_possible and incremental:
+            t = time.perf_counter()
+            # with --full-refresh is_incremental() stays false, so pass 1 may see these tables too
+            scratch.prepare([(n.database, n.schema, n.alias or n.name) for n in incremental])
+            timings["scratch"] += time.perf_counter() - t
+            pass2 = dict(selection=Selection.restricted(select, exclude, "config.materialized:incremental"),
+                         uids=[n.unique_id for n in incremental], plain_vars=plain_vars, window_vars=window_vars,
+                         flags=scratch.extra_flags)
+            if parallel if parallel is not None else _worth_a_second_process(len(incremental)):
+                worker = _Pass2Worker.start(session, scratch, work, pass2)
+
         t = time.perf_counter()
         models_sel = Selection.restricted(select, exclude, "resource_type:model")
         full = _compile_all(session, models_sel, nodes, full_refresh=True, profiles_dir=scratch.profiles_dir(),
                             vars_yaml=window_vars, flags=scratch.extra_flags)
         timings["compile_full"] = time.perf_counter() - t
 
-        incr: dict[str, tuple[str | None, str]] = {}
         if scratch.incremental_possible and incremental:
             t = time.perf_counter()
-            scratch.prepare([(n.database, n.schema, n.alias or n.name) for n in incremental])
-            timings["scratch"] += time.perf_counter() - t
-            t = time.perf_counter()
-            incr_sel = Selection.restricted(select, exclude, "config.materialized:incremental")
-            incr = _compile_all(session, incr_sel, incremental, full_refresh=False,
-                                profiles_dir=scratch.profiles_dir(), vars_yaml=plain_vars, flags=scratch.extra_flags)
-            # a model that needs the window vars to compile at all gets them (as in a windowed run)
-            needs_window = [n for n in incremental if any(v in incr.get(n.unique_id, (None, ""))[1]
-                                                          for v in WINDOW_VARS)]
-            incr.update(_compile_all(session, Selection.of(needs_window), needs_window, full_refresh=False,
-                                     profiles_dir=scratch.profiles_dir(), vars_yaml=window_vars,
-                                     flags=scratch.extra_flags))
-            timings["compile_incremental"] = time.perf_counter() - t
+            result = worker.result() if worker is not None else None
+            if result is None:  # no worker, or it failed: compile here
+                result = _incremental_pass(session, manifest, scratch.profiles_dir(), pass2)
+            incr = result
+            # with a worker: its whole run (start, parse, compile), overlapping pass 1
+            timings["compile_incremental"] = time.perf_counter() - (worker.started if worker else t)
+            if worker is not None:
+                timings["pass2_process_parse"] = worker.parse_time
+        timings["compile"] = time.perf_counter() - started
 
         models = {}
         for n in nodes:
@@ -475,6 +596,8 @@ def compile_project(project_dir: str | Path, profiles_dir: str | Path | None, ta
         return CompileOutcome(manifest, selected, models, scratch.mode, literals, timings)
     finally:
         try:
+            if worker is not None:
+                worker.stop()
             if scratch is not None:
                 scratch.close()
         finally:
@@ -503,3 +626,9 @@ def manifest_catalog(manifest) -> str:
                 and n.database:
             counts[n.database] = counts.get(n.database, 0) + 1
     return max(counts, key=counts.get) if counts else "scratch"
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(_pass2_main(sys.argv[1]))
