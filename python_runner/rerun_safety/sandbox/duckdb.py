@@ -50,6 +50,10 @@ class DuckDBEngine(Engine):
         if not self.user_path.exists():
             raise ConfigError(f"DuckDB file {self.user_path} (from the profile's path) does not exist")
         self.stem = self.user_path.stem
+        if self.user_path.is_relative_to(Path(work_root).resolve()):
+            # sandboxes are created and swept there: the user's file could be taken for a leftover
+            raise SandboxError(f"refusing to run: DuckDB file {self.user_path} is inside the runner's work "
+                               f"root {Path(work_root).resolve()}, where sandboxes are created and removed")
         super().__init__(target_output, work_root, run_id, attach)
 
     def _path(self, role: str) -> Path:

@@ -65,6 +65,11 @@ class PostgresEngine(Engine):
     dialect = "postgres"
 
     def __init__(self, target_output: dict, work_root: Path, run_id: str, attach: bool = False):
+        dbname = target_output.get("dbname") or target_output.get("database") or ""
+        if dbname.startswith(PREFIX):
+            # a sweep drops databases with this prefix: the user's could be taken for a leftover
+            raise SandboxError(f"refusing to run: the target database '{dbname}' starts with the sandbox "
+                               f"prefix '{PREFIX}'")
         super().__init__(target_output, work_root, run_id, attach)
         self.params = {k: target_output[k] for k in _CONNECT_KEYS if target_output.get(k) not in (None, "")}
         if "password" in target_output and target_output["password"] is not None:
