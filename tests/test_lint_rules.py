@@ -61,6 +61,12 @@ def test_append_near_misses(adapter):
     exists = (f"select * from {SRC} s where s.ts >= (select max(ts) - interval '1 hour' from {T}) "
               f"and not exists (select 1 from {T} t where t.id = s.id)")
     assert rules(incremental(adapter, exists, "append")) == []
+    left_anti = (f"select s.* from {SRC} s left join {T} t on t.id = s.id "
+                 f"where s.ts >= (select max(ts) - interval '1 hour' from {T}) and t.id is null")
+    assert rules(incremental(adapter, left_anti, "append")) == []
+    # ...but a left join to {{ this }} that keeps matched rows still re-reads them
+    left_keep = left_anti.replace(" and t.id is null", "")
+    assert rules(incremental(adapter, left_keep, "append")) == ["append-reread"]
     # a table model is never incremental
     assert rules(table(adapter, LOOKBACK)) == []
 

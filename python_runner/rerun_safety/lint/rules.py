@@ -155,7 +155,15 @@ def _anti_joins_this(root: exp.Expression, ctx: ModelContext) -> bool:
         target = join.this
         reads = (isinstance(target, exp.Table) and (_is_this(target, ctx) or target.name.lower() in scope.sources)) \
             or (isinstance(target, exp.Subquery) and scope.reads_this(target))
-        if reads and (join.side or "").upper() in ("LEFT", "RIGHT") or (reads and (join.kind or "").upper() == "ANTI"):
+        if not reads:
+            continue
+        if (join.kind or "").upper() == "ANTI":
+            return True
+        alias = (target.alias_or_name or "").lower()
+        # a left join to {{ this }} filters re-read rows only with `where <this>.col is null`
+        if (join.side or "").upper() == "LEFT" and any(
+                isinstance(i.this, exp.Column) and i.this.table.lower() == alias and isinstance(i.expression, exp.Null)
+                for i in root.find_all(exp.Is)):
             return True
     return False
 
