@@ -44,7 +44,7 @@ from .sandbox.base import Connection, ident
 SAMPLE_ROWS = 5
 MAX_PARTITIONS = 400
 MAX_BUCKETS = 1 << 18
-RANGE_ROWS_PER_BUCKET = 128
+RANGE_ROWS_PER_BUCKET = 256
 HASH_ROWS_PER_BUCKET = 128
 MAX_LISTED_BUCKETS = 50_000  # more differing buckets than this: compare every row instead
 CHUNK_ROWS = 200_000  # two connections: rows per side held in memory at once
@@ -348,7 +348,12 @@ def _set_range_buckets(plan: _Plan) -> bool:
         div = "//" if d == "duckdb" else "/"
         q = _q(c, d)
         # Integers computed here, not user text; NULL gets its own bucket.
-        plan.lb = plan.rb = f"coalesce((cast({q} as bigint) - ({lo})) {div} {width}, -1)"
+        # Values lie in [lo, hi]: `q - lo` cannot overflow when the span fits 31 bits. A bare
+        # column expression keeps DuckDB's statistics, so its aggregate stays cheap.
+        operand = q if hi - lo < 2**31 else f"cast({q} as {'hugeint' if d == 'duckdb' else 'numeric'})"
+        raw = f"({operand} - ({lo})) {div} {width}"
+        plan.extra["range_raw"] = raw
+        plan.lb = plan.rb = f"coalesce({raw}, -1)"
         plan.mode = "range"
         plan.extra["range_column"] = c
         return True
@@ -368,6 +373,9 @@ def _bucket_query(plan: _Plan, side: Side, b: str, h: str, p: str) -> str:
     if plan.mode == "column":
         return (f"select {_hash_sql(['p'], d)} as b, p, c, s from (select {p} as p, count(*) as c, "
                 f"{_int_sum(h, d)} as s from {plan.src(side)} group by 1) g")
+    if plan.mode == "range" and d == "duckdb":
+        return (f"select coalesce(b, -1) as b, null as p, c, s from (select {plan.extra['range_raw']} as b, "
+                f"count(*) as c, {_int_sum(h, d)} as s from {plan.src(side)} group by 1) g")
     return (f"select {b} as b, null as p, count(*) as c, {_int_sum(h, d)} as s "
             f"from {plan.src(side)} group by 1")
 
