@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -22,6 +23,17 @@ def common_options(fn):
     for opt in reversed(_COMMON):
         fn = opt(fn)
     return fn
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised like Ctrl-C so that the game day's `finally` removes the sandboxes."""
+
+
+def _on_stop_signal(signum, frame) -> None:
+    # One signal is enough: ignore repeats so that they cannot cut the cleanup short.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
 
 
 def _fail(err: BaseException, debug: bool) -> None:
@@ -63,6 +75,7 @@ def gameday(ctx, project_dir, profiles_dir, target, select, exclude, vars_yaml, 
     from .report.terminal import TerminalProgress, print_summary
 
     debug = ctx.obj["debug"]
+    previous = {sig: signal.signal(sig, _on_stop_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         options = GamedayOptions.build(
             project_dir=project_dir, profiles_dir=profiles_dir, target=target, select=select,
@@ -74,9 +87,13 @@ def gameday(ctx, project_dir, profiles_dir, target, select, exclude, vars_yaml, 
     except RerunSafetyError as err:
         _fail(err, debug)
         return
-    except KeyboardInterrupt:
-        click.secho("rerun-safety: interrupted; sandboxes removed", fg="red", err=True)
-        sys.exit(130)
+    except KeyboardInterrupt as err:
+        name = "SIGTERM" if isinstance(err, Terminated) else "SIGINT"
+        click.secho(f"rerun-safety: interrupted by {name}; sandboxes removed", fg="red", err=True)
+        sys.exit(143 if isinstance(err, Terminated) else 130)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     print_summary(report, paths)
     sys.exit(report.summary()["exit_code"])
 

@@ -118,6 +118,8 @@ class DbtSession:
         with redirect_stdout(buffer):
             res = runner.invoke(args)
         wall = time.perf_counter() - started
+        if isinstance(res.exception, KeyboardInterrupt):
+            raise res.exception  # dbtRunner swallows Ctrl-C/SIGTERM: let the caller clean up
         nodes = _node_results(res.result)
         if res.exception is not None:
             result = DbtResult(tuple(args), False, True, _first_line(str(res.exception)), nodes, wall, res.result)

@@ -373,13 +373,22 @@ class Gameday:
         ctx = multiprocessing.get_context("spawn")
         workers = min(self.options.threads, len(scenarios))
         with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_init,
-                                 initargs=(self.options, self.run_id)) as pool:
-            futures = [pool.submit(_scenario_worker, p) for p in payloads]
-            for fut in as_completed(futures):
-                name, judged, results = fut.result()
-                done[name] = (name, judged, results)
-                for _ in results:
-                    self.progress.advance(f"{name} done")
+                                 initargs=(self.options, self.run_id, os.getpid())) as pool:
+            try:
+                futures = [pool.submit(_scenario_worker, p) for p in payloads]
+                for fut in as_completed(futures):
+                    name, judged, results = fut.result()
+                    done[name] = (name, judged, results)
+                    for _ in results:
+                        self.progress.advance(f"{name} done")
+            except BaseException:
+                # Leaving the block would wait for every running scenario: kill the workers now,
+                # so that cleanup (which drops their sandboxes too) starts at once.
+                for proc in list((pool._processes or {}).values()):
+                    proc.kill()
+                    proc.join(5)
+                pool.shutdown(wait=False, cancel_futures=True)
+                raise
         return [done[name] for name in scenarios]
 
     def _seed(self, plan: Plan, snapshot: Sandbox) -> None:
@@ -424,14 +433,30 @@ class Gameday:
 _WORKER: dict[str, Any] = {}
 
 
-def _worker_init(options: GamedayOptions, run_id: str) -> None:
+def _worker_init(options: GamedayOptions, run_id: str, parent_pid: int | None = None) -> None:
     """Runs once per worker process: parse the project, attach to the parent's run."""
+    if parent_pid is not None:
+        _die_with_parent(parent_pid)
     gd = Gameday(options, None, run_id=run_id)
     work = options.work_root / f"{PREFIX}{run_id}" / f"worker_{os.getpid()}"
     gd.project = Project(options.project_dir, options.profiles_dir, options.target, options.vars_yaml, work)
     gd.engine = engine_for(gd.project.target_output, options.work_root, run_id, attach=True)
     _WORKER["gameday"] = gd
     _WORKER["plan"] = gd._plan(gd.project)
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """A worker outliving a SIGKILLed parent would keep creating sandboxes after the next run's
+    sweep: ask Linux to kill it with its parent (PR_SET_PDEATHSIG)."""
+    import ctypes
+    import signal
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
+    except (OSError, AttributeError):  # not Linux: the parent's cleanup still kills workers
+        return
+    if os.getppid() != parent_pid:
+        os._exit(1)
 
 
 def _scenario_worker(payload: dict) -> tuple:
