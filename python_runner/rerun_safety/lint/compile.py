@@ -449,6 +449,7 @@ class _Pass2Worker:
     multiprocessing) so that nothing of the caller's main module is imported again."""
 
     parse_time = 0.0
+    succeeded = False
 
     def __init__(self, process, result: Path, started: float):
         self.process, self.result_file, self.started = process, result, started
@@ -578,10 +579,12 @@ def compile_project(project_dir: str | Path, profiles_dir: str | Path | None, ta
             result = worker.result() if worker is not None else None
             if result is None:  # no worker, or it failed: compile here
                 result = _incremental_pass(session, manifest, scratch.profiles_dir(), pass2)
+            elif worker is not None:
+                worker.succeeded = True
             incr = result
             # with a worker: its whole run (start, parse, compile), overlapping pass 1
             timings["compile_incremental"] = time.perf_counter() - (worker.started if worker else t)
-            if worker is not None:
+            if worker is not None and result is not None and worker.succeeded:
                 timings["pass2_process_parse"] = worker.parse_time
         timings["compile"] = time.perf_counter() - started
 

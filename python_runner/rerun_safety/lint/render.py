@@ -1,7 +1,7 @@
 """Text rendering of a `LintResult`: findings grouped by model, ANSI colour only when asked."""
 from __future__ import annotations
 
-from .findings import ERROR, LintResult
+from .findings import LintResult
 
 _COLORS = {"error": "31", "warning": "33", "model": "1", "dim": "2", "ok": "32"}
 
@@ -32,5 +32,3 @@ def render_text(result: LintResult, color: bool = False) -> str:
     lines.append(_paint(summary, "error" if c["errors"] else ("warning" if c["warnings"] else "ok"), color))
     return "\n".join(lines)
 
-
-__all__ = ["render_text", "ERROR"]
