@@ -279,3 +279,21 @@ def test_rule_table_is_stable(adapter):
         "incremental-branch-unchecked", "suppression-missing-reason", "suppression-unknown-rule"]
     assert {r.severity for r in RULES.values()} == {"error", "warning"}
     assert all(r.what and r.fix for r in RULES.values())
+
+
+def test_render_text_groups_by_model_and_colours_on_request(adapter):
+    from rerun_safety.lint import LintResult, render_text
+
+    ctx = table(adapter, f"select * from {SRC} limit 10", path="models/orders.sql",
+                raw_code=f"select * from {SRC}\nlimit 10\n")
+    kept, _ = lint_model(ctx)
+    result = LintResult(tuple(kept), ("orders", "customers"))
+    plain = render_text(result, color=False)
+    assert plain.splitlines()[0] == "orders  models/orders.sql"
+    assert plain.splitlines()[1].split()[:2] == ["error", "limit-without-order"]
+    assert "(models/orders.sql:2)" in plain.splitlines()[1]
+    assert plain.splitlines()[-1] == "2 models linted: 1 errors, 0 warnings, 0 suppressed"
+    assert "\033[" not in plain
+    coloured = render_text(result, color=True)
+    assert "\033[31merror  \033[0m" in coloured
+    assert result.has_errors and result.to_dict()["findings"][0]["line"] == 2
