@@ -20,7 +20,8 @@ from .errors import ConfigError
 from .project import Model, Project
 from .results import GamedayReport, ModelVerdict, PartitionCount, ScenarioResult
 from .sandbox import PREFIX, Engine, Sandbox, engine_for
-from .sandbox.base import REFERENCE_SCHEMA, SNAPSHOT_SCHEMA, Connection, snapshot_table, table, ts_literal
+from .sandbox.base import (PARSE_PREFIX, REFERENCE_SCHEMA, SNAPSHOT_SCHEMA, Connection, make_locked_dir,
+                           snapshot_table, table, ts_literal)
 from .scenarios import ALL_SCENARIOS, Arrive, Reset, Run, Timeline, count_runs, make_timeline, scenario_steps
 from .verdict import model_verdict, root_causes, scenario_verdict
 
@@ -323,7 +324,8 @@ class Gameday:
         started_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
         o = self.options
         o.work_root.mkdir(parents=True, exist_ok=True)
-        parse_dir = o.work_root / f"rerun_safety_parse_{self.run_id}"
+        parse_dir = o.work_root / f"{PARSE_PREFIX}{self.run_id}"
+        parse_lock = make_locked_dir(parse_dir)  # a run killed while parsing leaves it to the sweep
         try:
             self.project = project = Project(o.project_dir, o.profiles_dir, o.target, o.vars_yaml, parse_dir)
             self.engine = engine = engine_for(project.target_output, o.work_root, self.run_id)
@@ -361,6 +363,7 @@ class Gameday:
                     self.engine.cleanup()
                 self.engine.close()
             shutil.rmtree(parse_dir, ignore_errors=True)
+            parse_lock.close()
 
     def _run_parallel(self, scenarios: list[str], plan: Plan, template: Sandbox, ref_errors: dict[str, str]) -> list:
         """Scenarios in worker processes (dbt is not thread-safe); each worker parses the project once."""

@@ -16,6 +16,8 @@ from ..project import SourceTable
 
 # Every sandbox (file, folder or database) starts with this, so a later run can find leftovers.
 PREFIX = "rerun_safety_sbx_"
+# dbt's parse output of a run, before its sandboxes exist; swept like run folders.
+PARSE_PREFIX = "rerun_safety_parse_"
 SNAPSHOT_SCHEMA = "rerun_safety_snapshot"
 REFERENCE_SCHEMA = "rerun_safety_reference"
 
@@ -147,7 +149,7 @@ class Engine(abc.ABC):
     def sweep(self) -> int:
         """Remove run folders left by runs that are no longer alive; returns how many."""
         removed = 0
-        for folder in self.work_root.glob(f"{PREFIX}*"):
+        for folder in [*self.work_root.glob(f"{PREFIX}*"), *self.work_root.glob(f"{PARSE_PREFIX}*")]:
             if folder == self.run_dir or not folder.is_dir():
                 continue
             try:
@@ -178,6 +180,18 @@ class Engine(abc.ABC):
                 self._lock.close()
         except OSError:
             pass
+
+
+def make_locked_dir(path: Path):
+    """Create `path` holding a locked `lock` file, atomically (a sweep never sees it unlocked);
+    returns the open lock file: the folder counts as alive until it is closed or the process dies."""
+    import tempfile
+
+    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=".rerun_safety_new_"))
+    lock = open(tmp / "lock", "w")
+    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    tmp.rename(path)
+    return lock
 
 
 def snapshot_table(src: SourceTable) -> str:
