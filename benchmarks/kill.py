@@ -1,0 +1,132 @@
+"""Kill safety: SIGKILL a real game day at random points and check that the user's target is
+unchanged every time and that the next run's sweep removes every leftover sandbox.
+
+Each trial starts `rerun-safety gameday` on the payments fixture (7 models, --threads 2) and
+SIGKILLs it after a delay drawn from a stratum of the measured duration of a whole run, so the
+kills spread over parse, snapshot, sandbox creation, dbt runs and diffs. The next trial's game
+day is the "next run": its sweep (before its snapshot) must remove the leftovers of the killed
+one. A final uninterrupted run must leave nothing behind at all.
+
+    .venv/bin/python benchmarks/kill.py --engine duckdb --trials 20
+    .venv/bin/python benchmarks/kill.py --engine postgres --trials 20
+"""
+from __future__ import annotations
+
+import argparse
+import random
+import signal
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+
+from _support import start_pg_server  # noqa: E402
+from test_reliability_support import (alive, children, kill, leftover_databases, leftover_folders,  # noqa: E402
+                                      payments_target, phase, spawn_gameday)
+
+ARGS = ("--steps", "2", "--scenarios", "replay,rerun", "--threads", "2")
+PHASES = ("start", "snapshot", "reference", "scenario")
+
+
+def leftovers(tmp: Path, server) -> set[str]:
+    return set(leftover_folders(tmp)) | set(leftover_databases(server))
+
+
+def full_run(target, tmp: Path) -> tuple[float, int, str]:
+    started = time.time()
+    proc = spawn_gameday(target, tmp, *ARGS)
+    _, err = proc.communicate(timeout=1800)
+    return time.time() - started, proc.returncode, err
+
+
+def trial(target, tmp: Path, delay: float) -> dict:
+    before = leftovers(tmp, target.server)
+    proc = spawn_gameday(target, tmp, *ARGS)
+    started = time.time()
+    seen = "start"
+    workers: set[int] = set()
+    while time.time() - started < delay and proc.poll() is None:
+        seen = max(seen, phase(tmp, target.server), key=PHASES.index)
+        workers |= set(children(proc.pid))
+        time.sleep(0.02)
+    now = leftovers(tmp, target.server)
+    finished = proc.poll() is not None
+    kill(proc)
+    proc.wait()
+    # The sweep runs before the snapshot: once this run had a snapshot, older leftovers must be gone.
+    stale = sorted(before & now) if PHASES.index(seen) >= 1 else None
+    time.sleep(0.2)
+    return {"delay": delay, "phase": "finished" if finished else seen, "code": proc.returncode,
+            "leftovers_before": len(before), "stale_after_sweep": stale,
+            "leftovers_after_kill": len(leftovers(tmp, target.server)),
+            "orphan_workers": sum(1 for p in workers if alive(p))}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--engine", choices=["duckdb", "postgres"], default="duckdb")
+    ap.add_argument("--trials", type=int, default=20)
+    ap.add_argument("--seed", type=int, default=7)
+    a = ap.parse_args()
+    rng = random.Random(a.seed)
+    server = start_pg_server() if a.engine == "postgres" else None
+    base = Path(tempfile.mkdtemp(prefix="rerun_safety_kill_"))
+    try:
+        target = payments_target(a.engine, base / "project", server=server)
+        tmp = base / "run"
+        fingerprint = target.fingerprint()
+        duration, code, err = full_run(target, tmp)
+        assert code == 1, err
+        print(f"[kill {a.engine}] a whole game day takes {duration:.1f}s; {a.trials} trials", flush=True)
+        rows, failures = [], []
+        for i in range(a.trials):
+            # one delay per stratum of the run's duration, so kills cover every phase
+            delay = duration * (i + rng.random()) / a.trials
+            r = trial(target, tmp, delay)
+            r["unchanged"] = target.fingerprint() == fingerprint
+            problems = []
+            if not r["unchanged"]:
+                problems.append("user target changed")
+            if r["stale_after_sweep"]:
+                problems.append(f"sweep left {r['stale_after_sweep']}")
+            if r["orphan_workers"]:
+                problems.append(f"{r['orphan_workers']} workers outlived the runner")
+            if problems:
+                failures.append((i, problems))
+            rows.append(r)
+            print(f"  trial {i + 1:2d}: kill at {r['delay']:5.1f}s ({r['phase']:9s}) leftovers before "
+                  f"{r['leftovers_before']}, after kill {r['leftovers_after_kill']}, stale after the next "
+                  f"sweep {len(r['stale_after_sweep']) if r['stale_after_sweep'] is not None else '-'}, "
+                  f"target {'unchanged' if r['unchanged'] else 'CHANGED'}", flush=True)
+        before_final = len(leftovers(tmp, server))
+        _, code, err = full_run(target, tmp)
+        after_final = len(leftovers(tmp, server))
+        if code != 1:
+            failures.append(("final", [f"final run exit {code}: {err.strip()[-300:]}"]))
+        if after_final:
+            failures.append(("final", [f"{after_final} sandboxes left after the final run"]))
+        if target.fingerprint() != fingerprint:
+            failures.append(("final", ["user target changed"]))
+        phases = Counter(r["phase"] for r in rows)
+        swept = sum(1 for r in rows if r["stale_after_sweep"] is not None and r["leftovers_before"])
+        print(f"[kill {a.engine}] trials {len(rows)}, failures {len(failures)}; kills by phase "
+              f"{dict(phases)}; leftovers after kills: max {max(r['leftovers_after_kill'] for r in rows)}, "
+              f"sum {sum(r['leftovers_after_kill'] for r in rows)}; sweeps checked {swept} (stale 0); "
+              f"before the final run {before_final}, after it {after_final}")
+        for f in failures:
+            print(f"  FAILURE {f}")
+        return 1 if failures else 0
+    finally:
+        if server is not None:
+            server.stop()
+        import shutil
+
+        shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

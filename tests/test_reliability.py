@@ -1,0 +1,290 @@
+"""Reliability of the game day: production is read through engine-level read-only connections,
+sandboxes never resolve to the user's database, signals and SIGKILL leave nothing behind (or
+nothing the next run does not sweep), two runs side by side do not see each other, and profile
+passwords never reach a file. Real DuckDB files, a real PostgreSQL server, real signals."""
+from __future__ import annotations
+
+import shutil
+import signal
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import duckdb
+import psycopg2
+import pytest
+
+from gameday_support import file_sha256, load_report
+from test_reliability_support import (CHEAP, PREFIX, alive, children, kill, leftover_databases, leftover_folders,
+                                      next_run_sweep, payments_target, phase, spawn_gameday, wait_until,
+                                      work_root)
+from rerun_safety.errors import SandboxError
+from rerun_safety.sandbox import Sandbox, engine_for
+from rerun_safety.sandbox.duckdb import DuckDBConnection, _attach_read_only
+from rerun_safety.sandbox.postgres import PgConnection
+
+# Verdicts of a game day of the payments fixture alone with CHEAP settings (see test_side_by_side).
+CHEAP_VERDICTS = {"breaks_when_incremental": "error", "payments_appended": "duplicates",
+                  "balance_by_account": "drift", "ledger_daily": "safe", "payments_audited": "safe",
+                  "payments_current": "safe", "payments_merged": "safe"}
+
+
+@pytest.fixture(scope="module")
+def duck(tmp_path_factory):
+    return payments_target("duckdb", tmp_path_factory.mktemp("rel_duck"))
+
+
+@pytest.fixture(scope="module")
+def pg(tmp_path_factory, pg_server):
+    return payments_target("postgres", tmp_path_factory.mktemp("rel_pg"), server=pg_server)
+
+
+# ------------------------------------------------------------------ 1. read-only production
+
+def test_duckdb_read_only_attach_refuses_writes(duck, tmp_path):
+    path = Path(duck.output["path"])
+    before = file_sha256(path)
+    con = DuckDBConnection(str(tmp_path / "snap.duckdb"))
+    try:
+        con.execute(_attach_read_only(str(path)))
+        assert con.fetchone("select count(*) from rs_user.landing.payments") == (600,)
+        for stmt in ("insert into rs_user.landing.payments values (1, 1, 1, now())",
+                     "delete from rs_user.landing.payments",
+                     "create table rs_user.landing.x (i int)",
+                     "drop table rs_user.landing.fx_rates"):
+            with pytest.raises(duckdb.Error, match="read-only|read only"):
+                con.execute(stmt)
+    finally:
+        con.close()
+    assert file_sha256(path) == before
+
+
+def test_postgres_read_only_connection_refuses_writes(pg):
+    before = pg.fingerprint()
+    params = {k: pg.output[k] for k in ("host", "port", "user")}
+    con = PgConnection(params, pg.dbname, read_only=True)
+    try:
+        assert con.fetchone("show default_transaction_read_only") == ("on",)
+        for stmt in ("insert into landing.payments values (1, 1, 1, now())",
+                     "delete from landing.payments", "create table landing.x (i int)",
+                     "drop table landing.fx_rates", "truncate landing.ledger_entries"):
+            with pytest.raises(psycopg2.errors.ReadOnlySqlTransaction):
+                con.execute(stmt)
+    finally:
+        con.close()
+    assert pg.fingerprint() == before
+
+
+def test_duckdb_sandbox_never_resolves_to_user_file(duck, tmp_path):
+    user = Path(duck.output["path"])
+    eng = engine_for(duck.output, tmp_path / "work", "guard1")
+    try:
+        # a crafted sandbox pointing at the user's file, also through a relative/.. path
+        crafted = Sandbox(f"{PREFIX}guard1_x", str(user.parent / ".." / user.parent.name / user.name))
+        with pytest.raises(SandboxError, match="refusing"):
+            eng.connect(crafted)
+        with pytest.raises(SandboxError, match="refusing"):
+            eng._guard(user)
+        eng._path = lambda role: user  # a run whose sandbox path would be the user's file
+        with pytest.raises(SandboxError, match="refusing"):
+            eng.clone(Sandbox("s", str(user)), "replay")
+        with pytest.raises(SandboxError, match="refusing"):
+            eng.create_snapshot([])
+    finally:
+        eng.cleanup()
+        eng.close()
+    assert user.exists()
+
+
+def test_duckdb_file_inside_work_root_is_refused(duck, tmp_path):
+    """A file inside a (dead) run's folder would be swept: the runner refuses to start."""
+    dead = work_root(tmp_path) / f"{PREFIX}deadrun"
+    dead.mkdir(parents=True)
+    inside = dead / "warehouse.duckdb"
+    shutil.copy(duck.output["path"], inside)
+    before = file_sha256(inside)
+    profiles = tmp_path / "profiles"
+    profiles.mkdir()
+    (profiles / "profiles.yml").write_text(
+        f"payments:\n  target: local\n  outputs:\n    local:\n      type: duckdb\n      path: '{inside}'\n"
+        "      schema: analytics\n")
+    target = type(duck)("duckdb", duck.project, profiles, {})
+    proc = spawn_gameday(target, tmp_path, *CHEAP)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 2, err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert "inside the runner's work root" in lines[0] and str(inside) in lines[0]
+    assert inside.exists() and file_sha256(inside) == before
+
+
+def test_postgres_sandbox_never_resolves_to_user_database(pg, pg_server, tmp_path):
+    eng = engine_for(pg.output, tmp_path / "work", "guard2")
+    try:
+        with pytest.raises(SandboxError, match="refusing"):
+            eng._create_database(pg.dbname, None)
+        with pytest.raises(SandboxError, match="refusing"):
+            eng._create_database(pg.dbname, f"{PREFIX}guard2_snapshot")
+        with pytest.raises(SandboxError, match="refusing to drop"):
+            eng._drop_database(pg.dbname)
+        with pytest.raises(SandboxError, match="refusing to drop"):
+            eng._drop_database("postgres")
+        with pytest.raises(SandboxError, match="refusing"):
+            eng.connect(Sandbox(f"{PREFIX}guard2_x", pg.dbname))
+        with pytest.raises(SandboxError, match="refusing"):
+            eng.drop(Sandbox(f"{PREFIX}guard2_x", pg.dbname))
+    finally:
+        eng.cleanup()
+        eng.close()
+    # a target database that looks like a sandbox would be swept by other runs: refused
+    with pytest.raises(SandboxError, match="sandbox prefix"):
+        engine_for(dict(pg.output, dbname=f"{PREFIX}dead_snapshot"), tmp_path / "work", "guard3")
+    assert pg.dbname in {r for r in _databases(pg_server)}
+
+
+def _databases(server) -> list[str]:
+    conn = server.connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute("select datname from pg_database")
+            return [r[0] for r in cur.fetchall()]
+    finally:
+        conn.close()
+
+
+# ------------------------------------------------------------------ 2+3. signals and SIGKILL
+
+def _interrupt(target, tmp, sig, at_phase, *args):
+    before = target.fingerprint()
+    proc = spawn_gameday(target, tmp, *CHEAP, *args)
+    reached = wait_until(lambda: phase(tmp, target.server) == at_phase, 240, proc, step=0.01)
+    workers = children(proc.pid)
+    assert reached, proc.communicate()[1]
+    kill(proc, sig)
+    started = time.time()
+    _, err = proc.communicate(timeout=120)
+    return {"code": proc.returncode, "err": err, "exit_s": time.time() - started, "workers": workers,
+            "before": before}
+
+
+# Interrupt tests need only one incremental model (plus its upstream view) and two scenarios.
+SMALL = ("--select", "payments_merged", "--scenarios", "replay,rerun")
+
+
+@pytest.mark.parametrize("sig,threads,at_phase,code,name", [(signal.SIGTERM, "2", "scenario", 143, "SIGTERM"),
+                                                              (signal.SIGINT, "1", "reference", 130, "SIGINT")])
+def test_signal_cleans_up_at_once_duckdb(duck, tmp_path, sig, threads, at_phase, code, name):
+    r = _interrupt(duck, tmp_path, sig, at_phase, "--threads", threads, *SMALL)
+    assert r["code"] == code, r["err"]
+    lines = [ln for ln in r["err"].splitlines() if ln.strip().startswith("rerun-safety: interrupted")]
+    assert lines == [f"rerun-safety: interrupted by {name}; sandboxes removed"], r["err"]
+    assert "Traceback" not in r["err"]
+    assert r["exit_s"] < 30
+    assert leftover_folders(tmp_path) == []
+    if threads == "2":
+        assert len(r["workers"]) >= 2, r["workers"]  # two workers (+ the resource tracker)
+        assert not any(alive(p) for p in r["workers"])
+    assert duck.fingerprint() == r["before"]
+
+
+def test_sigterm_cleans_up_at_once_postgres(pg, pg_server, tmp_path):
+    r = _interrupt(pg, tmp_path, signal.SIGTERM, "reference", "--threads", "1", *SMALL)
+    assert r["code"] == 143, r["err"]
+    assert "interrupted by SIGTERM; sandboxes removed" in r["err"] and "Traceback" not in r["err"]
+    assert not any(alive(p) for p in r["workers"])
+    assert leftover_folders(tmp_path) == []
+    assert leftover_databases(pg_server) == []
+    assert pg.fingerprint() == r["before"]
+
+
+@pytest.mark.parametrize("engine,at_phase", [("duckdb", "snapshot"), ("duckdb", "scenario"),
+                                             ("postgres", "reference")])
+def test_sigkill_then_next_run_sweeps(request, tmp_path, engine, at_phase):
+    """A small version of benchmarks/kill.py: kill points chosen by phase instead of random delays."""
+    target = request.getfixturevalue("duck" if engine == "duckdb" else "pg")
+    r = _interrupt(target, tmp_path, signal.SIGKILL, at_phase, "--threads", "2", *SMALL)
+    assert r["code"] == -signal.SIGKILL
+    assert target.fingerprint() == r["before"]
+    # workers die with their parent, so nothing creates sandboxes after the sweep
+    assert wait_until(lambda: not any(alive(p) for p in r["workers"]), 10)
+    before = len(leftover_folders(tmp_path)) + len(leftover_databases(target.server))
+    assert before >= 1  # killed mid-run: its sandboxes are still there
+    next_run_sweep(target, tmp_path)
+    assert leftover_folders(tmp_path) == []
+    assert leftover_databases(target.server) == []
+
+
+# ------------------------------------------------------------------ 5. side by side
+
+def test_side_by_side(duck, tmp_path):
+    """Two game days on one project and one work root: the second starts (and sweeps) while the
+    first has live sandboxes; both give the verdicts of a run alone."""
+    before = duck.fingerprint()
+    first = spawn_gameday(duck, tmp_path, *CHEAP)
+    assert wait_until(lambda: phase(tmp_path) == "reference", 240, first), first.communicate()[1]
+    second = spawn_gameday(duck, tmp_path, *CHEAP)
+    both_live = wait_until(lambda: len(leftover_folders(tmp_path)) >= 2, 240, second)
+    results = [(p, p.communicate(timeout=600)[1]) for p in (first, second)]
+    for proc, err in results:
+        assert proc.returncode == 1, err
+    assert both_live
+    reports = [load_report(p.out_dir) for p, _ in results]
+    for report in reports:
+        assert {m["name"]: m["verdict"] for m in report["models"]} == CHEAP_VERDICTS
+
+    def numbers(report):
+        return {m["name"]: [(s["name"], s["rows"], s["extra_rows"], s["missing_rows"], s["duplicate_keys"])
+                            for s in m["scenarios"]] for m in report["models"]}
+
+    assert numbers(reports[0]) == numbers(reports[1])
+    assert leftover_folders(tmp_path) == []
+    assert duck.fingerprint() == before
+
+
+# ------------------------------------------------------------------ 7. secrets
+
+def test_password_never_written(tmp_path, pg_server):
+    password = f"pw-{uuid.uuid4().hex}"
+    role = f"rs_secret_{uuid.uuid4().hex[:6]}"
+    conn = pg_server.connect()
+    with conn.cursor() as cur:
+        cur.execute(f"create role {role} login superuser password %s", [password])
+    conn.close()
+    target = payments_target("postgres", tmp_path / "proj", server=pg_server,
+                             output_extra={"user": role, "password": password})
+    seen: list[str] = []
+    stop = threading.Event()
+
+    def scan() -> None:  # while the run lives: every file in the work root, the project, the output
+        while not stop.is_set():
+            seen.extend(_files_with(password.encode(), [tmp_path / "run", target.project]))
+            time.sleep(0.1)
+
+    scanner = threading.Thread(target=scan)
+    scanner.start()
+    try:
+        proc = spawn_gameday(target, tmp_path / "run", *CHEAP, "--threads", "2", "--scenarios", "replay,rerun")
+        _, err = proc.communicate(timeout=600)
+    finally:
+        stop.set()
+        scanner.join()
+    assert proc.returncode == 1, err
+    assert {m["name"]: m["verdict"] for m in load_report(proc.out_dir)["models"]}["payments_appended"] != "safe"
+    assert password not in err
+    scanned = list((tmp_path / "run").rglob("*")) + list(target.project.rglob("*"))
+    assert sum(1 for p in scanned if p.is_file()) >= 5  # reports, stdout and the project were scanned
+    assert seen == [] and _files_with(password.encode(), [tmp_path / "run", target.project]) == []
+
+
+def _files_with(needle: bytes, roots: list[Path]) -> list[str]:
+    hits = []
+    for root in roots:
+        for path in root.rglob("*"):
+            try:
+                if path.is_file() and needle in path.read_bytes():
+                    hits.append(str(path))
+            except OSError:
+                continue  # removed while we looked
+    return hits
+

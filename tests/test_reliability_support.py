@@ -1,0 +1,170 @@
+"""Helpers for the reliability tests and benchmarks (no tests here): the payments fixture loaded
+into a DuckDB file or a PostgreSQL database, game days as real subprocesses in a private work
+root, and counts of leftover sandboxes (folders and databases with the sandbox prefix)."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import yaml
+
+from _support import FIXTURES, REPO_ROOT, duckdb_profile, postgres_profile, write_profiles
+from gameday_support import copy_project, dbt_deps
+
+sys.path.insert(0, str(FIXTURES / "payments"))
+import load_data  # noqa: E402
+
+PREFIX = "rerun_safety_sbx_"
+PARSE_PREFIX = "rerun_safety_parse_"
+CLI = str(Path(sys.executable).with_name("rerun-safety"))
+# The cheapest realistic game day: 7 models, one replay over 2 steps.
+CHEAP = ("--steps", "2", "--scenarios", "replay")
+
+
+class Target:
+    """A loaded payments project: where its data lives and how to fingerprint it."""
+
+    def __init__(self, engine: str, project: Path, profiles: Path, output: dict, server=None, dbname=None):
+        self.engine, self.project, self.profiles, self.output = engine, project, profiles, output
+        self.server, self.dbname = server, dbname
+
+    def fingerprint(self):
+        if self.engine == "duckdb":
+            from gameday_support import file_sha256
+
+            return file_sha256(Path(self.output["path"]))
+        from gameday_support import pg_fingerprint
+
+        return pg_fingerprint(self.server, self.dbname)
+
+
+def payments_target(engine: str, dest: Path, server=None, output_extra: dict | None = None) -> Target:
+    dest.mkdir(parents=True, exist_ok=True)
+    project = copy_project(FIXTURES / "payments", dest / "payments")
+    if engine == "duckdb":
+        path = project / "payments.duckdb"
+        load_data.load_duckdb(str(path))
+        output = duckdb_profile(path, schema="analytics", **(output_extra or {}))
+        profiles = dest / "profiles"
+        write_profiles(profiles, "payments", output, target="local")
+        dbt_deps(project, profiles)
+        return Target(engine, project, profiles, output)
+    dbname = server.create_database("payments")
+    load_data.load_postgres(server.dsn(dbname))
+    output = postgres_profile(server, dbname, schema="analytics", **(output_extra or {}))
+    profiles = dest / "profiles"
+    write_profiles(profiles, "payments", output, target="local")
+    dbt_deps(project, profiles)
+    return Target(engine, project, profiles, output, server, dbname)
+
+
+def spawn_gameday(target: Target, tmp: Path, *args: str, out: Path | None = None) -> subprocess.Popen:
+    """A game day as its own process (own session, so a signal reaches only it), with the work root
+    in `tmp/rerun_safety` (TMPDIR), stdout/stderr in files next to it."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, TMPDIR=str(tmp), NO_COLOR="1", COLUMNS="120")
+    out = out or tmp / f"out_{uuid.uuid4().hex[:6]}"
+    cmd = [CLI, "gameday", "--project-dir", str(target.project), "--profiles-dir", str(target.profiles),
+           "--output-dir", str(out), *args]
+    proc = subprocess.Popen(cmd, cwd=target.project, env=env, start_new_session=True,
+                            stdout=open(tmp / f"stdout_{len(list(tmp.glob('stdout_*')))}", "w"),
+                            stderr=subprocess.PIPE, text=True)
+    proc.out_dir = out  # type: ignore[attr-defined]
+    return proc
+
+
+def work_root(tmp: Path) -> Path:
+    return tmp / "rerun_safety"
+
+
+def leftover_folders(tmp: Path) -> list[str]:
+    """Run folders (sandboxes, profiles, lock) and parse folders left in the work root."""
+    root = work_root(tmp)
+    if not root.exists():
+        return []
+    return sorted(p.name for pattern in (f"{PREFIX}*", f"{PARSE_PREFIX}*") for p in root.glob(pattern))
+
+
+def leftover_databases(server) -> list[str]:
+    if server is None:
+        return []
+    conn = server.connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute("select datname from pg_database where starts_with(datname, %s) order by 1", [PREFIX])
+            return [r[0] for r in cur.fetchall()]
+    finally:
+        conn.close()
+
+
+def phase(tmp: Path, server=None) -> str:
+    """How far a running game day got, from its sandboxes: start, snapshot, reference, scenario."""
+    names = set(leftover_databases(server))
+    for run in work_root(tmp).glob(f"{PREFIX}*") if work_root(tmp).exists() else ():
+        names |= {f"{run.name}_{p.name}" for p in run.iterdir() if p.is_dir()}
+    if any(n.endswith(("_replay", "_rerun", "_partial", "_backfill", "_determinism")) for n in names):
+        return "scenario"
+    if any(n.endswith("_reference") for n in names):
+        return "reference"
+    if any(n.endswith("_snapshot") for n in names):
+        return "snapshot"
+    return "start"
+
+
+def wait_until(predicate, timeout: float, proc: subprocess.Popen | None = None, step: float = 0.02) -> bool:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if predicate():
+            return True
+        if proc is not None and proc.poll() is not None:
+            return False
+        time.sleep(step)
+    return False
+
+
+def children(pid: int) -> list[int]:
+    """Direct child processes (the scenario workers of a --threads game day)."""
+    out = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            out += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            pass
+    return out
+
+
+def alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def next_run_sweep(target: Target, tmp: Path) -> int:
+    """What the next game day does first: sweep sandboxes of runs that are no longer alive."""
+    sys.path.insert(0, str(REPO_ROOT / "python_runner"))
+    from rerun_safety.sandbox import engine_for
+
+    engine = engine_for(target.output, work_root(tmp), f"sweep{uuid.uuid4().hex[:6]}")
+    try:
+        return engine.sweep()
+    finally:
+        engine.cleanup()
+        engine.close()
+
+
+def kill(proc: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
+    try:
+        os.kill(proc.pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def profile_yaml(output: dict, profile: str = "payments", target: str = "local") -> str:
+    return yaml.safe_dump({profile: {"target": target, "outputs": {target: output}}})
