@@ -1,0 +1,271 @@
+"""The bad-input matrix (docs/readme/reliability.md): each row is a test here or in
+test_gameday_fixture.py. A bad input gives exit 2 and one line naming what and where, no traceback;
+a legal but awkward input gives the correct verdicts. Never is anything written outside sandboxes:
+the user's target keeps its checksum, the project folder its files, the work root ends empty."""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from _support import FIXTURES, write_profiles
+from gameday_support import by_name, copy_project, dbt_deps, file_sha256, load_report, run_cli, scenario
+from test_reliability_support import PARSE_PREFIX, PREFIX, payments_target
+
+def _load_module(name: str, path: Path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# the payments fixture's loader is imported as `load_data` elsewhere: load this one by path
+odd_data = _load_module("odd_names_load_data", FIXTURES / "odd_names" / "load_data.py")
+
+CHEAP = ["--steps", "2", "--scenarios", "replay"]
+
+
+@pytest.fixture
+def isolated(tmp_path, monkeypatch):
+    """A private work root for the in-process game day; it must end empty."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    yield tmp
+    root = tmp / "rerun_safety"
+    left = [p.name for pat in (f"{PREFIX}*", f"{PARSE_PREFIX}*") for p in root.glob(pat)] if root.exists() else []
+    assert left == [], left
+
+
+@pytest.fixture(scope="module")
+def payments(tmp_path_factory):
+    return payments_target("duckdb", tmp_path_factory.mktemp("inputs_payments"))
+
+
+def _tree(folder: Path) -> dict[str, str]:
+    return {str(p.relative_to(folder)): file_sha256(p) for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def gameday(project: Path, profiles: Path | None, *args: str) -> tuple[int, str, str]:
+    """The game day in-process from the project folder (as users run it), checking that it wrote
+    nothing into the project."""
+    before = _tree(project)
+    cwd = os.getcwd()
+    os.chdir(project)
+    try:
+        extra = ["--profiles-dir", str(profiles)] if profiles else []
+        result = run_cli(["gameday", "--project-dir", str(project), *extra, *args])
+    finally:
+        os.chdir(cwd)
+    assert _tree(project) == before
+    return result
+
+
+def one_line(code: int, err: str) -> str:
+    assert code == 2, err
+    assert "Traceback" not in err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+def variant(payments, tmp_path: Path, sql: list[str] | None = None) -> tuple[Path, Path, Path]:
+    """A copy of the payments project with its own DuckDB file, altered by `sql`."""
+    project = Path(shutil.copytree(payments.project, tmp_path / "payments", symlinks=True))
+    db = tmp_path / "variant.duckdb"
+    shutil.copy(payments.output["path"], db)
+    if sql:
+        with duckdb.connect(str(db)) as con:
+            for stmt in sql:
+                con.execute(stmt)
+    profiles = tmp_path / "profiles"
+    write_profiles(profiles, "payments", dict(payments.output, path=str(db)), target="local")
+    return project, profiles, db
+
+
+# ------------------------------------------------------------------ project and profile
+
+def test_missing_project_dir(isolated, tmp_path):
+    code, _, err = run_cli(["gameday", "--project-dir", str(tmp_path / "nope"), *CHEAP])
+    line = one_line(code, err)
+    assert "project dir" in line and "nope" in line and "does not exist" in line
+
+
+def test_project_dir_without_dbt_project(isolated, tmp_path):
+    code, _, err = gameday(tmp_path, None, *CHEAP)
+    line = one_line(code, err)
+    assert f"no dbt_project.yml in {tmp_path}" in line
+
+
+def test_missing_profiles_yml(isolated, payments, tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    code, _, err = gameday(payments.project, empty, *CHEAP)
+    assert f"no profiles.yml in {empty}" in one_line(code, err)
+
+
+def test_profile_not_in_profiles_yml(isolated, payments, tmp_path):
+    write_profiles(tmp_path / "other", "some_other_profile", payments.output)
+    code, _, err = gameday(payments.project, tmp_path / "other", *CHEAP)
+    line = one_line(code, err)
+    assert "profile 'payments' not found" in line and str(tmp_path / "other") in line
+
+
+def test_bad_selector_method(isolated, payments):
+    before = payments.fingerprint()
+    code, _, err = gameday(payments.project, payments.profiles, "--select", "nosuchmethod:x", *CHEAP)
+    line = one_line(code, err)
+    assert "bad selection" in line and "nosuchmethod" in line
+    assert payments.fingerprint() == before
+
+
+# ------------------------------------------------------------------ data
+
+def test_unparsable_event_time(isolated, payments, tmp_path):
+    project, profiles, db = variant(payments, tmp_path, [
+        "alter table landing.payments alter ingested_at type varchar",
+        "update landing.payments set ingested_at = 'not a date' where payment_no = 17"])
+    before = file_sha256(db)
+    code, _, err = gameday(project, profiles, "--select", "payments_appended", *CHEAP)
+    line = one_line(code, err)
+    assert "source ingest.payments" in line and "'ingested_at'" in line and "not a date" in line
+    assert file_sha256(db) == before
+
+
+def test_empty_sources(isolated, payments, tmp_path):
+    project, profiles, db = variant(payments, tmp_path, ["delete from landing.payments"])
+    code, _, err = gameday(project, profiles, "--select", "payments_appended", *CHEAP)
+    line = one_line(code, err)
+    assert "every timed source is empty" in line and "ingest.payments" in line
+
+
+# ------------------------------------------------------------------ odd identifiers, strategy config
+
+@pytest.fixture(scope="module")
+def odd(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("odd_names")
+    project = copy_project(FIXTURES / "odd_names", tmp / "odd_names")
+    odd_data.load_duckdb(str(project / "odd_names.duckdb"))
+    dbt_deps(project, project)
+    return project
+
+
+ODD_VERDICTS = {"Orders_Appended": "loss", "Städte_Summary": "drift", "order_days": "safe", "order_labels": "safe"}
+
+
+def _check_odd(report: dict) -> None:
+    models = by_name(report)
+    assert {n: m["verdict"] for n, m in models.items()} == ODD_VERDICTS
+    appended = models["Orders_Appended"]
+    assert appended["root_cause"] is True
+    partial = scenario(appended, "partial")
+    assert partial["reference_rows"] == 288 and partial["missing_rows"] > 0 and partial["extra_rows"] == 0
+    assert scenario(appended, "replay")["verdict"] == "safe"
+    assert models["Städte_Summary"]["contaminated_by"] == ["Orders_Appended"]
+    for name in ("order_days", "order_labels"):
+        for s in models[name]["scenarios"]:
+            assert s["rows"] == s["reference_rows"] == (288 if name == "order_days" else 2), s
+
+
+def test_odd_identifiers_duckdb(isolated, odd, tmp_path):
+    before = file_sha256(odd / "odd_names.duckdb")
+    out = tmp_path / "out"
+    code, _, err = gameday(odd, odd, "--steps", "3", "--scenarios", "replay,partial", "--output-dir", str(out))
+    assert code == 1, err
+    _check_odd(load_report(out))
+    assert file_sha256(odd / "odd_names.duckdb") == before
+
+
+def test_odd_identifiers_postgres(isolated, odd, tmp_path, pg_server):
+    from gameday_support import pg_fingerprint
+
+    dbname = pg_server.create_database("odd")
+    odd_data.load_postgres(pg_server.dsn(dbname))
+    profiles = tmp_path / "profiles"
+    from _support import postgres_profile
+
+    write_profiles(profiles, "odd_names", postgres_profile(pg_server, dbname, schema="Mart Ä"), target="local")
+    before = pg_fingerprint(pg_server, dbname)
+    out = tmp_path / "out"
+    code, _, err = gameday(odd, profiles, "--steps", "3", "--scenarios", "replay,partial", "--output-dir", str(out))
+    assert code == 1, err
+    _check_odd(load_report(out))
+    assert pg_fingerprint(pg_server, dbname) == before
+
+
+def _odd_variant(odd: Path, tmp_path: Path, output: dict) -> tuple[Path, Path]:
+    project = Path(shutil.copytree(odd, tmp_path / "odd", symlinks=True,
+                                   ignore=shutil.ignore_patterns("*.duckdb", "*.wal")))
+    profiles = tmp_path / "profiles"
+    write_profiles(profiles, "odd_names", output, target="local")
+    return project, profiles
+
+
+def _error_verdict(out: Path, model: str) -> str:
+    """With replay only, every model but the broken one is safe; return the broken one's message."""
+    models = by_name(load_report(out))
+    expected = {n: "safe" for n in ODD_VERDICTS} | {model: "error"}
+    assert {n: m["verdict"] for n, m in models.items()} == expected
+    return scenario(models[model], "replay")["message"]
+
+
+def test_partition_key_on_missing_column(isolated, odd, tmp_path):
+    project, profiles = _odd_variant(odd, tmp_path, {"type": "duckdb", "path": str(odd / "odd_names.duckdb"),
+                                                     "schema": "Mart Ä", "threads": 1})
+    sql = project / "models" / "order_days.sql"
+    sql.write_text(sql.read_text().replace("'field': 'Événement à'", "'field': 'no_such_column'"))
+    out = tmp_path / "out"
+    code, _, err = gameday(project, profiles, *CHEAP, "--output-dir", str(out))
+    assert code == 1, err  # a legal project with one broken model: that model is `error`, the rest judged
+    message = _error_verdict(out, "order_days")
+    assert "partition_key names 'no_such_column'" in message and "order_days" in message
+
+
+def test_transactions_disabled_duckdb(isolated, odd, tmp_path):
+    project, profiles = _odd_variant(odd, tmp_path, {"type": "duckdb", "path": str(odd / "odd_names.duckdb"),
+                                                     "schema": "Mart Ä", "threads": 1,
+                                                     "disable_transactions": True})
+    out = tmp_path / "out"
+    code, _, err = gameday(project, profiles, *CHEAP, "--output-dir", str(out))
+    assert code == 1, err
+    message = _error_verdict(out, "order_days")
+    assert "disable_transactions: true" in message
+
+
+def test_postgres_autocommit(isolated, odd, tmp_path, pg_server):
+    from _support import postgres_profile
+
+    dbname = pg_server.create_database("odd_ac")
+    odd_data.load_postgres(pg_server.dsn(dbname))
+    project, profiles = _odd_variant(odd, tmp_path, postgres_profile(pg_server, dbname, schema="Mart Ä",
+                                                                     autocommit=True))
+    out = tmp_path / "out"
+    code, _, err = gameday(project, profiles, *CHEAP, "--output-dir", str(out))
+    assert code == 1, err
+    message = _error_verdict(out, "order_days")
+    assert "autocommit" in message
+
+
+# ------------------------------------------------------------------ vars
+
+@pytest.mark.parametrize("start", ["not a timestamp", "2026-01-01'; drop table x; --"])
+def test_window_vars_rejected(isolated, payments, start):
+    before = payments.fingerprint()
+    vars_yaml = "{rerun_safety_window_start: %s, rerun_safety_window_end: '2026-01-02'}" % (
+        '"' + start + '"')
+    code, _, err = gameday(payments.project, payments.profiles, "--vars", vars_yaml, *CHEAP)
+    line = one_line(code, err)
+    assert "payments_merged" in line and "rerun_safety_window_start" in line and "ISO-8601" in line
+    assert start in line
+    assert payments.fingerprint() == before
+
+
+def test_vars_not_a_dictionary(isolated, payments):
+    code, _, err = gameday(payments.project, payments.profiles, "--vars", "[1, 2]", *CHEAP)
+    assert "--vars must be a YAML dictionary" in one_line(code, err)
