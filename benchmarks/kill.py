@@ -83,10 +83,20 @@ def main() -> int:
         assert code == 1, err
         print(f"[kill {a.engine}] a whole game day takes {duration:.1f}s; {a.trials} trials", flush=True)
         rows, failures = [], []
-        for i in range(a.trials):
+        i = attempts = 0
+        while i < a.trials and attempts < 2 * a.trials:
+            attempts += 1
             # one delay per stratum of the run's duration, so kills cover every phase
             delay = duration * (i + rng.random()) / a.trials
             r = trial(target, tmp, delay)
+            if r["phase"] == "finished":  # the machine got faster: not a kill, shorten the estimate
+                duration = min(duration, delay)
+                print(f"  (run finished before {delay:.1f}s: not counted; duration estimate now {duration:.1f}s)")
+                if target.fingerprint() != fingerprint:
+                    failures.append((i, ["user target changed"]))
+                continue
+            i += 1
+            r["trial"] = i
             r["unchanged"] = target.fingerprint() == fingerprint
             problems = []
             if not r["unchanged"]:
@@ -98,7 +108,7 @@ def main() -> int:
             if problems:
                 failures.append((i, problems))
             rows.append(r)
-            print(f"  trial {i + 1:2d}: kill at {r['delay']:5.1f}s ({r['phase']:9s}) leftovers before "
+            print(f"  trial {i:2d}: kill at {r['delay']:5.1f}s ({r['phase']:9s}) leftovers before "
                   f"{r['leftovers_before']}, after kill {r['leftovers_after_kill']}, stale after the next "
                   f"sweep {len(r['stale_after_sweep']) if r['stale_after_sweep'] is not None else '-'}, "
                   f"target {'unchanged' if r['unchanged'] else 'CHANGED'}", flush=True)
