@@ -197,6 +197,7 @@ def peer_duckdb_file(py: str, ours: str, workdir: Path, name: str, rows: int) ->
     path = workdir / f"{name}.duckdb"
     if not path.exists():
         script = ("import duckdb, json, sys\ncon = duckdb.connect(sys.argv[1])\n"
+                  "con.execute('set enable_progress_bar = false')\n"
                   "for s in json.loads(sys.argv[2]): con.execute(s)\ncon.close()")
         subprocess.run([py, "-c", script, str(path), json.dumps(build_sql(rows, "duckdb"))], check=True)
     return str(path)
@@ -208,6 +209,15 @@ def reladiff_method(py: str, path: str, algorithm: str) -> dict:
     res = measured([exe, f"duckdb:///{path}", "a", "b", "-k", "id", *cols, "-a", algorithm, "-s"])
     if res["rc"] != 0:
         return {**res, "error": (res["stderr"].strip().splitlines() or ["failed"])[-1]}
+    # its -s summary: "N rows exclusive to table A ...", "... table B ...", "N rows updated"
+    for line in res["stdout"].splitlines():
+        words = line.split()
+        if "exclusive to table A" in line:
+            res["only_left"] = int(words[0])
+        elif "exclusive to table B" in line:
+            res["only_right"] = int(words[0])
+        elif line.strip().endswith("rows updated"):
+            res["changed"] = int(words[0])
     return res
 
 

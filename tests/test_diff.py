@@ -275,6 +275,7 @@ def test_property_matches_except_all(engine, mode, request, tmp_path, monkeypatc
         pytest.skip("two DuckDB files share one connection (covered by test_two_duckdb_files)")
     # Small buckets, so that several buckets exist and only some of them differ.
     monkeypatch.setattr(diffmod, "RANGE_ROWS_PER_BUCKET", 2)
+    monkeypatch.setattr(diffmod, "PG_RANGE_ROWS_PER_BUCKET", 2)
     monkeypatch.setattr(diffmod, "HASH_ROWS_PER_BUCKET", 2)
     monkeypatch.setattr(diffmod, "CHUNK_ROWS", 5)
     rng = random.Random(20261130)
@@ -346,3 +347,31 @@ def test_diff_relations_keeps_game_day_fields(engine, tmp_path, request):
         assert diff_relations(con, (schema, "ref"), (schema, "ref"), key=("id",)).identical
     finally:
         con.close()
+
+
+def test_profile_side_and_renderers(tmp_path):
+    """A DuckDB profile target as `schema.table`; text and Markdown say the same numbers."""
+    from _support import duckdb_profile
+
+    path = tmp_path / "wh.duckdb"
+    con = duckdb.connect(str(path))
+    con.execute("create table a as select * from (values (1, 'x'), (2, 'y')) v(id, v)")
+    con.execute("create table b as select * from (values (1, 'x'), (2, 'z'), (3, 'w')) v(id, v)")
+    con.close()
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "dbt_project.yml").write_text(yaml.safe_dump({"name": "p", "profile": "p", "version": "1"}))
+    write_profiles(project, "p", duckdb_profile(path))
+    args = ["--project-dir", str(project), "--profiles-dir", str(project)]
+    res = CliRunner().invoke(main, ["diff", "main.a", "b", "--key", "id", *args])
+    assert res.exit_code == 1, res.output
+    lines = res.output.splitlines()
+    assert lines[0] == "main.a vs b: DIFFERENT"
+    assert [line.split()[-1] for line in lines[1:8]] == ["2", "3", "0", "1", "1", "0", "0"]
+    assert ["differing", "columns", "v"] in [line.split() for line in lines]
+    res = CliRunner().invoke(main, ["diff", "main.a", "main.b", "--format", "md", *args])
+    assert res.exit_code == 1
+    assert "| only left (rows) | 1 |" in res.output and "| only right (rows) | 2 |" in res.output
+    assert "| only_left | 2 | y |" in res.output
+    res = CliRunner().invoke(main, ["diff", "main.a", "main.a", *args])
+    assert (res.exit_code, res.output.splitlines()[0]) == (0, "main.a vs main.a: identical")

@@ -45,6 +45,9 @@ SAMPLE_ROWS = 5
 MAX_PARTITIONS = 400
 MAX_BUCKETS = 1 << 18
 RANGE_ROWS_PER_BUCKET = 256
+# PostgreSQL's aggregate cost barely depends on the number of groups: smaller buckets there
+# mean fewer rows to read again.
+PG_RANGE_ROWS_PER_BUCKET = 32
 HASH_ROWS_PER_BUCKET = 128
 MAX_LISTED_BUCKETS = 50_000  # more differing buckets than this: compare every row instead
 CHUNK_ROWS = 200_000  # two connections: rows per side held in memory at once
@@ -202,11 +205,14 @@ class _Plan:
     def src(self, side: Side, extra_cond: str | None = None, after: str | None = None) -> str:
         """FROM ... WHERE for a side; `extra_cond` selects buckets, `after` filters the selected rows."""
         if after:
+            if self.dialect == "postgres":
+                # The fence makes PostgreSQL pick the bucket's rows before hashing any of them.
+                return f"(select * from {self.src(side, extra_cond)} offset 0) as picked where {after}"
             return f"{self.src(side, extra_cond)} and {after}"
         if extra_cond and self.dialect == "duckdb" and _is_base_table(side):
             # Late materialization: find the rowids reading only the bucket's columns, then fetch
             # whole rows for those alone (about half the cost of filtering whole rows).
-            inner = self.src(replace(side, table=side.table), None)
+            inner = self.src(side)
             return (f"{side.table.sql(dialect=self.dialect)} where rowid in "
                     f"(select rowid from {inner}{' and ' if side.where is not None else ' where '}{extra_cond})")
         conds = []
@@ -334,7 +340,8 @@ def _set_range_buckets(plan: _Plan) -> bool:
     sel = ", ".join(f"min({_q(c, d)}), max({_q(c, d)})" for c in cands)
     rows = [side.con.fetchone(f"select count(*), {sel} from {plan.src(side)}") for side in (plan.left, plan.right)]
     plan.counts = (int(rows[0][0]), int(rows[1][0]))
-    wanted = max(1, min(MAX_BUCKETS, -(-max(plan.counts) // RANGE_ROWS_PER_BUCKET)))
+    per_bucket = RANGE_ROWS_PER_BUCKET if d == "duckdb" else PG_RANGE_ROWS_PER_BUCKET
+    wanted = max(1, min(MAX_BUCKETS, -(-max(plan.counts) // per_bucket)))
     for i, c in enumerate(cands):
         mins = [r[1 + 2 * i] for r in rows if r[1 + 2 * i] is not None]
         maxs = [r[2 + 2 * i] for r in rows if r[2 + 2 * i] is not None]
@@ -343,7 +350,11 @@ def _set_range_buckets(plan: _Plan) -> bool:
             continue  # too few distinct values to cut the rows finely: try the next column
         if hi - lo + 1 < wanted and wanted > 1:
             return False
-        width = max(1, -(-(hi - lo + 1) // wanted))
+        span = hi - lo + 1
+        # Aim at per_bucket values per bucket (a dense unique key puts one row on each
+        # value), so a sparse region of the key does not widen the buckets of a dense one.
+        width = max(1, -(-span // MAX_BUCKETS),
+                    min(per_bucket, -(-span * per_bucket // max(1, max(plan.counts)))))
         plan.buckets = -(-(hi - lo + 1) // width) + 1
         div = "//" if d == "duckdb" else "/"
         q = _q(c, d)
@@ -418,7 +429,12 @@ def _differing_buckets_across(plan: _Plan) -> tuple[int, int, int, list[tuple]]:
 
 
 def _in_list(expr: str, ints: Iterable[int], dialect: str) -> str:
-    values = ", ".join(str(int(v)) for v in ints)
+    ints = [int(v) for v in ints]
+    values = ", ".join(str(v) for v in ints)
+    if len(ints) <= 64:  # a constant list is a cheap filter; a long one is better as a semi-join
+        cast = "hugeint" if dialect == "duckdb" else "numeric"
+        return f"cast({expr} as {cast}) in ({values})" if any(v >= 2**63 or v < -2**63 for v in ints) \
+            else f"{expr} in ({values})"
     if dialect == "duckdb":
         return f"{expr} in (select unnest([{values}]::hugeint[]))"
     return f"{expr} in (select unnest(array[{values}]::bigint[]))"
@@ -571,6 +587,10 @@ def compare(left: Side, right: Side, *, key: Sequence[str] = (), ignore_columns:
         raise DiffError(f"cannot compare a {left.con.dialect} relation with a {right.con.dialect} relation")
     plan = _plan(left, right, key, ignore_columns, bucket_column, strict)
     d = plan.dialect
+    if d == "postgres":
+        # Bucket aggregates with the default 4MB spill to disk; a read-only session may SET.
+        for con in {id(left.con): left.con, id(right.con): right.con}.values():
+            con.execute("set work_mem = '128MB'")
     if plan.mode in ("hash", "rowhash") and not _set_range_buckets(plan):
         lt, rt, ls, rs = _totals(plan, same)
         plan.counts = (lt, rt)
