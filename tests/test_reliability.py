@@ -254,11 +254,13 @@ def test_password_never_written(tmp_path, pg_server):
     target = payments_target("postgres", tmp_path / "proj", server=pg_server,
                              output_extra={"user": role, "password": password})
     seen: list[str] = []
+    with_role: set[str] = set()  # files naming the role: proves the scan saw the generated profiles
     stop = threading.Event()
 
     def scan() -> None:  # while the run lives: every file in the work root, the project, the output
         while not stop.is_set():
             seen.extend(_files_with(password.encode(), [tmp_path / "run", target.project]))
+            with_role.update(_files_with(role.encode(), [tmp_path / "run"]))
             time.sleep(0.1)
 
     scanner = threading.Thread(target=scan)
@@ -274,6 +276,7 @@ def test_password_never_written(tmp_path, pg_server):
     assert password not in err
     scanned = list((tmp_path / "run").rglob("*")) + list(target.project.rglob("*"))
     assert sum(1 for p in scanned if p.is_file()) >= 5  # reports, stdout and the project were scanned
+    assert any(p.endswith("profiles.yml") for p in with_role), with_role
     assert seen == [] and _files_with(password.encode(), [tmp_path / "run", target.project]) == []
 
 
