@@ -73,7 +73,7 @@ class Harness:
         self.worker.stdin.write("-1\n")
         self.worker.stdin.flush()
         admin = self.project.pg_server.connect()
-        pid, started, terminated, done_first, seconds = None, None, False, False, None
+        pid, started, terminated, done_first, seconds, commit_seconds = None, None, False, False, None, None
         try:
             with admin.cursor() as cur:
                 deadline = time.time() + 120
@@ -94,6 +94,17 @@ class Harness:
                         seconds = time.time() - started
                         break
                     time.sleep(0.002)
+                while pid is not None and delay < 0 and time.time() < deadline:  # ... and up to COMMIT
+                    cur.execute("select query from pg_stat_activity where pid = %s and state = 'idle'", [pid])
+                    row = cur.fetchone()
+                    if row and row[0].strip().lower().startswith("commit"):
+                        commit_seconds = time.time() - started
+                        break
+                    cur.execute("select 1 from pg_stat_activity where pid = %s", [pid])
+                    if cur.fetchone() is None:
+                        commit_seconds = time.time() - started
+                        break
+                    time.sleep(0.002)
                 if pid is not None and delay >= 0:
                     time.sleep(max(0.0, started + delay - time.time()))
                     cur.execute("select state = 'active' and position(%s in query) > 0 from pg_stat_activity "
@@ -107,7 +118,7 @@ class Harness:
         outcome = json.loads(self.worker.stdout.readline())
         return {"delay": delay, "result": self.classify(self.state()), "saw_statement": pid is not None,
                 "mid_statement": terminated and not done_first, "exit": outcome["exit"],
-                "statement_seconds": seconds}
+                "statement_seconds": seconds, "commit_seconds": commit_seconds}
 
 
 def run_trials(engine: str, trials: int, root: Path, pg_server=None, log=print) -> dict:
@@ -118,18 +129,20 @@ def run_trials(engine: str, trials: int, root: Path, pg_server=None, log=print) 
         clean = fault(-1)
         assert clean["result"] == "after", clean
         seconds = clean["statement_seconds"] or 0.5
+        # Postgres commits after dbt's other statements of the transaction: spread faults up to COMMIT
+        span = max(seconds, clean.get("commit_seconds") or 0.0)
         split = {"before": 0, "after": 0, "PARTIAL": 0}
         mid = 0
         for i in range(trials):
             # delays from 0 to 1.2x the statement's duration: most land inside it, a few at COMMIT
-            delay = 1.2 * seconds * i / max(1, trials - 1)
+            delay = 1.2 * span * i / max(1, trials - 1)
             r = fault(delay)
             split[r["result"]] += 1
             mid += r["mid_statement"]
             log(f"  {engine} trial {i + 1:2d}: fault at {delay:5.2f}s -> {r['result']}"
                 f"{' (mid-statement)' if r['mid_statement'] else ''}")
         return {"engine": engine, "fault": "pg_terminate_backend" if engine == "postgres" else "SIGKILL",
-                "statement_seconds": round(seconds, 3), "trials": trials, "mid_statement": mid, **split}
+                "statement_seconds": round(seconds, 3), "until_commit_seconds": round(span, 3), "trials": trials, "mid_statement": mid, **split}
     finally:
         h.close()
 
@@ -148,7 +161,7 @@ def main() -> int:
         for engine in engines:
             with tempfile.TemporaryDirectory(prefix=f"rerun_safety_faults_{engine}_") as tmp:
                 r = run_trials(engine, a.trials, Path(tmp), server)
-            print(f"[strategy faults {engine}] {r['fault']} x{r['trials']} (statement {r['statement_seconds']}s): "
+            print(f"[strategy faults {engine}] {r['fault']} x{r['trials']} (statement {r['statement_seconds']}s, until COMMIT {r['until_commit_seconds']}s): "
                   f"{r['before']} before, {r['after']} after, {r['PARTIAL']} partial; "
                   f"{r['mid_statement']} mid-statement", flush=True)
             failed += r["PARTIAL"]
