@@ -207,7 +207,7 @@ def test_sigkill_then_next_run_sweeps(request, tmp_path, engine, at_phase):
     assert r["code"] == -signal.SIGKILL
     assert target.fingerprint() == r["before"]
     # workers die with their parent, so nothing creates sandboxes after the sweep
-    assert wait_until(lambda: not any(alive(p) for p in r["workers"]), 10)
+    assert wait_until(lambda: not any(alive(p) for p in r["workers"]), 30)
     before = len(leftover_folders(tmp_path)) + len(leftover_databases(target.server))
     assert before >= 1  # killed mid-run: its sandboxes are still there
     next_run_sweep(target, tmp_path)
