@@ -4,7 +4,6 @@ table exactly as before or exactly as after the replacement."""
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import pytest
 
