@@ -4,6 +4,7 @@ nothing the next run does not sweep), two runs side by side do not see each othe
 passwords never reach a file. Real DuckDB files, a real PostgreSQL server, real signals."""
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import threading
@@ -269,13 +270,14 @@ def test_password_never_written(tmp_path, pg_server):
     scanner = threading.Thread(target=scan)
     scanner.start()
     try:
-        proc = spawn_gameday(target, tmp_path / "run", *CHEAP, "--threads", "2", "--scenarios", "replay,rerun")
+        proc = spawn_gameday(target, tmp_path / "run", "--steps", "2", "--threads", "2", *SMALL)
         _, err = proc.communicate(timeout=600)
     finally:
         stop.set()
         scanner.join()
-    assert proc.returncode == 1, err
-    assert {m["name"]: m["verdict"] for m in load_report(proc.out_dir)["models"]}["payments_appended"] != "safe"
+    assert proc.returncode == 0, err
+    verdicts = {m["name"]: m["verdict"] for m in load_report(proc.out_dir)["models"]}
+    assert verdicts == {"payments_current": "safe", "payments_merged": "safe"}  # it ran, with the password
     assert password not in err
     scanned = list((tmp_path / "run").rglob("*")) + list(target.project.rglob("*"))
     assert sum(1 for p in scanned if p.is_file()) >= 5  # reports, stdout and the project were scanned
@@ -286,11 +288,14 @@ def test_password_never_written(tmp_path, pg_server):
 def _files_with(needle: bytes, roots: list[Path]) -> list[str]:
     hits = []
     for root in roots:
-        for path in root.rglob("*"):
-            try:
-                if path.is_file() and needle in path.read_bytes():
-                    hits.append(str(path))
-            except OSError:
-                continue  # removed while we looked
+        for folder, _, files in os.walk(root):  # os.walk skips folders removed while it walks
+            for name in files:
+                path = os.path.join(folder, name)
+                try:
+                    with open(path, "rb") as fh:
+                        if needle in fh.read():
+                            hits.append(path)
+                except OSError:
+                    continue  # removed while we looked
     return hits
 
