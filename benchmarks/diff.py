@@ -8,6 +8,7 @@ methods run 3 times (best time kept, the machine is shared), the slow ones once.
 Peers (reladiff, SQLMesh) run from their own venvs under /tmp, never from the project's.
 
     nice .venv/bin/python benchmarks/diff.py [--rows 10000000] [--pg-rows 2000000] [--skip-peers]
+                                            [--skip-pandas] [--skip-duckdb] [--skip-postgres]
 """
 from __future__ import annotations
 
@@ -267,6 +268,7 @@ def main() -> None:
     ap.add_argument("--skip-peers", action="store_true")
     ap.add_argument("--skip-pandas", action="store_true")
     ap.add_argument("--skip-postgres", action="store_true")
+    ap.add_argument("--skip-duckdb", action="store_true")
     ap.add_argument("--child")
     ap.add_argument("--target")
     ap.add_argument("--extra", default="")
@@ -277,6 +279,9 @@ def main() -> None:
 
     import duckdb
 
+    if args.skip_duckdb:
+        postgres(args.pg_rows)
+        return
     workdir = Path(args.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     db = str(workdir / f"bench_{args.rows}.duckdb")

@@ -609,9 +609,7 @@ def compare(left: Side, right: Side, *, key: Sequence[str] = (), ignore_columns:
     if same:
         counts, lpick, rpick = _rows_same(plan, [b for b, *_ in listed] if nj <= MAX_LISTED_BUCKETS else None)
     else:
-        if nj > len(listed):
-            listed = _differing_buckets_across(plan)[3]
-        counts, lpick, rpick = _rows_across(plan, listed)
+        counts, lpick, rpick = _rows_across(plan, listed)  # every differing bucket is listed
     sample = (_fetch_sample(plan, plan.right, plan.rb, plan.rh, rpick, "extra")
               + _fetch_sample(plan, plan.left, plan.lb, plan.lh, lpick, "missing"))
     result.update(
