@@ -51,8 +51,6 @@ def trial(target, tmp: Path, delay: float) -> dict:
     while time.time() - started < delay and proc.poll() is None:
         seen = max(seen, phase(tmp, target.server), key=PHASES.index)
         workers |= set(children(proc.pid))
-        if len(workers) >= 2:  # scenario workers (and the resource tracker) started
-            seen = max(seen, "scenario", key=PHASES.index)
         time.sleep(0.02)
     now = leftovers(tmp, target.server)
     finished = proc.poll() is not None

@@ -107,7 +107,8 @@ def phase(tmp: Path, server=None) -> str:
     names = set(leftover_databases(server))
     for run in work_root(tmp).glob(f"{PREFIX}*") if work_root(tmp).exists() else ():
         names |= {f"{run.name}_{p.name}" for p in run.iterdir() if p.is_dir()}
-    if any(n.endswith(("_replay", "_rerun", "_partial", "_backfill", "_determinism")) for n in names):
+    if any(n.endswith(("_replay", "_rerun", "_partial", "_backfill", "_determinism")) or "_worker_" in n
+           for n in names):  # a scenario sandbox, or a scenario worker's folder
         return "scenario"
     if any(n.endswith("_reference") for n in names):
         return "reference"
