@@ -129,9 +129,10 @@ def main() -> int:
             failures.append(("final", ["user target changed"]))
         phases = Counter(r["phase"] for r in rows)
         swept = sum(1 for r in rows if r["stale_after_sweep"] is not None and r["leftovers_before"])
+        stale = sum(len(r["stale_after_sweep"] or ()) for r in rows)
         print(f"[kill {a.engine}] trials {len(rows)}, failures {len(failures)}; kills by phase "
               f"{dict(phases)}; leftovers after kills: max {max(r['leftovers_after_kill'] for r in rows)}, "
-              f"sum {sum(r['leftovers_after_kill'] for r in rows)}; sweeps checked {swept} (stale 0); "
+              f"sum {sum(r['leftovers_after_kill'] for r in rows)}; sweeps checked {swept} (stale {stale}); "
               f"before the final run {before_final}, after it {after_final}")
         for f in failures:
             print(f"  FAILURE {f}")
