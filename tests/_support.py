@@ -147,3 +147,23 @@ def copy_fixture(name: str, dest: str | Path) -> Path:
     if packages.exists():
         packages.write_text(packages.read_text().replace("__REPO_ROOT__", str(REPO_ROOT)))
     return dest
+
+
+def load_duckdb_with(path: str, load) -> None:
+    """Run a fixture's `load(execute, executemany)` against a DuckDB file (`%s` placeholders)."""
+    import duckdb
+
+    with duckdb.connect(str(path)) as con:
+        load(con.execute, lambda sql, rows: con.executemany(sql.replace("%s", "?"), rows))
+
+
+def load_postgres_with(dsn: str, load) -> None:
+    """Run a fixture's `load(execute, executemany)` in one PostgreSQL transaction."""
+    import psycopg2
+
+    conn = psycopg2.connect(dsn)
+    try:
+        with conn, conn.cursor() as cur:
+            load(cur.execute, cur.executemany)
+    finally:
+        conn.close()
