@@ -326,18 +326,22 @@ class Gameday:
         o.work_root.mkdir(parents=True, exist_ok=True)
         parse_dir = o.work_root / f"{PARSE_PREFIX}{self.run_id}"
         parse_lock = make_locked_dir(parse_dir)  # a run killed while parsing leaves it to the sweep
+        pool = None
         try:
             self.project = project = Project(o.project_dir, o.profiles_dir, o.target, o.vars_yaml, parse_dir)
             self.engine = engine = engine_for(project.target_output, o.work_root, self.run_id)
             project.session.work_dir = engine.run_dir
             engine.sweep()
             plan = self._plan(project)
+            scenarios = [s for s in o.scenarios if s != "reference"]
+            if o.threads > 1 and len(scenarios) > 1:
+                # workers start now: their start-up overlaps the snapshot and the reference build
+                pool = self._start_pool(min(o.threads, len(scenarios)))
             snapshot = engine.create_snapshot([*plan.timed_sources, *plan.static_sources])
             with engine.connect(snapshot) as con:
                 plan.timeline = self._timeline(plan, con)
             if plan.seeds:
                 self._seed(plan, snapshot)
-            scenarios = [s for s in o.scenarios if s != "reference"]
             self.progress.start(count_runs(["reference", *scenarios], plan.timeline), "game day")
             template, ref_errors, invocations = self._build_reference(plan, snapshot)
             engine.drop(snapshot)  # the reference sandbox holds the snapshot's tables too
@@ -348,8 +352,8 @@ class Gameday:
                 by_model[uid]["reference"] = ScenarioResult(
                     "reference", "error" if uid in ref_errors else "safe", reference_rows=rows, rows=rows,
                     message=ref_errors.get(uid, ""))
-            if o.threads > 1 and len(scenarios) > 1:
-                outcomes = self._run_parallel(scenarios, plan, template, ref_errors)
+            if pool is not None:
+                outcomes = self._run_parallel(pool, scenarios, plan, template, ref_errors)
             else:
                 outcomes = [(name, *self._run_scenario(name, plan, template, ref_errors)) for name in scenarios]
             for name, judged, results in outcomes:
@@ -357,7 +361,14 @@ class Gameday:
                 for uid, r in judged.items():
                     by_model[uid][name] = r
             return self._report(plan, by_model, invocations, started, started_at)
+        except BaseException:
+            if pool is not None:
+                _kill_pool(pool)  # before cleanup, which drops the workers' sandboxes too
+                pool = None
+            raise
         finally:
+            if pool is not None:
+                pool.shutdown(wait=True)
             if self.engine is not None:
                 if not o.keep_sandboxes:
                     self.engine.cleanup()
@@ -365,33 +376,36 @@ class Gameday:
             shutil.rmtree(parse_dir, ignore_errors=True)
             parse_lock.close()
 
-    def _run_parallel(self, scenarios: list[str], plan: Plan, template: Sandbox, ref_errors: dict[str, str]) -> list:
-        """Scenarios in worker processes (dbt is not thread-safe); each worker parses the project once."""
+    def _start_pool(self, workers: int):
+        """Worker processes for the scenarios (dbt is not thread-safe). Each gets the parsed
+        manifest instead of parsing the project again, and is spawned at once."""
         import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor, as_completed
+        from concurrent.futures import ProcessPoolExecutor
+
+        from .dbt_invoke import dump_manifest
+
+        assert self.project
+        ctx = multiprocessing.get_context("spawn")
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_init,
+                                   initargs=(self.options, self.run_id, os.getpid(),
+                                             dump_manifest(self.project.manifest)))
+        for _ in range(workers):
+            pool.submit(_worker_ready)  # a spawn pool starts a process per pending task
+        return pool
+
+    def _run_parallel(self, pool, scenarios: list[str], plan: Plan, template: Sandbox,
+                      ref_errors: dict[str, str]) -> list:
+        from concurrent.futures import as_completed
 
         payloads = [{"template": template, "ref_errors": ref_errors, "timeline": plan.timeline, "scenario": name}
-                    for name in scenarios]
+                    for name in sorted(scenarios, key=lambda n: -count_runs([n], plan.timeline))]
         done: dict[str, tuple] = {}
-        ctx = multiprocessing.get_context("spawn")
-        workers = min(self.options.threads, len(scenarios))
-        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_init,
-                                 initargs=(self.options, self.run_id, os.getpid())) as pool:
-            try:
-                futures = [pool.submit(_scenario_worker, p) for p in payloads]
-                for fut in as_completed(futures):
-                    name, judged, results = fut.result()
-                    done[name] = (name, judged, results)
-                    for _ in results:
-                        self.progress.advance(f"{name} done")
-            except BaseException:
-                # Leaving the block would wait for every running scenario: kill the workers now,
-                # so that cleanup (which drops their sandboxes too) starts at once.
-                for proc in list((pool._processes or {}).values()):
-                    proc.kill()
-                    proc.join(5)
-                pool.shutdown(wait=False, cancel_futures=True)
-                raise
+        futures = [pool.submit(_scenario_worker, p) for p in payloads]  # longest first
+        for fut in as_completed(futures):
+            name, judged, results = fut.result()
+            done[name] = (name, judged, results)
+            for _ in results:
+                self.progress.advance(f"{name} done")
         return [done[name] for name in scenarios]
 
     def _seed(self, plan: Plan, snapshot: Sandbox) -> None:
@@ -436,13 +450,29 @@ class Gameday:
 _WORKER: dict[str, Any] = {}
 
 
-def _worker_init(options: GamedayOptions, run_id: str, parent_pid: int | None = None) -> None:
-    """Runs once per worker process: parse the project, attach to the parent's run."""
+def _kill_pool(pool) -> None:
+    """Stop the workers now: leaving normally would wait for every running scenario."""
+    for proc in list((pool._processes or {}).values()):
+        proc.kill()
+        proc.join(5)
+    pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _worker_ready() -> None:
+    return None
+
+
+def _worker_init(options: GamedayOptions, run_id: str, parent_pid: int | None = None,
+                 manifest: bytes | None = None) -> None:
+    """Runs once per worker process: load the parent's manifest (or parse), attach to its run."""
+    from .dbt_invoke import load_manifest
+
     if parent_pid is not None:
         _die_with_parent(parent_pid)
     gd = Gameday(options, None, run_id=run_id)
     work = options.work_root / f"{PREFIX}{run_id}" / f"worker_{os.getpid()}"
-    gd.project = Project(options.project_dir, options.profiles_dir, options.target, options.vars_yaml, work)
+    gd.project = Project(options.project_dir, options.profiles_dir, options.target, options.vars_yaml, work,
+                         manifest=load_manifest(manifest) if manifest is not None else None)
     gd.engine = engine_for(gd.project.target_output, options.work_root, run_id, attach=True)
     _WORKER["gameday"] = gd
     _WORKER["plan"] = gd._plan(gd.project)

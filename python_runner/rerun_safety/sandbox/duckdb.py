@@ -8,6 +8,7 @@ from typing import Any, Iterable, Sequence
 import duckdb
 from sqlglot import exp
 
+from ..dbt_invoke import release_duckdb
 from ..errors import ConfigError, SandboxError
 from ..project import SourceTable
 from .base import SNAPSHOT_SCHEMA, Connection, Engine, Sandbox, ident, snapshot_table, table
@@ -17,7 +18,13 @@ class DuckDBConnection(Connection):
     dialect = "duckdb"
 
     def __init__(self, path: str, read_only: bool = False):
-        self._con = duckdb.connect(path, read_only=read_only)
+        try:
+            # shares the instance dbt-duckdb keeps open on this file, if any (same process)
+            self._con = duckdb.connect(path, read_only=read_only)
+        except duckdb.ConnectionException:
+            # dbt holds the file with other settings (the profile's `settings`): close dbt's
+            release_duckdb()
+            self._con = duckdb.connect(path, read_only=read_only)
 
     def execute(self, sql, params: Sequence[Any] | None = None) -> None:
         self._con.execute(self.sql(sql), params or [])
@@ -99,6 +106,7 @@ class DuckDBEngine(Engine):
         self._guard(path)
         path.parent.mkdir(parents=True, exist_ok=False)
         src = Path(source.location)
+        release_duckdb()  # dbt may hold the source open (keep_open): checkpoint and close it first
         wal = src.with_name(src.name + ".wal")
         if wal.exists():
             # Rows still in the WAL would be missing from a plain file copy.
@@ -112,6 +120,7 @@ class DuckDBEngine(Engine):
         return sandbox
 
     def drop(self, sandbox: Sandbox) -> None:
+        release_duckdb()
         shutil.rmtree(Path(sandbox.location).parent, ignore_errors=True)
         if sandbox in self.sandboxes:
             self.sandboxes.remove(sandbox)
@@ -123,7 +132,8 @@ class DuckDBEngine(Engine):
     def profile_output(self, sandbox: Sandbox) -> dict:
         out = dict(self.target_output)
         out["path"] = sandbox.location
-        out["keep_open"] = False
+        # opened once per sandbox, not once per connection (see dbt_invoke.release_duckdb)
+        out["keep_open"] = True
         # Databases attached by the profile are the user's: dbt may read them, never write.
         if out.get("attach"):
             out["attach"] = [dict(a, read_only=True) for a in out["attach"]]
