@@ -207,14 +207,6 @@ def _odd_variant(odd: Path, tmp_path: Path, output: dict) -> tuple[Path, Path]:
     return project, profiles
 
 
-def _error_verdict(out: Path, model: str) -> str:
-    """With replay only, every model but the broken one is safe; return the broken one's message."""
-    models = by_name(load_report(out))
-    expected = {n: "safe" for n in ODD_VERDICTS} | {model: "error"}
-    assert {n: m["verdict"] for n, m in models.items()} == expected
-    return scenario(models[model], "replay")["message"]
-
-
 def test_partition_key_on_missing_column(isolated, odd, tmp_path):
     project, profiles = _odd_variant(odd, tmp_path, {"type": "duckdb", "path": str(odd / "odd_names.duckdb"),
                                                      "schema": "Mart Ä", "threads": 1})
@@ -222,9 +214,33 @@ def test_partition_key_on_missing_column(isolated, odd, tmp_path):
     sql.write_text(sql.read_text().replace("'field': 'Événement à'", "'field': 'no_such_column'"))
     out = tmp_path / "out"
     code, _, err = gameday(project, profiles, *CHEAP, "--output-dir", str(out))
-    assert code == 1, err  # a legal project with one broken model: that model is `error`, the rest judged
-    message = _error_verdict(out, "order_days")
-    assert "partition_key names 'no_such_column'" in message and "order_days" in message
+    # found after the reference build (the first place the model's columns exist), before any scenario;
+    # the progress lines printed until then are followed by one error line
+    assert code == 2 and "Traceback" not in err, err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert [ln for ln in lines if "error" in ln] == [lines[-1]] and "scenario replay" not in err, err
+    line = lines[-1]
+    assert "model order_days (incremental_strategy='partition_overwrite')" in line
+    assert "partition_key names 'no_such_column', which is not a column of the model" in line
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("partition_key, expected", [
+    ("{'field': 'Événement à', 'granularity': 'fortnight'}", "partition_key granularity 'fortnight' is unknown"),
+    ("none", "partition_key is not set"),
+    ("{'granularity': 'day'}", "partition_key is a dict without a 'field' column name"),
+])
+def test_partition_key_config_errors_stop_before_any_sandbox(isolated, odd, tmp_path, partition_key, expected):
+    project, profiles = _odd_variant(odd, tmp_path, {"type": "duckdb", "path": str(odd / "odd_names.duckdb"),
+                                                     "schema": "Mart Ä", "threads": 1})
+    sql = project / "models" / "order_days.sql"
+    text = sql.read_text()
+    start = text.index("partition_key=")
+    end = text.index("}", start) + 1
+    sql.write_text(text[:start] + f"partition_key={partition_key}" + text[end:])
+    code, _, err = gameday(project, profiles, *CHEAP)
+    line = one_line(code, err)
+    assert "model order_days" in line and expected in line, line
 
 
 def test_transactions_disabled_duckdb(isolated, odd, tmp_path):
@@ -233,9 +249,9 @@ def test_transactions_disabled_duckdb(isolated, odd, tmp_path):
                                                      "disable_transactions": True})
     out = tmp_path / "out"
     code, _, err = gameday(project, profiles, *CHEAP, "--output-dir", str(out))
-    assert code == 1, err
-    message = _error_verdict(out, "order_days")
-    assert "disable_transactions: true" in message
+    line = one_line(code, err)
+    assert "target 'local' sets disable_transactions: true, but order_days use" in line
+    assert not out.exists()
 
 
 def test_postgres_autocommit(isolated, odd, tmp_path, pg_server):
@@ -247,9 +263,9 @@ def test_postgres_autocommit(isolated, odd, tmp_path, pg_server):
                                                                      autocommit=True))
     out = tmp_path / "out"
     code, _, err = gameday(project, profiles, *CHEAP, "--output-dir", str(out))
-    assert code == 1, err
-    message = _error_verdict(out, "order_days")
-    assert "autocommit" in message
+    line = one_line(code, err)
+    assert "target 'local' sets autocommit: true, but order_days use" in line
+    assert not out.exists()
 
 
 # ------------------------------------------------------------------ vars

@@ -17,6 +17,7 @@ from sqlglot import exp
 
 from .diff import DiffResult, diff_relations
 from .errors import ConfigError
+from .preflight import check_columns, check_config
 from .project import Model, Project
 from .results import GamedayReport, ModelVerdict, PartitionCount, ScenarioResult
 from .sandbox import PREFIX, Engine, Sandbox, engine_for
@@ -260,6 +261,7 @@ class Gameday:
             con.create_schema(REFERENCE_SCHEMA)
             for m in plan.judged:
                 if m.unique_id not in errors and con.relation_kind(m.schema, m.identifier):
+                    check_columns(m, [c for c, _ in con.columns(m.schema, m.identifier)])
                     con.copy_table(m.schema, m.identifier, REFERENCE_SCHEMA, plan.ref_names[m.unique_id])
                     count = con.fetchone(exp.select(exp.func("count", exp.Star()))
                                          .from_(table(REFERENCE_SCHEMA, plan.ref_names[m.unique_id])))
@@ -333,6 +335,7 @@ class Gameday:
             project.session.work_dir = engine.run_dir
             engine.sweep()
             plan = self._plan(project)
+            check_config(plan.build, project.target_output, project.target_name)
             scenarios = [s for s in o.scenarios if s != "reference"]
             if o.threads > 1 and len(scenarios) > 1:
                 # workers start now: their start-up overlaps the snapshot and the reference build
