@@ -178,7 +178,11 @@ def partition_chart(s: ScenarioResult) -> str:
     if not parts:
         return '<p class="meta">No per-partition counts for this scenario.</p>'
     n = len(parts)
-    gw = max(8.0, min(40.0, 900.0 / n))
+    # a partition's group is wide enough for its difference ("+1,600": 10.5px bold, 6-7px a
+    # character) while the chart stays within 900px; narrower groups get a marker instead
+    label_w = max((len(f"{p.rows - p.reference_rows:+,}") for p in parts if p.rows != p.reference_rows),
+                  default=0) * 7.2 + 6
+    gw = max(8.0, min(max(40.0, label_w), 900.0 / n))
     bw = max(2.0, (gw - 3) / 2)
     top = max(max(p.reference_rows, p.rows) for p in parts) or 1
     width = AXIS_W + n * gw + 10
@@ -215,7 +219,7 @@ def partition_chart(s: ScenarioResult) -> str:
         if diff and p.rows == 0:
             g.append(f'<line class="missing-mark" x1="{x0 + 1 + bw:.1f}" x2="{x0 + 1 + 2 * bw:.1f}" '
                      f'y1="{TOP + PLOT_H - 1}" y2="{TOP + PLOT_H - 1}"/>')
-        if diff and gw >= 14:
+        if diff and gw >= max(14, label_w):
             g.append(f'<text class="diff-label" x="{x0 + gw / 2:.1f}" y="{TOP - 4}" text-anchor="middle">'
                      f'{delta:+,}</text>')
         elif diff:  # too narrow for a number: a marker above the partition
