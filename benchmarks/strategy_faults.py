@@ -25,7 +25,7 @@ sys.path[:0] = [str(REPO / "tests"), str(REPO / "tests" / "strategy")]
 from _po_project import make_project, model_sql  # noqa: E402
 from test_strategy_kill import FINGERPRINT, WORKER, Warehouse, _make_data, trial  # noqa: E402
 
-MARKER = "rerun_safety_deleted"
+MARKER = "rerun_safety partition_overwrite"  # the comment that opens the strategy's SQL
 
 
 class Harness:

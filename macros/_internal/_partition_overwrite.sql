@@ -163,8 +163,20 @@
     {%- do src_nulls.append(s ~ ' is null') -%}
     {%- do same_terms.append(s ~ ' is not distinct from ' ~ d) -%}
   {%- endfor -%}
+  {%- set range_guard = '' -%}
+  {%- if cfg.granularity -%}
+    {#- A granularity field: compare the raw column with the batch's [first, last + 1 grain)
+        range first, so the truncation below runs only on the rows inside it. -#}
+    {%- set key = cfg['keys'][0] -%}
+    {%- set raw_dest = dest ~ '.' ~ key.quoted -%}
+    {%- set raw_src = src ~ '.' ~ key.quoted -%}
+    {%- set range_guard -%}
+{{ raw_dest }} >= (select date_trunc('{{ cfg.granularity }}', min({{ raw_src }})) from {{ source_relation }} as {{ src }})
+    and {{ raw_dest }} < (select date_trunc('{{ cfg.granularity }}', max({{ raw_src }})) + interval '1 {{ cfg.granularity }}' from {{ source_relation }} as {{ src }})
+    and {% endset -%}
+  {%- endif -%}
   {%- set not_null_match -%}
-({{ dest_exprs | join(', ') }}) in (
+{{ range_guard }}({{ dest_exprs | join(', ') }}) in (
         select distinct {{ src_exprs | join(', ') }} from {{ source_relation }} as {{ src }}
     )
   {%- endset -%}
@@ -196,11 +208,15 @@
   (error({{ message_sql }}) is null)
 {%- endmacro %}
 
-{#- The whole replacement as ONE statement: data-modifying CTEs delete the partitions (disjoint
-    row sets), the outer INSERT writes the batch. Both engines run the deletes against the
-    statement's snapshot (DuckDB runs them to completion first), so inserted rows are never
-    deleted, and any error (a static-partition violation, a constraint) aborts everything. -#}
-{% macro _po_statement(arg_dict, fail_macro) %}
+{#- The replacement, inside dbt's transaction. PostgreSQL (form 'cte'): ONE statement whose
+    data-modifying CTEs delete the partitions (disjoint row sets) and whose outer INSERT writes
+    the batch; the deletes see the statement's snapshot, so inserted rows are never deleted.
+    DuckDB (form 'batch'): the same deletes and insert as consecutive statements of one batch,
+    because a DuckDB DELETE inside a CTE costs about 0.1 s more per 100,000 replaced rows than
+    the same statements run one after the other. Either way the transaction makes it atomic: any
+    error (a static-partition violation, a constraint) aborts it and dbt rolls it back, and a
+    killed process never commits it. -#}
+{% macro _po_statement(arg_dict, fail_macro, form='cte') %}
   {% set off = rerun_safety._po_transactions_off() %}
   {% if off %}
     {% do rerun_safety._po_error("the profile sets " ~ off ~ ", so the delete and the insert could not run in one transaction. Remove " ~ off.split(':')[0] ~ " from the profile's target, or pick another incremental_strategy for this model.") %}
@@ -227,7 +243,31 @@
     {% set delete_matches = rerun_safety._po_dynamic_matches('DBT_INTERNAL_DEST', source_relation, cfg) %}
   {% endif %}
 
+  {% if form == 'batch' %}
   {% set sql %}
+/* rerun_safety partition_overwrite */
+{%- for delete_match in delete_matches %}
+delete from {{ target_relation }} as DBT_INTERNAL_DEST
+where {{ delete_match }}
+{%- for predicate in predicates %}
+  and ({{ predicate }})
+{%- endfor %};
+{% endfor %}
+insert into {{ target_relation }} ({{ dest_cols_csv }})
+select {{ dest_cols_csv }}
+from {{ source_relation }} as DBT_INTERNAL_SOURCE
+{%- if cfg.static is not none %}
+where case when {{ rerun_safety._po_static_match('DBT_INTERNAL_SOURCE', cfg) }}
+      then true
+      else {{ fail_macro(message_sql) }}
+      end
+{%- endif %}
+  {% endset %}
+  {{ return(sql) }}
+  {% endif %}
+
+  {% set sql %}
+/* rerun_safety partition_overwrite */
 with
 {%- for delete_match in delete_matches %}
 rerun_safety_deleted_{{ loop.index }} as (

@@ -14,7 +14,7 @@ import signal
 import sys
 import time
 
-MARKER = "rerun_safety_deleted"
+MARKER = "rerun_safety partition_overwrite"  # the comment that opens the strategy's SQL
 
 
 def main() -> None:
