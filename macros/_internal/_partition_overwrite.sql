@@ -243,16 +243,8 @@
     {% set delete_matches = rerun_safety._po_dynamic_matches('DBT_INTERNAL_DEST', source_relation, cfg) %}
   {% endif %}
 
-  {% if form == 'batch' %}
-  {% set sql %}
-/* rerun_safety partition_overwrite */
-{%- for delete_match in delete_matches %}
-delete from {{ target_relation }} as DBT_INTERNAL_DEST
-where {{ delete_match }}
-{%- for predicate in predicates %}
-  and ({{ predicate }})
-{%- endfor %};
-{% endfor %}
+  {#- the batch's rows; a static-partition violation aborts the statement (and the transaction) -#}
+  {% set insert_sql %}
 insert into {{ target_relation }} ({{ dest_cols_csv }})
 select {{ dest_cols_csv }}
 from {{ source_relation }} as DBT_INTERNAL_SOURCE
@@ -263,11 +255,18 @@ where case when {{ rerun_safety._po_static_match('DBT_INTERNAL_SOURCE', cfg) }}
       end
 {%- endif %}
   {% endset %}
-  {{ return(sql) }}
-  {% endif %}
 
   {% set sql %}
 /* rerun_safety partition_overwrite */
+{%- if form == 'batch' %}
+{%- for delete_match in delete_matches %}
+delete from {{ target_relation }} as DBT_INTERNAL_DEST
+where {{ delete_match }}
+{%- for predicate in predicates %}
+  and ({{ predicate }})
+{%- endfor %};
+{% endfor %}
+{%- else %}
 with
 {%- for delete_match in delete_matches %}
 rerun_safety_deleted_{{ loop.index }} as (
@@ -279,15 +278,8 @@ rerun_safety_deleted_{{ loop.index }} as (
     returning 1
 ){{ ',' if not loop.last }}
 {%- endfor %}
-insert into {{ target_relation }} ({{ dest_cols_csv }})
-select {{ dest_cols_csv }}
-from {{ source_relation }} as DBT_INTERNAL_SOURCE
-{%- if cfg.static is not none %}
-where case when {{ rerun_safety._po_static_match('DBT_INTERNAL_SOURCE', cfg) }}
-      then true
-      else {{ fail_macro(message_sql) }}
-      end
 {%- endif %}
+{{ insert_sql }}
   {% endset %}
   {{ return(sql) }}
 {% endmacro %}
