@@ -375,3 +375,138 @@ def test_profile_side_and_renderers(tmp_path):
     assert "| only_left | 2 | y |" in res.output
     res = CliRunner().invoke(main, ["diff", "main.a", "main.a", *args])
     assert (res.exit_code, res.output.splitlines()[0]) == (0, "main.a vs main.a: identical")
+
+
+# ----------------------------------------------------------------------------- row hash
+
+def test_values_swapped_between_rows_of_one_bucket(env, monkeypatch):
+    """Swapping a column's values between two rows keeps each column's multiset; the rows differ.
+
+    PostgreSQL's `hash_record_extended` is linear in its columns' hashes, so the sum of those
+    hashes over a bucket holding just the two rows stayed the same for two swaps in three.
+    """
+    for name in ("RANGE_ROWS_PER_BUCKET", "PG_RANGE_ROWS_PER_BUCKET", "HASH_ROWS_PER_BUCKET"):
+        monkeypatch.setattr(diffmod, name, 2)  # one swapped pair per bucket
+    rows = [(i, f"v{i}") for i in range(40)]
+    swapped = [(i, f"v{i + 1 if i % 2 == 0 else i - 1}") for i in range(40)]
+    make(env, "a", rows, "id int, v varchar(10)")
+    make(env, "b", swapped, "id int, v varchar(10)")
+    code, out = env.json("a", "b", "--key", "id")
+    assert (code, out["changed"], out["rows_only_left"], out["rows_only_right"]) == (1, 40, 40, 40)
+    code, out = env.json("a", "b")
+    assert (code, out["only_left"], out["only_right"]) == (1, 40, 40)
+
+
+_PG_TYPES = ("id bigint, i2 smallint, i4 int, i8 bigint, n numeric, t text, vc varchar(20), ch char(4), "
+             "r real, f double precision, b boolean, d date, ts timestamp, tz timestamptz, iv interval, "
+             "tm time, u uuid, jb jsonb, by bytea, ar int[], js json")
+_PG_ROW = ("({id}, 1, 2, 3, 1.5, 'x', 'y', 'ab', 0.5, 0.25, true, date '2024-01-01', "
+           "timestamp '2024-01-01 10:00:00', timestamptz '2024-01-01 10:00:00+00', interval '1 day', "
+           "time '10:00', '00000000-0000-0000-0000-000000000001', '{{\"a\": 1, \"b\": 2}}', '\\x01', "
+           "array[1, 2], '{{\"a\": 1}}')")
+
+
+@pytest.mark.parametrize("mode", ["same", "across"])
+def test_postgres_types_match_except_all(pg_server, pg_database, mode):
+    """Every type the row hash treats on its own, with NULLs and with values equal under `=`."""
+    params = {"host": pg_server.host, "port": pg_server.port, "user": pg_server.user}
+    lcon = PgConnection(params, pg_database)
+    rdb = pg_server.create_database("difft") if mode == "across" else pg_database
+    rcon = PgConnection(params, rdb) if mode == "across" else lcon
+    # one changed column per row id: equal under `=` (scale, trailing spaces, -0.0, key order,
+    # 1 day = 24 hours), or different
+    equal = {"n": "1.50", "ch": "'ab  '", "f": "-0.0 + 0.25", "jb": "'{\"b\": 2, \"a\": 1}'", "iv": "interval '24 hours'"}
+    differ = {"i2": "-1", "i4": "null", "i8": "4294967300", "n": "1.51", "t": "''", "vc": "null", "ch": "'ab_'",
+              "r": "0.50001", "f": "0.1 + 0.2", "b": "false", "d": "date 'infinity'",
+              "ts": "timestamp '2024-01-01 10:00:00.000001'", "tz": "null", "iv": "interval '1 day 1 second'",
+              "tm": "time '10:00:01'", "u": "'00000000-0000-0000-0000-000000000002'", "jb": "'{\"a\": 1}'",
+              "by": "'\\x02'", "ar": "array[2, 1]"}
+    try:
+        for con in {id(lcon): lcon, id(rcon): rcon}.values():
+            con.execute("drop table if exists l")
+            con.execute("drop table if exists r")
+            con.execute(f"create table l ({_PG_TYPES})")
+            con.execute(f"create table r ({_PG_TYPES})")
+        for con, name in ((lcon, "l"), (rcon, "r")):
+            con.execute(f"insert into {name} values {_PG_ROW.format(id=0)}")
+            con.execute(f"insert into {name} (id) values (1)")  # NULL in every other column
+            for n, c in enumerate([*equal, *differ]):
+                con.execute(f"insert into {name} values {_PG_ROW.format(id=10 + n)}")
+        for n, (c, value) in enumerate([*equal.items(), *differ.items()]):
+            rcon.execute(f"update r set {c} = {value} where id = {10 + n}")
+        # 0 and 4294967297 share PostgreSQL's 32-bit bigint hash; the row hash tells them apart
+        lcon.execute("insert into l (id, i8) values (100, 0)")
+        rcon.execute("insert into r (id, i8) values (100, 4294967297)")
+        expected = (len(differ) + 1, len(differ) + 1)
+        if mode == "same":
+            cols = ", ".join(c.split()[0] for c in _PG_TYPES.split(", ") if not c.startswith("js"))  # json has no `=`
+            assert _except_all(lcon.fetchall, f"(select {cols} from l) x", f"(select {cols} from r) y") == expected
+        sides = (Side(lcon, table("public", "l")), Side(rcon, table("public", "r")))
+        for key in ((), ("id",), ("t",)):
+            got = compare(*sides, key=key)
+            assert (got.missing_rows, got.extra_rows) == expected, key
+        assert compare(*sides, key=("id",)).changed_keys == expected[0]
+        assert compare(sides[0], Side(lcon, table("public", "l")), key=("id",)).identical
+    finally:
+        lcon.close()
+        if rcon is not lcon:
+            rcon.close()
+            pg_server.drop_database(rdb)
+
+
+def test_postgres_samples_from_views_and_moved_rows(pg_server, pg_database):
+    """Sample rows come by row address from tables, by a scan from views or when a row moved."""
+    con = PgConnection({"host": pg_server.host, "port": pg_server.port, "user": pg_server.user}, pg_database)
+    try:
+        con.execute("create table a (id int, v int)")
+        con.execute("insert into a select i, i from generate_series(1, 100) i")
+        con.execute("create table b as select * from a")
+        con.execute("update b set v = -1 where id = 7")
+        con.execute("create view bv as select * from b")
+        for right in ("b", "bv"):
+            got = compare(Side(con, table("public", "a")), Side(con, table("public", right)), key=("id",))
+            assert sorted((r["_diff"], r["id"], r["v"]) for r in got.sample) == [("extra", 7, -1), ("missing", 7, 7)]
+        plan = diffmod._plan(Side(con, table("public", "a")), Side(con, table("public", "b")), ("id",), (), None, True)
+        assert diffmod._set_range_buckets(plan)
+        row = con.fetchone(f"select {plan.rb}, {plan.rh}, cast(ctid as text) from b where id = 7")
+        stale = (int(row[0]), int(row[1]), "(0,1)")  # the address of another row
+        rows = diffmod._fetch_sample(plan, plan.right, plan.rb, plan.rh, [stale], "extra")
+        assert [(r["id"], r["v"]) for r in rows] == [(7, -1)]
+    finally:
+        con.close()
+
+
+def test_postgres_buckets_sized_from_statistics(pg_server, pg_database, monkeypatch):
+    """Analyzed tables size their key-range buckets from pg_stats, without a min/max scan; rows
+    outside the sampled range (even at the ends of bigint) and NULL keys still compare exactly."""
+    con = PgConnection({"host": pg_server.host, "port": pg_server.port, "user": pg_server.user}, pg_database)
+    got_stats: list = []
+    real = diffmod._pg_stats_row
+    monkeypatch.setattr(diffmod, "_pg_stats_row", lambda side, cands: got_stats.append(real(side, cands)) or got_stats[-1])
+    try:
+        con.execute("create table a (id bigint, v int)")
+        con.execute("insert into a select i, i % 7 from generate_series(1, 2000) i")
+        con.execute("create table b as select * from a")
+        con.execute("analyze a")
+        con.execute("analyze b")
+        con.execute("insert into b values (-9223372036854775808, 1), (9223372036854775807, 2), (null, 3), (null, 3)")
+        con.execute("insert into a values (null, 3)")
+        con.execute("update b set v = -1 where id in (5, 1500)")
+        expected = _except_all(con.fetchall, "a", "b")
+        assert expected == (2, 5)
+        for key in (("id",), ()):
+            got_stats.clear()
+            d = compare(Side(con, table("public", "a")), Side(con, table("public", "b")), key=key)
+            assert (d.missing_rows, d.extra_rows, d.bucketing) == (*expected, "range"), key
+            assert got_stats and None not in got_stats
+        d = compare(Side(con, table("public", "a")), Side(con, table("public", "b")), key=("id",))
+        assert (d.changed_keys, d.extra_keys, d.reference_duplicate_keys, d.duplicate_keys) == (2, 2, 0, 1)
+        # a filter (or a view) has no statistics of its own: the min/max scan sizes the buckets,
+        # here over the whole bigint range (numeric arithmetic, integer bucket numbers)
+        got_stats.clear()
+        d = compare(Side(con, table("public", "a"), diffmod.parse_where("v > 0", "postgres")),
+                    Side(con, table("public", "b"), diffmod.parse_where("v > 0", "postgres")), key=("id",))
+        expected = _except_all(con.fetchall, "(select * from a where v > 0) x", "(select * from b where v > 0) y")
+        assert got_stats == [None, None] and (d.missing_rows, d.extra_rows) == expected == (2, 3)
+    finally:
+        con.close()

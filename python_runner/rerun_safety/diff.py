@@ -11,6 +11,19 @@ How it works
      connections: only bucket checksums and the rows of differing buckets cross). A few sample
      rows are fetched at the end.
 
+PostgreSQL specifics (all plain SELECTs; the session only sets work_mem)
+  - Both sides' bucket checksums are one aggregate over a UNION ALL, which the planner runs as a
+    Partial HashAggregate in parallel workers (`max_parallel_workers_per_gather`, default 2).
+    Grouped by an expression of a unique key, the planner expects one group per row and never
+    picks a parallel plan; over a UNION ALL it expects few groups. One side alone (two databases)
+    gets an empty second branch for the same reason, and the two databases run at the same time.
+  - The row hash calls each column type's own extended hash function (see `_pg_hash`), about
+    twice as fast as `hash_record_extended(row(...))`, and mixes the result once more.
+  - Key-range buckets of an analyzed table are sized from `pg_stats` (no min/max scan); the
+    bucket boundaries change no answer, only the speed.
+  - The re-read of differing buckets filters with a constant array (hashed, parallel) and keeps
+    one `ctid` per differing row, so the sample rows are fetched by address, not by a third scan.
+
 Exactness (the same equality as `EXCEPT ALL` on each engine)
   - A row present twice is two rows: `{1,1,2}` and `{1,2,2}` differ, with or without a key.
   - NULL is a value: NULL equals NULL, and `(1, NULL)` differs from `(NULL, 1)`.
@@ -20,16 +33,24 @@ Exactness (the same equality as `EXCEPT ALL` on each engine)
   - A column whose type differs between the sides is compared by its text form on both sides and
     the change is listed in `type_changes`: a timestamp that lost its microseconds differs, one
     that kept them compares equal; `1.0` and `1.00` across a decimal scale change differ.
-  - Row identity is a 64-bit hash (DuckDB `hash(...)`, PostgreSQL `hash_record_extended`), and a
-    bucket matches when its count and the sum of its hashes match: two different multisets are
-    taken as equal only on a 64-bit sum collision.
+  - Row identity is a 64-bit hash (DuckDB `hash(...)`; PostgreSQL: each type's hash opclass
+    function, so it follows `=`), and a bucket matches when its count and the sum of its hashes
+    match. The row hash is mixed non-linearly at the end, so values swapped between two rows of
+    a bucket change the sum (`hash_record_extended` is linear in its columns and kept it).
+    DuckDB's `hash(a, b, ...)` XORs its last column's hash into a mix of the others, so it is
+    hashed once more for the same reason. One limit: PostgreSQL hashes timestamp, time and
+    interval values through a 32-bit fold of their 64 bits, so about one pair of different
+    values in 2^32 shares a hash (bigint, whose own hash folds too, is hashed from all 64 bits
+    here). Otherwise two different multisets are taken as equal only on a 64-bit sum collision.
 """
 from __future__ import annotations
 
 import datetime as dt
 import decimal
 import math
+import re
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Sequence
 
@@ -47,11 +68,12 @@ MAX_BUCKETS = 1 << 18
 RANGE_ROWS_PER_BUCKET = 256
 # PostgreSQL's aggregate cost barely depends on the number of groups: smaller buckets there
 # mean fewer rows to read again.
-PG_RANGE_ROWS_PER_BUCKET = 32
+PG_RANGE_ROWS_PER_BUCKET = 64
 HASH_ROWS_PER_BUCKET = 128
 MAX_LISTED_BUCKETS = 50_000  # more differing buckets than this: compare every row instead
 CHUNK_ROWS = 200_000  # two connections: rows per side held in memory at once
 _TEMPORAL = ("date", "timestamp", "datetime")
+_TID = re.compile(r"^\(\d+,\d+\)$")
 _INTEGER = {"tinyint", "smallint", "integer", "bigint", "int", "int2", "int4", "int8"}
 # PostgreSQL types without an extended hash function: hashed through their text form.
 _PG_TEXT_HASHED = ("json", "xml", "point", "line", "lseg", "box", "path", "polygon", "circle",
@@ -125,9 +147,59 @@ def _hash_sql(parts: Sequence[str], dialect: str) -> str:
     if not parts:
         return "cast(0 as ubigint)" if dialect == "duckdb" else "cast(0 as bigint)"
     if dialect == "duckdb":
-        return f"hash({', '.join(parts)})"
+        # hash(a, b) XORs b's hash into a mix of a's: hashed once more, values swapped between
+        # two rows of a bucket no longer keep the bucket's sum (a sum of XORs mostly does).
+        return f"hash(hash({', '.join(parts)}))" if len(parts) > 1 else f"hash({parts[0]})"
     # Uses each type's hash opclass, so it agrees with `=`: -0.0 = 0.0, 1.0 = 1.00, NaN = NaN.
     return f"hash_record_extended(row({', '.join(parts)}), 0)"
+
+
+# PostgreSQL: the extended hash function of each type's default hash opclass (the one
+# `hash_record_extended` and hash joins use, so it agrees with `=`: -0.0 = 0.0, 1.0 = 1.00,
+# 'a ' = 'a' in char(n)), called per column; a row() record costs about twice as much.
+_PG_HASH_FUNCS = {
+    "smallint": "hashint2extended", "integer": "hashint4extended",
+    "text": "hashtextextended", "character varying": "hashtextextended", "character": "hashbpcharextended",
+    "real": "hashfloat4extended", "double precision": "hashfloat8extended", "numeric": "hash_numeric_extended",
+    "uuid": "uuid_hash_extended", "jsonb": "jsonb_hash_extended", "interval": "interval_hash_extended",
+    "timestamp without time zone": "timestamp_hash_extended", "time without time zone": "time_hash_extended",
+}
+
+
+def _pg_const(i: int) -> int:
+    """A fixed 64-bit constant per column position (the hash of NULL there), as a signed bigint."""
+    v = ((i + 1) * 0x9E3779B97F4A7C15) & (2**64 - 1)
+    return v - 2**64 if v >= 2**63 else v
+
+
+def _pg_hash(items: Sequence[tuple[str, str]]) -> str:
+    """A 64-bit PostgreSQL hash of (expression, information_schema data_type) pairs.
+
+    Each column is hashed by its own type's hash function seeded by its position (NULL: a constant
+    per position), the column hashes are XORed, and the result goes through one more hash of all
+    its 64 bits. That last step matters for sums: `hash_record_extended` combines its columns
+    linearly (h = 31 h + hash(col)), so swapping one column's values between two rows of a bucket
+    keeps the sum of their hashes, up to wraparound (two thirds of such swaps went unseen).
+    bigint is hashed from all 64 bits (its own hash folds them to 32 first); types without a
+    function here share one `hash_record_extended(row(...))`.
+    """
+    if not items:
+        return "cast(0 as bigint)"
+    terms, rest = [], []
+    for i, (expr, typ) in enumerate(items):
+        if typ == "bigint":
+            term = f"hashint4extended({i + 1}, {expr})"  # the value as the seed: all 64 bits mixed
+        elif typ == "boolean":
+            term = f"hashint4extended(cast({expr} as integer), {i + 1})"
+        elif typ in _PG_HASH_FUNCS:
+            term = f"{_PG_HASH_FUNCS[typ]}({expr}, {i + 1})"
+        else:
+            rest.append(expr)
+            continue
+        terms.append(f"coalesce({term}, ({_pg_const(i)}))")
+    if rest:
+        terms.append(f"hash_record_extended(row({', '.join(rest)}), {len(items) + 1})")
+    return f"hashint4extended(0, {' # '.join(terms)})"
 
 
 def row_hash(columns: list[str], dialect: str, alias: str | None = None) -> str:
@@ -233,7 +305,8 @@ def _is_base_table(side: Side) -> bool:
     key = side.table.sql(dialect="duckdb")
     if key not in cache:
         t = side.table
-        conds = [exp.column("table_schema").eq(exp.Literal.string(t.db or "main")),
+        conds = [exp.column("table_schema").eq(exp.Literal.string(t.db or ("main" if side.con.dialect == "duckdb"
+                                                                              else "public"))),
                  exp.column("table_name").eq(exp.Literal.string(t.name))]
         if t.catalog:
             conds.append(exp.column("table_catalog").eq(exp.Literal.string(t.catalog)))
@@ -286,17 +359,21 @@ def _plan(left: Side, right: Side, key: Sequence[str], ignore_columns: Sequence[
             raise DiffError(f"partition column '{bucket_column}' is not a column of {where}")
         bucket_column = None
 
-    def col(c: str, types: dict[str, str]) -> str:
+    def col(c: str, types: dict[str, str]) -> tuple[str, str]:
         q = _q(c, d)
         if ltypes[c] != rtypes[c]:
-            return f"cast({q} as {'varchar' if d == 'duckdb' else 'text'})"
+            return f"cast({q} as {'varchar' if d == 'duckdb' else 'text'})", "text"
         if d == "postgres" and (types[c] in _PG_TEXT_HASHED or types[c].startswith(_PG_TEXT_HASHED)):
-            return f"cast({q} as text)"
-        return q
+            return f"cast({q} as text)", "text"
+        return q, types[c]
+
+    def hashed(cols: Sequence[str], types: dict[str, str]) -> str:
+        items = [col(c, types) for c in cols]
+        return _pg_hash(items) if d == "postgres" else _hash_sql([e for e, _ in items], d)
 
     plan = _Plan(d, left, right, columns, key, schema_message=schema_message, type_changes=type_changes)
-    plan.lh = _hash_sql([col(c, ltypes) for c in columns], d)
-    plan.rh = _hash_sql([col(c, rtypes) for c in columns], d)
+    plan.lh = hashed(columns, ltypes)
+    plan.rh = hashed(columns, rtypes)
     if bucket_column:
         plan.mode = "column"
         q = _q(bucket_column, d)
@@ -312,11 +389,20 @@ def _plan(left: Side, right: Side, key: Sequence[str], ignore_columns: Sequence[
         plan.extra["range_candidates"] = [c for c in pool if ltypes[c] in _INTEGER and rtypes[c] in _INTEGER]
         if key:
             plan.mode = "hash"
-            plan.lb = plan.rb = _hash_sql([col(k, ltypes) for k in key], d)
+            plan.lb = plan.rb = hashed(key, ltypes)
         else:
             plan.mode = "rowhash"
             plan.lb, plan.rb = plan.lh, plan.rh
     return plan
+
+
+def _pair(plan: _Plan, left, right) -> tuple:
+    """Call `left()` and `right()`; two PostgreSQL connections run at the same time (two backends)."""
+    if plan.dialect == "postgres" and plan.left.con is not plan.right.con:
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            later = pool.submit(right)
+            return left(), later.result()
+    return left(), right()
 
 
 def _totals(plan: _Plan, same: bool) -> tuple[int, int, object, object]:
@@ -327,9 +413,42 @@ def _totals(plan: _Plan, same: bool) -> tuple[int, int, object, object]:
     if same:
         row = plan.left.con.fetchone(f"select l.c, l.s, r.c, r.s from ({parts['l']}) l, ({parts['r']}) r")
         return int(row[0]), int(row[2]), row[1], row[3]
-    a = plan.left.con.fetchone(parts["l"])
-    b = plan.right.con.fetchone(parts["r"])
+    a, b = _pair(plan, lambda: plan.left.con.fetchone(parts["l"]), lambda: plan.right.con.fetchone(parts["r"]))
     return int(a[0]), int(b[0]), a[1], b[1]
+
+
+def _pg_stats_row(side: Side, cands: Sequence[str]) -> tuple | None:
+    """(rows, min, max per candidate) of a PostgreSQL table from its statistics, or None.
+
+    Only for a plain table without a filter, analyzed since its last 10% of changes, with a
+    histogram or common values for every candidate. The numbers are a sample's: they only size
+    the buckets, and any cut into buckets gives the same answer.
+    """
+    if side.where is not None or not _is_base_table(side):
+        return None
+    lit = lambda v: exp.Literal.string(v).sql(dialect="postgres")  # noqa: E731
+    rows = side.con.fetchall(
+        f"select c.reltuples, s.n_mod_since_analyze, st.attname, cast(st.histogram_bounds as text), "
+        f"cast(st.most_common_vals as text) from pg_catalog.pg_class c "
+        f"join pg_catalog.pg_namespace n on n.oid = c.relnamespace "
+        f"left join pg_catalog.pg_stat_user_tables s on s.relid = c.oid "
+        f"left join pg_catalog.pg_stats st on st.schemaname = n.nspname and st.tablename = c.relname "
+        f"and not st.inherited and st.attname in ({', '.join(lit(c) for c in cands)}) "
+        f"where c.relkind = 'r' and n.nspname = {lit(side.table.db or 'public')} and c.relname = {lit(side.table.name)}")
+    if not rows or rows[0][0] is None or rows[0][0] < 1 or rows[0][1] is None or rows[0][1] > 0.1 * rows[0][0]:
+        return None
+    found = {}
+    for _n, _m, att, hist, mcv in rows:
+        try:
+            values = [int(v) for text in (hist, mcv) if text for v in text.strip("{}").split(",") if v != "NULL"]
+        except ValueError:
+            return None
+        if att is None or not values:
+            return None
+        found[att] = (min(values), max(values))
+    if set(found) != set(cands):
+        return None
+    return (int(rows[0][0]), *(v for c in cands for v in found[c]))
 
 
 def _set_range_buckets(plan: _Plan) -> bool:
@@ -337,8 +456,19 @@ def _set_range_buckets(plan: _Plan) -> bool:
     d, cands = plan.dialect, plan.extra.get("range_candidates") or []
     if not cands:
         return False
-    sel = ", ".join(f"min({_q(c, d)}), max({_q(c, d)})" for c in cands)
-    rows = [side.con.fetchone(f"select count(*), {sel} from {plan.src(side)}") for side in (plan.left, plan.right)]
+    rows = None
+    if d == "postgres":
+        rows = list(_pair(plan, lambda: _pg_stats_row(plan.left, cands), lambda: _pg_stats_row(plan.right, cands)))
+        rows = None if None in rows else rows
+    from_stats = rows is not None
+    if rows is None:
+        sel = ", ".join(f"min({_q(c, d)}), max({_q(c, d)})" for c in cands)
+        lq, rq = (f"select count(*), {sel} from {plan.src(side)}" for side in (plan.left, plan.right))
+        if d == "postgres" and plan.left.con is plan.right.con:
+            both = plan.left.con.fetchone(f"select * from ({lq}) l cross join ({rq}) r")
+            rows = [both[:len(both) // 2], both[len(both) // 2:]]
+        else:
+            rows = list(_pair(plan, lambda: plan.left.con.fetchone(lq), lambda: plan.right.con.fetchone(rq)))
     plan.counts = (int(rows[0][0]), int(rows[1][0]))
     per_bucket = RANGE_ROWS_PER_BUCKET if d == "duckdb" else PG_RANGE_ROWS_PER_BUCKET
     wanted = max(1, min(MAX_BUCKETS, -(-max(plan.counts) // per_bucket)))
@@ -363,6 +493,14 @@ def _set_range_buckets(plan: _Plan) -> bool:
         # column expression keeps DuckDB's statistics, so its aggregate stays cheap.
         operand = q if hi - lo < 2**31 else f"cast({q} as {'hugeint' if d == 'duckdb' else 'numeric'})"
         raw = f"({operand} - ({lo})) {div} {width}"
+        if d == "postgres" and operand != q:
+            # numeric `/` keeps the fraction; the span is at least 2**31, so the width is at least
+            # 2**13 and the quotient fits a bigint.
+            raw = f"cast(div({operand} - ({lo}), {width}) as bigint)"
+        if from_stats:
+            # Values may lie outside the sampled range: no offset, so nothing can overflow (and
+            # NULL may share bucket -1 with values just below zero, which changes no answer).
+            raw = f"{q} / {width}"
         plan.extra["range_raw"] = raw
         plan.lb = plan.rb = f"coalesce({raw}, -1)"
         plan.mode = "range"
@@ -391,8 +529,46 @@ def _bucket_query(plan: _Plan, side: Side, b: str, h: str, p: str) -> str:
             f"from {plan.src(side)} group by 1")
 
 
+def _pg_bucket_groups(plan: _Plan, sides: Sequence[tuple[int, Side, str, str, str]]) -> str:
+    """PostgreSQL bucket checksums of one or both sides in one aggregate that can run in parallel.
+
+    The sides are one UNION ALL: its output column has no statistics, so the planner expects few
+    buckets and picks a Partial HashAggregate under a Gather (a GROUP BY on an expression of a
+    unique key is estimated at one group per row, and that plan is never parallel). One side alone
+    gets an empty second branch (`and false`) for the same reason.
+    """
+    col = plan.mode == "column"
+    branches = [f"select {s} as s, {p if col else b} as g, {h} as h from {plan.src(side)}"
+                for s, side, b, h, p in sides]
+    if len(sides) == 1:
+        s, side, b, h, p = sides[0]
+        branches.append(f"select {s}, {p if col else b}, {h} from {plan.src(side, 'false')}")
+    grouped = (f"select g, count(*) filter (where s = 0) as lc, count(*) filter (where s = 1) as rc, "
+               f"sum(h) filter (where s = 0) as ls, sum(h) filter (where s = 1) as rs "
+               f"from ({' union all '.join(branches)}) u group by g")
+    if col:
+        return f"select {_hash_sql(['g'], plan.dialect)} as b, cast(g as text) as p, lc, rc, ls, rs from ({grouped}) x"
+    return f"select g as b, cast(null as text) as p, lc, rc, ls, rs from ({grouped}) x"
+
+
+def _pg_differing_buckets_same(plan: _Plan) -> tuple[int, int, int, list[tuple]]:
+    g = _pg_bucket_groups(plan, ((0, plan.left, plan.lb, plan.lh, plan.lp), (1, plan.right, plan.rb, plan.rh, plan.rp)))
+    differ = "lc <> rc or ls is distinct from rs"
+    rows = plan.left.con.fetchall(
+        f"with g as materialized ({g}) select t.lt, t.rt, t.nb, t.nj, j.b, j.p, j.lc, j.rc from "
+        f"(select coalesce(sum(lc), 0) as lt, coalesce(sum(rc), 0) as rt, count(*) as nb, "
+        f"count(*) filter (where {differ}) as nj from g) t left join "
+        f"(select b, p, lc, rc from g where {differ} order by b limit {MAX_LISTED_BUCKETS + 1}) j on true")
+    lt, rt, nb, nj = (int(v) for v in rows[0][:4])
+    if plan.mode == "column":
+        plan.buckets = nb
+    return lt, rt, nj, [(r[4], r[5], int(r[6]), int(r[7])) for r in rows if r[4] is not None]
+
+
 def _differing_buckets_same(plan: _Plan) -> tuple[int, int, int, list[tuple]]:
     """One query: both sides' bucket checksums, joined in the warehouse; returns the differing ones."""
+    if plan.dialect == "postgres":
+        return _pg_differing_buckets_same(plan)
     lq = _bucket_query(plan, plan.left, plan.lb, plan.lh, plan.lp)
     rq = _bucket_query(plan, plan.right, plan.rb, plan.rh, plan.rp)
     label = "cast(coalesce(l.p, r.p) as varchar)" if plan.dialect == "duckdb" else "cast(coalesce(l.p, r.p) as text)"
@@ -412,10 +588,15 @@ def _differing_buckets_same(plan: _Plan) -> tuple[int, int, int, list[tuple]]:
 
 
 def _differing_buckets_across(plan: _Plan) -> tuple[int, int, int, list[tuple]]:
-    got = []
-    for side, b, h, p in ((plan.left, plan.lb, plan.lh, plan.lp), (plan.right, plan.rb, plan.rh, plan.rp)):
-        got.append({r[0]: (r[1], int(r[2]), r[3]) for r in side.con.fetchall(_bucket_query(plan, side, b, h, p))})
-    lmap, rmap = got
+    def fetch(side: Side, b: str, h: str, p: str):
+        if plan.dialect == "postgres":
+            sql = f"select b, p, lc, ls from ({_pg_bucket_groups(plan, [(0, side, b, h, p)])}) x"
+        else:
+            sql = _bucket_query(plan, side, b, h, p)
+        return {r[0]: (r[1], int(r[2]), r[3]) for r in side.con.fetchall(sql)}
+
+    lmap, rmap = _pair(plan, lambda: fetch(plan.left, plan.lb, plan.lh, plan.lp),
+                       lambda: fetch(plan.right, plan.rb, plan.rh, plan.rp))
     if plan.mode == "column":
         plan.buckets = len(set(lmap) | set(rmap))
     listed = []
@@ -437,7 +618,10 @@ def _in_list(expr: str, ints: Iterable[int], dialect: str) -> str:
             else f"{expr} in ({values})"
     if dialect == "duckdb":
         return f"{expr} in (select unnest([{values}]::hugeint[]))"
-    return f"{expr} in (select unnest(array[{values}]::bigint[]))"
+    # A constant array is hashed once (PostgreSQL 14+) and, unlike a semi-join, filters inside the
+    # workers of a parallel scan.
+    wide = any(v >= 2**63 or v < -2**63 for v in ints)
+    return f"{expr} = any(array[{values}]::{'numeric' if wide else 'bigint'}[])"
 
 
 # ----------------------------------------------------------------------------- row level
@@ -452,23 +636,30 @@ def _rows_same(plan: _Plan, buckets: list[int] | None) -> tuple[dict, list, list
     ks = plan.keys_sql
     kcols = "".join(f", {k} as k{i}" for i, k in enumerate(ks))
     knames = "".join(f"k{i}, " for i in range(len(ks)))
+    # PostgreSQL base tables: keep one row address (ctid) per differing (bucket, key, hash), so
+    # that the sample rows are then fetched by address instead of by another scan.
+    pg = d == "postgres"
     parts = []
     for s, side, b, h in ((0, plan.left, plan.lb, plan.lh), (1, plan.right, plan.rb, plan.rh)):
         cond = _in_list(b, buckets, d) if buckets is not None else None
-        parts.append(f"select {s} as s, {b} as b, {h} as h{kcols} from {plan.src(side, cond)}")
+        tid = (", cast(ctid as text) as t" if _is_base_table(side) else ", cast(null as text) as t") if pg else ""
+        parts.append(f"select {s} as s, {b} as b, {h} as h{kcols}{tid} from {plan.src(side, cond)}")
     nb = f"cast(null as {'hugeint' if d == 'duckdb' else 'numeric'})"
     z = "cast(0 as bigint)"
+    nt = ", cast(null as text)" if pg else ""
 
     def i(x: str) -> str:
         return f"cast(coalesce(sum({x}), 0) as bigint)"
 
+    tids = ", min(t) filter (where s = 0) as tl, min(t) filter (where s = 1) as tr" if pg else ""
     sql = (f"with u as ({parts[0]} union all {parts[1]}), "
-           f"p as materialized (select b, {knames}h, sum(1 - s) as lc, sum(s) as rc from u group by b, {knames}h) ")
+           f"p as materialized (select b, {knames}h, sum(1 - s) as lc, sum(s) as rc{tids} from u "
+           f"group by b, {knames}h) ")
     counts = (f"select 'rows' as kind, {i('case when lc > rc then lc - rc else 0 end')} as a1, "
               f"{i('case when rc > lc then rc - lc else 0 end')} as a2, "
               f"{i('case when lc > 0 and rc > lc then rc - lc else 0 end')} as a3, "
               f"{z} as a4, {z} as a5, {z} as a6, {z} as a7, {z} as a8, {z} as a9, "
-              f"{nb} as b, cast(null as {ht}) as h from p")
+              f"{nb} as b, cast(null as {ht}) as h{nt} from p")
     selects = [counts]
     if ks:
         sql += (f", k as (select {knames}sum(lc) as kl, sum(rc) as kr, "
@@ -479,24 +670,24 @@ def _rows_same(plan: _Plan, buckets: list[int] | None) -> tuple[dict, list, list
             f"{i('case when dif = 1 and kl = 1 and kr = 1 then 1 else 0 end')}, "
             f"{i('case when dif = 1 and kl = kr then 1 else 0 end')}, "
             f"{i('case when kl > 1 and kl > kr then 1 else 0 end')}, "
-            f"{i('case when kr > 1 and kr > kl then 1 else 0 end')}, {nb}, cast(null as {ht}) from k")
+            f"{i('case when kr > 1 and kr > kl then 1 else 0 end')}, {nb}, cast(null as {ht}){nt} from k")
     for kind, cond in (("l", "lc > rc"), ("r", "rc > lc")):
         selects.append(f"select * from (select '{kind}', {z}, {z}, {z}, {z}, {z}, {z}, {z}, {z}, {z}, "
-                       f"cast(b as {'hugeint' if d == 'duckdb' else 'numeric'}), h from p where {cond} "
-                       f"order by b, h limit {SAMPLE_ROWS}) x{kind}")
+                       f"cast(b as {'hugeint' if d == 'duckdb' else 'numeric'}), h{', t' + kind if pg else ''} "
+                       f"from p where {cond} order by b, h limit {SAMPLE_ROWS}) x{kind}")
     rows = plan.left.con.fetchall(sql + " union all ".join(selects))
     out = dict.fromkeys(_COUNT_FIELDS, 0)
     lsample, rsample = [], []
-    for kind, a1, a2, a3, a4, a5, a6, a7, a8, a9, b, h in rows:
+    for kind, a1, a2, a3, a4, a5, a6, a7, a8, a9, b, h, *tid in rows:
         if kind == "rows":
             out.update(only_l=int(a1), only_r=int(a2), copies_r=int(a3))
         elif kind == "keys":
             out.update(keys_only_l=int(a4), keys_only_r=int(a5), changed_rows=int(a6), changed_keys=int(a7),
                        dup_l=int(a8), dup_r=int(a9))
         elif kind == "l":
-            lsample.append((int(b), int(h)))
+            lsample.append((int(b), int(h), *tid))
         else:
-            rsample.append((int(b), int(h)))
+            rsample.append((int(b), int(h), *tid))
     return out, lsample, rsample
 
 
@@ -521,12 +712,13 @@ def _rows_across(plan: _Plan, listed: list[tuple]) -> tuple[dict, list, list]:
     lsample: list[tuple[int, int]] = []
     rsample: list[tuple[int, int]] = []
     for chunk in _chunks(listed):
-        counts: list[Counter] = []
-        for side, b, h in ((plan.left, plan.lb, plan.lh), (plan.right, plan.rb, plan.rh)):
+        def fetch(side: Side, b: str, h: str, chunk=chunk) -> Counter:
             sql = (f"select {b} as b, {kcols}{h} as h, count(*) from {plan.src(side, _in_list(b, chunk, d))} "
                    f"group by {', '.join(str(i + 1) for i in range(len(ks) + 2))}")
-            counts.append(Counter({tuple(r[:-1]): int(r[-1]) for r in side.con.fetchall(sql)}))
-        lcount, rcount = counts
+            return Counter({tuple(r[:-1]): int(r[-1]) for r in side.con.fetchall(sql)})
+
+        lcount, rcount = _pair(plan, lambda: fetch(plan.left, plan.lb, plan.lh),
+                               lambda: fetch(plan.right, plan.rb, plan.rh))
         per_key: dict[tuple, list[int]] = {}
         for item in set(lcount) | set(rcount):
             lc, rc = lcount.get(item, 0), rcount.get(item, 0)
@@ -554,13 +746,26 @@ def _rows_across(plan: _Plan, listed: list[tuple]) -> tuple[dict, list, list]:
     return out, lsample, rsample
 
 
-def _fetch_sample(plan: _Plan, side: Side, b: str, h: str, picks: list[tuple[int, int]], label: str) -> list[dict]:
+def _fetch_sample(plan: _Plan, side: Side, b: str, h: str, picks: list[tuple], label: str) -> list[dict]:
+    """Rows of `side` with the picked (bucket, row hash); (bucket, hash, ctid) picks are read by address."""
     if not picks:
         return []
     d = plan.dialect
     cols = ", ".join(_q(c, d) for c in plan.columns) or "*"
-    src = plan.src(side, _in_list(b, {p[0] for p in picks}, d), _in_list(h, {p[1] for p in picks}, d))
-    rows = side.con.fetch_dicts(f"select distinct {cols} from {src} limit {SAMPLE_ROWS}")
+    bucket, hashed = _in_list(b, {p[0] for p in picks}, d), _in_list(h, {p[1] for p in picks}, d)
+    tids = [p[2] for p in picks if len(p) > 2 and p[2] is not None and _TID.match(p[2])]
+    # One row per row hash (json has no `=`, so no DISTINCT over the columns on PostgreSQL).
+    distinct = f"distinct on ({h})" if d == "postgres" else "distinct"
+    rows = []
+    if d == "postgres" and len(tids) == len(picks):
+        # A row that moved since (a concurrent update) is not found there, or fails the bucket
+        # and hash conditions: then the scan below finds the rows.
+        addr = f"ctid = any(array[{', '.join(repr(t) for t in tids)}]::tid[])"
+        rows = side.con.fetch_dicts(f"select {distinct} {cols} from {plan.src(side, f'{addr} and {bucket}', hashed)} "
+                                    f"limit {SAMPLE_ROWS}")
+    if len(rows) < len({p[:2] for p in picks}):
+        rows = side.con.fetch_dicts(f"select {distinct} {cols} from {plan.src(side, bucket, hashed)} "
+                                    f"limit {SAMPLE_ROWS}")
     return [{"_diff": label, **{k: _jsonable(v) for k, v in r.items()}} for r in rows]
 
 
