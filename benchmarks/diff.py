@@ -289,12 +289,13 @@ def main() -> None:
     db = str(workdir / f"bench_{args.rows}.duckdb")
     t = time.perf_counter()
     if not Path(db).exists():
-        con = duckdb.connect(db + ".tmp")
-        con.execute("set enable_progress_bar = false")
-        for s in build_sql(args.rows, "duckdb"):
-            con.execute(s)
-        con.execute("checkpoint")
-        con.close()
+        # In a child: a parent grown by the build would pass its peak RSS on to every measured
+        # child (Linux keeps the peak of the memory image a process had before exec).
+        script = ("import duckdb, json, sys\ncon = duckdb.connect(sys.argv[1])\n"
+                  "con.execute('set enable_progress_bar = false')\n"
+                  "for s in json.loads(sys.argv[2]): con.execute(s)\ncon.execute('checkpoint')\ncon.close()")
+        subprocess.run([sys.executable, "-c", script, db + ".tmp", json.dumps(build_sql(args.rows, "duckdb"))],
+                       check=True)
         os.replace(db + ".tmp", db)
     print(f"DuckDB {duckdb.__version__}: {args.rows:,} rows per table, data ready in {time.perf_counter() - t:.1f} s; "
           f"cores: {os.cpu_count()}; load average before: {os.getloadavg()[0]:.1f}\n")
