@@ -43,7 +43,8 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 # Google hosts at start.
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                  "--disable-default-apps", "--disable-extensions", "--hide-scrollbars", "--mute-audio"]
+                  "--disable-default-apps", "--disable-extensions", "--hide-scrollbars", "--mute-audio",
+                  "--disable-dev-shm-usage"]  # a small /dev/shm on CI machines must not crash the renderer
 
 
 # --------------------------------------------------------------------------------------------
