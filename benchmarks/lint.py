@@ -64,20 +64,26 @@ select id, ts, amount from {up} limit 100
 ]
 
 
-def generate(root: Path, n_models: int) -> dict[str, list[str]]:
-    """Write the project; return the expected rule ids per model."""
+def scaffold(root: Path, name: str, project_extra: str = "") -> None:
+    """An empty DuckDB dbt project named `name` in `root` (its file `<name>.duckdb`), with this
+    package installed from the repository and the partition_overwrite shim."""
     (root / "models").mkdir(parents=True)
     (root / "macros").mkdir()
     (root / "dbt_project.yml").write_text(
-        "name: bench\nversion: '1.0.0'\nconfig-version: 2\nprofile: bench\nmodel-paths: ['models']\n"
-        "macro-paths: ['macros']\nmodels:\n  bench:\n    +materialized: view\n")
+        f"name: {name}\nversion: '1.0.0'\nconfig-version: 2\nprofile: {name}\nmodel-paths: ['models']\n"
+        "macro-paths: ['macros']\n" + project_extra)
     (root / "profiles.yml").write_text(
-        f"bench:\n  target: dev\n  outputs:\n    dev:\n      type: duckdb\n      path: {root / 'bench.duckdb'}\n"
+        f"{name}:\n  target: dev\n  outputs:\n    dev:\n      type: duckdb\n      path: {root / (name + '.duckdb')}\n"
         "      schema: analytics\n      threads: 1\n")
     (root / "packages.yml").write_text(f"packages:\n  - local: {REPO_ROOT}\n")
     (root / "macros" / "get_incremental_partition_overwrite_sql.sql").write_text(
         "{% macro get_incremental_partition_overwrite_sql(arg_dict) %}\n"
         "  {{ return(rerun_safety.get_incremental_partition_overwrite_sql(arg_dict)) }}\n{% endmacro %}\n")
+
+
+def generate(root: Path, n_models: int) -> dict[str, list[str]]:
+    """Write the project; return the expected rule ids per model."""
+    scaffold(root, "bench", "models:\n  bench:\n    +materialized: view\n")
     (root / "models" / "sources.yml").write_text(
         "version: 2\nsources:\n  - name: raw\n    schema: raw\n    tables:\n" +
         "".join(f"      - name: events_{i}\n" for i in range(10)))

@@ -23,9 +23,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-SHIM = ("{% macro get_incremental_partition_overwrite_sql(arg_dict) %}\n"
-        "  {{ return(rerun_safety.get_incremental_partition_overwrite_sql(arg_dict)) }}\n{% endmacro %}\n")
-
 MODELS = {
     # safe: delete+insert on the key with a lookback
     "events_upsert": """{{ config(materialized='incremental', incremental_strategy='delete+insert', unique_key='id') }}
@@ -52,15 +49,9 @@ select account, count(*) as n, sum(amount) as amount from {{ ref('events_appende
 def big_project(root: Path, rows: int) -> Path:
     import duckdb
 
-    (root / "models").mkdir(parents=True)
-    (root / "macros").mkdir()
-    (root / "macros" / "get_incremental_partition_overwrite_sql.sql").write_text(SHIM)
-    (root / "dbt_project.yml").write_text("name: scale\nversion: '1.0.0'\nconfig-version: 2\nprofile: scale\n"
-                                          "model-paths: ['models']\nmacro-paths: ['macros']\n")
-    (root / "profiles.yml").write_text(
-        f"scale:\n  target: dev\n  outputs:\n    dev:\n      type: duckdb\n      path: {root / 'scale.duckdb'}\n"
-        "      schema: analytics\n      threads: 1\n")
-    (root / "packages.yml").write_text(f"packages:\n  - local: {REPO}\n")
+    from lint import scaffold
+
+    scaffold(root, "scale")
     (root / "models" / "sources.yml").write_text(
         "version: 2\nsources:\n  - name: raw\n    schema: raw\n    tables:\n      - name: events\n"
         "        config:\n          event_time: ts\n")

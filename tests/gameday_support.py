@@ -9,7 +9,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from _support import REPO_ROOT, postgres_profile, write_profiles
+from _support import FIXTURES, REPO_ROOT, postgres_profile, write_profiles
 
 SHOP = REPO_ROOT / "examples" / "shop"
 
@@ -39,6 +39,14 @@ def dbt_deps(project: Path, profiles: Path) -> None:
 
     res = dbtRunner().invoke(["deps", "--project-dir", str(project), "--profiles-dir", str(profiles), "--quiet"])
     assert res.success, res.exception
+
+
+def duckdb_fixture_project(tmp: Path, name: str, load_duckdb) -> Path:
+    """A copy of tests/fixtures/<name> in `tmp`, its `<name>.duckdb` loaded, its packages installed."""
+    project = copy_project(FIXTURES / name, tmp / name)
+    load_duckdb(str(project / f"{name}.duckdb"))
+    dbt_deps(project, project)
+    return project
 
 
 def file_sha256(path: Path) -> str:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from _support import FIXTURES
-from gameday_support import by_name, copy_project, dbt_deps, file_sha256, load_report, run_cli, scenario
+from gameday_support import by_name, duckdb_fixture_project, file_sha256, load_report, run_cli, scenario
 
 sys.path.insert(0, str(FIXTURES / "payments"))
 import load_data  # noqa: E402
@@ -19,11 +19,7 @@ import load_data  # noqa: E402
 
 @pytest.fixture(scope="module")
 def payments_project(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("payments")
-    project = copy_project(FIXTURES / "payments", tmp / "payments")
-    load_data.load_duckdb(str(project / "payments.duckdb"))
-    dbt_deps(project, project)
-    return project
+    return duckdb_fixture_project(tmp_path_factory.mktemp("payments"), "payments", load_data.load_duckdb)
 
 
 def _gameday(project: Path, *extra: str) -> tuple[int, str, str]:

@@ -13,7 +13,7 @@ import duckdb
 import pytest
 
 from _support import FIXTURES, write_profiles
-from gameday_support import by_name, copy_project, dbt_deps, file_sha256, load_report, run_cli, scenario
+from gameday_support import by_name, duckdb_fixture_project, file_sha256, load_report, run_cli, scenario
 from test_reliability_support import PARSE_PREFIX, PREFIX, payments_target
 
 def _load_module(name: str, path: Path):
@@ -149,11 +149,7 @@ def test_empty_sources(isolated, payments, tmp_path):
 
 @pytest.fixture(scope="module")
 def odd(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("odd_names")
-    project = copy_project(FIXTURES / "odd_names", tmp / "odd_names")
-    odd_data.load_duckdb(str(project / "odd_names.duckdb"))
-    dbt_deps(project, project)
-    return project
+    return duckdb_fixture_project(tmp_path_factory.mktemp("odd_names"), "odd_names", odd_data.load_duckdb)
 
 
 ODD_VERDICTS = {"Orders_Appended": "loss", "Städte_Summary": "drift", "order_days": "safe", "order_labels": "safe"}

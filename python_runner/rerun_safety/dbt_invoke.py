@@ -99,6 +99,7 @@ class DbtSession:
         self.quiet = quiet
         self.manifest = None
         self.invocations: list[DbtResult] = []
+        _enable_dbt_caches()
 
     # dbt writes target/ and logs/ next to the project by default: keep both in our work dir so a
     # game day leaves the user's project folder as it was.
@@ -125,7 +126,6 @@ class DbtSession:
         if self.quiet:
             args = ["--quiet", "--log-level-file", "none", *args] if command[0] != "ls" else [
                 "--log-level", "none", "--log-level-file", "none", *args]
-        _enable_dbt_caches()
         runner = dbtRunner(manifest=self.manifest if use_manifest else None)
         started = time.perf_counter()
         buffer = io.StringIO()
