@@ -198,6 +198,110 @@
   {{ return([not_null_match, null_match]) }}
 {%- endmacro %}
 
+{#- The types whose text form casts back to the same value on both engines; other partition
+    values (floats, intervals, nested types, ...) are matched through the batch table instead. -#}
+{% macro _po_literal_type(key, granularity) %}
+  {%- set t = key.data_type | lower -%}
+  {%- if granularity -%}
+    {#- truncating a date gives a timestamp: compare the column with timestamps -#}
+    {{ return('timestamp' if t == 'date' else key.data_type) }}
+  {%- endif -%}
+  {%- for prefix in ['tinyint', 'smallint', 'int', 'bigint', 'hugeint', 'utinyint', 'usmallint', 'uinteger', 'ubigint', 'uhugeint',
+                     'varchar', 'character', 'char', 'text', 'string', 'date', 'timestamp', 'bool', 'numeric', 'decimal'] -%}
+    {%- if t.startswith(prefix) -%}{{ return(key.data_type) }}{%- endif -%}
+  {%- endfor -%}
+  {{ return(none) }}
+{% endmacro %}
+
+{#- Dynamic mode, when the batch has at most `limit` partitions (16 for a list partition_key)
+    whose values have a literal form: read them from the batch (a small temp table, inside the
+    same transaction) and return the conditions of the target rows to replace, with the
+    partitions written as typed literals. The engines then filter the target scan with
+    constants (zone maps on DuckDB, indexes on PostgreSQL) instead of joining it with the batch;
+    a granularity field becomes half-open ranges of the raw column, contiguous partitions merged
+    into one range, so no row is truncated. Returns none when this form does not apply. -#}
+{% macro _po_literal_matches(dest, source_relation, cfg, limit=1000) %}
+  {%- set keys = cfg['keys'] -%}
+  {%- set granularity = cfg.granularity -%}
+  {%- set limit = limit if keys | length == 1 else 16 -%}
+  {%- set types = [] -%}
+  {%- for key in keys -%}
+    {%- set t = rerun_safety._po_literal_type(key, granularity) -%}
+    {%- if t is none -%}{{ return(none) }}{%- endif -%}
+    {%- do types.append(t) -%}
+  {%- endfor -%}
+  {%- set src = 'DBT_INTERNAL_SOURCE' -%}
+  {%- set parts = [] -%}
+  {%- set texts = [] -%}
+  {%- set order = [] -%}
+  {%- for key in keys -%}
+    {%- do parts.append(rerun_safety._po_part_expr(src, key, granularity) ~ ' as rerun_safety_p' ~ loop.index0) -%}
+    {%- do texts.append('cast(rerun_safety_p' ~ loop.index0 ~ ' as varchar) as rerun_safety_t' ~ loop.index0) -%}
+    {%- do order.append('rerun_safety_p' ~ loop.index0 ~ ' nulls last') -%}
+  {%- endfor -%}
+  {%- if granularity -%}
+    {%- do texts.append("cast(rerun_safety_p0 + interval '1 " ~ granularity ~ "' as varchar) as rerun_safety_next") -%}
+  {%- endif -%}
+  {%- set query -%}
+select {{ texts | join(', ') }}
+from (select distinct {{ parts | join(', ') }} from {{ source_relation }} as {{ src }}) as rerun_safety_parts
+order by {{ order | join(', ') }}
+limit {{ limit + 2 }}
+  {%- endset -%}
+  {%- set rows = run_query(query).rows -%}
+  {%- set values = [] -%}
+  {%- set with_null = [] -%}
+  {%- for row in rows -%}
+    {%- if (row.values() | list)[:keys | length] | select('none') | list | length > 0 -%}
+      {%- do with_null.append(row) -%}
+    {%- else -%}
+      {%- do values.append(row) -%}
+    {%- endif -%}
+  {%- endfor -%}
+  {%- if values | length > limit -%}{{ return(none) }}{%- endif -%}
+
+  {%- set matches = [] -%}
+  {%- if values and granularity -%}
+    {%- set raw = dest ~ '.' ~ keys[0].quoted -%}
+    {%- set runs = [] -%}
+    {%- for row in values -%}
+      {%- if runs and runs[-1][1] == row[0] -%}
+        {%- do runs[-1].pop() -%}
+        {%- do runs[-1].append(row[1]) -%}
+      {%- else -%}
+        {%- do runs.append([row[0], row[1]]) -%}
+      {%- endif -%}
+    {%- endfor -%}
+    {%- set ranges = [] -%}
+    {%- for lo, hi in runs -%}
+      {%- do ranges.append('(' ~ raw ~ ' >= ' ~ rerun_safety._po_text_literal(lo, types[0]) ~ ' and ' ~ raw ~ ' < ' ~ rerun_safety._po_text_literal(hi, types[0]) ~ ')') -%}
+    {%- endfor -%}
+    {%- do matches.append(ranges | join('\n      or ') if ranges | length == 1 else '(' ~ ranges | join('\n      or ') ~ ')') -%}
+  {%- elif values -%}
+    {%- set tuples = [] -%}
+    {%- for row in values -%}
+      {%- set literals = [] -%}
+      {%- for key in keys -%}
+        {%- do literals.append(rerun_safety._po_text_literal(row[loop.index0], types[loop.index0])) -%}
+      {%- endfor -%}
+      {%- do tuples.append(literals[0] if keys | length == 1 else '(' ~ literals | join(', ') ~ ')') -%}
+    {%- endfor -%}
+    {%- set columns = [] -%}
+    {%- for key in keys -%}{%- do columns.append(dest ~ '.' ~ key.quoted) -%}{%- endfor -%}
+    {%- do matches.append('(' ~ columns | join(', ') ~ ') in (' ~ tuples | join(', ') ~ ')') -%}
+  {%- endif -%}
+  {%- if with_null -%}
+    {#- a partition with a NULL value: matched NULL-safely through the batch, as in the general form -#}
+    {%- do matches.append(rerun_safety._po_dynamic_matches(dest, source_relation, cfg)[1]) -%}
+  {%- endif -%}
+  {{ return(matches) }}
+{%- endmacro %}
+
+{#- A value read back as text, as a literal of the given type; quotes doubled, never pasted raw. -#}
+{% macro _po_text_literal(text, data_type) -%}
+  cast('{{ text | replace("'", "''") }}' as {{ data_type }})
+{%- endmacro %}
+
 {#- Engine-specific ways to abort the statement from inside a row expression, with a message
     built from the row (so it is never constant-folded at plan time). Both return a boolean. -#}
 {% macro _po_fail_by_cast(message_sql) -%}
@@ -230,7 +334,10 @@
   {% set dest_cols_csv = get_quoted_csv(dest_columns | map(attribute='name')) %}
 
   {% if cfg.static is not none %}
-    {% set delete_matches = [rerun_safety._po_static_match('DBT_INTERNAL_DEST', cfg)] %}
+    {#- an empty batch changes nothing here either: no rows usually means nothing arrived, not
+        that the listed partitions are now empty -#}
+    {% set delete_matches = [rerun_safety._po_static_match('DBT_INTERNAL_DEST', cfg)
+        ~ '\n  and exists (select 1 from ' ~ source_relation ~ ')'] %}
     {% set shown = [] %}
     {% for key in cfg['keys'] %}
       {% do shown.append("coalesce(cast(" ~ rerun_safety._po_part_expr('DBT_INTERNAL_SOURCE', key, cfg.granularity) ~ " as varchar), 'NULL')") %}
@@ -240,7 +347,10 @@
     {% set suffix = "), outside the static partitions; nothing was changed. Add it to partitions, or filter the model to the listed partitions." %}
     {% set message_sql = "'" ~ prefix | replace("'", "''") ~ "' || " ~ shown | join(" || ', ' || ") ~ " || '" ~ suffix | replace("'", "''") ~ "'" %}
   {% else %}
-    {% set delete_matches = rerun_safety._po_dynamic_matches('DBT_INTERNAL_DEST', source_relation, cfg) %}
+    {% set delete_matches = rerun_safety._po_literal_matches('DBT_INTERNAL_DEST', source_relation, cfg) %}
+    {% if delete_matches is none %}
+      {% set delete_matches = rerun_safety._po_dynamic_matches('DBT_INTERNAL_DEST', source_relation, cfg) %}
+    {% endif %}
   {% endif %}
 
   {#- the batch's rows; a static-partition violation aborts the statement (and the transaction) -#}
@@ -266,7 +376,7 @@ where {{ delete_match }}
   and ({{ predicate }})
 {%- endfor %};
 {% endfor %}
-{%- else %}
+{%- elif delete_matches %}
 with
 {%- for delete_match in delete_matches %}
 rerun_safety_deleted_{{ loop.index }} as (
