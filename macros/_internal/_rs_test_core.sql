@@ -150,3 +150,20 @@
     {{ exceptions.raise_compiler_error(caller_name ~ ": argument '" ~ arg_name ~ "' is required and must be a relation; got '" ~ value ~ "'. Fix: " ~ arg_name ~ ": ref('orders_source') or source('raw', 'orders')") }}
   {%- endif -%}
 {% endmacro %}
+
+{#- The arguments reconcile_counts and reconcile_sums share, checked: compare_to must be a
+    relation, tolerance a number >= 0, group_by (optional) columns of both relations. Returns
+    {'tolerance', 'model_groups', 'compare_groups'} (quoted column names; the groups are only
+    resolved against the relations at execution time, empty lists before). -#}
+{% macro _rs_reconcile_args(caller_name, model, compare_to, group_by, tolerance) %}
+  {%- do rerun_safety._rs_require_relation(caller_name, 'compare_to', compare_to) -%}
+  {%- set groups = rerun_safety._rs_as_list(caller_name, 'group_by', group_by, required=false) -%}
+  {%- set out = {'tolerance': rerun_safety._rs_number(caller_name, 'tolerance', tolerance, minimum=0),
+                 'model_groups': [], 'compare_groups': []} -%}
+  {%- if execute -%}
+    {%- do out.update({
+        'model_groups': rerun_safety._rs_quote_all(rerun_safety._rs_resolve_columns(caller_name, 'group_by', model, groups)),
+        'compare_groups': rerun_safety._rs_quote_all(rerun_safety._rs_resolve_columns(caller_name, 'group_by (in compare_to)', compare_to, groups))}) -%}
+  {%- endif -%}
+  {{ return(out) }}
+{% endmacro %}

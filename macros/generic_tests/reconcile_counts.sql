@@ -7,16 +7,13 @@
 {% endtest %}
 
 {% macro default__test_reconcile_counts(model, compare_to, key, group_by, tolerance) %}
-  {%- do rerun_safety._rs_require_relation('reconcile_counts', 'compare_to', compare_to) -%}
+  {%- set args = rerun_safety._rs_reconcile_args('reconcile_counts', model, compare_to, group_by, tolerance) -%}
   {%- set keys = rerun_safety._rs_as_list('reconcile_counts', 'key', key) -%}
-  {%- set groups = rerun_safety._rs_as_list('reconcile_counts', 'group_by', group_by, required=false) -%}
-  {%- set tolerance = rerun_safety._rs_number('reconcile_counts', 'tolerance', tolerance, minimum=0) -%}
   {{ config(fail_calc='count(*)') }}
   {%- if not execute -%}{{ return('') }}{%- endif -%}
+  {%- set tolerance, model_groups, compare_groups = args.tolerance, args.model_groups, args.compare_groups -%}
   {%- set model_keys = rerun_safety._rs_resolve_columns('reconcile_counts', 'key', model, keys) -%}
   {%- set compare_keys = rerun_safety._rs_resolve_columns('reconcile_counts', 'key (in compare_to)', compare_to, keys) -%}
-  {%- set model_groups = rerun_safety._rs_quote_all(rerun_safety._rs_resolve_columns('reconcile_counts', 'group_by', model, groups)) -%}
-  {%- set compare_groups = rerun_safety._rs_quote_all(rerun_safety._rs_resolve_columns('reconcile_counts', 'group_by (in compare_to)', compare_to, groups)) -%}
   {%- set model_sql = rerun_safety._rs_key_stats_sql(model, model_keys, model_groups, model_groups) -%}
   {%- set compare_sql = rerun_safety._rs_key_stats_sql(compare_to, compare_keys, compare_groups, model_groups) -%}
 with per_group as (

@@ -6,19 +6,16 @@
 {% endtest %}
 
 {% macro default__test_reconcile_sums(model, compare_to, column, group_by, tolerance) %}
-  {%- do rerun_safety._rs_require_relation('reconcile_sums', 'compare_to', compare_to) -%}
+  {%- set args = rerun_safety._rs_reconcile_args('reconcile_sums', model, compare_to, group_by, tolerance) -%}
   {%- set cols = rerun_safety._rs_as_list('reconcile_sums', 'column', column) -%}
   {%- if cols | length != 1 -%}
     {{ exceptions.raise_compiler_error("reconcile_sums: argument 'column' must name one numeric column; got " ~ cols ~ ". Fix: column: amount") }}
   {%- endif -%}
-  {%- set groups = rerun_safety._rs_as_list('reconcile_sums', 'group_by', group_by, required=false) -%}
-  {%- set tolerance = rerun_safety._rs_number('reconcile_sums', 'tolerance', tolerance, minimum=0) -%}
   {{ config(fail_calc='count(*)') }}
   {%- if not execute -%}{{ return('') }}{%- endif -%}
+  {%- set tolerance, model_groups, compare_groups = args.tolerance, args.model_groups, args.compare_groups -%}
   {%- set model_col = adapter.quote(rerun_safety._rs_resolve_columns('reconcile_sums', 'column', model, cols)[0]) -%}
   {%- set compare_col = adapter.quote(rerun_safety._rs_resolve_columns('reconcile_sums', 'column (in compare_to)', compare_to, cols)[0]) -%}
-  {%- set model_groups = rerun_safety._rs_quote_all(rerun_safety._rs_resolve_columns('reconcile_sums', 'group_by', model, groups)) -%}
-  {%- set compare_groups = rerun_safety._rs_quote_all(rerun_safety._rs_resolve_columns('reconcile_sums', 'group_by (in compare_to)', compare_to, groups)) -%}
   {%- set model_sql -%}
     select {% for g in model_groups %}{{ g }}, {% endfor %}coalesce(sum({{ model_col }}), 0) as total, count(*) as n_rows
     from {{ model }} {% if model_groups %}group by {{ model_groups | join(', ') }}{% endif %}

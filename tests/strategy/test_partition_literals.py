@@ -45,11 +45,8 @@ def po(request, tmp_path_factory):
     if pg is not None:
         dbname = pg.create_database("po_lit")
         conn = pg.connect()
-        try:
-            with conn.cursor() as cur:
-                cur.execute(f"alter database \"{dbname}\" set timezone to '{TZ}'")
-        finally:
-            conn.close()
+        conn.cursor().execute(f"alter database \"{dbname}\" set timezone to '{TZ}'")
+        conn.close()
     project = TzProject(tmp_path_factory.mktemp(f"po_lit_{request.param}"), request.param, MODELS,
                         pg_server=pg, dbname=dbname)
     project.setup()
