@@ -206,10 +206,13 @@
     {#- truncating a date gives a timestamp: compare the column with timestamps -#}
     {{ return('timestamp' if t == 'date' else key.data_type) }}
   {%- endif -%}
-  {%- for prefix in ['tinyint', 'smallint', 'int', 'bigint', 'hugeint', 'utinyint', 'usmallint', 'uinteger', 'ubigint', 'uhugeint',
-                     'varchar', 'character', 'char', 'text', 'string', 'date', 'timestamp', 'bool', 'numeric', 'decimal'] -%}
-    {%- if t.startswith(prefix) -%}{{ return(key.data_type) }}{%- endif -%}
-  {%- endfor -%}
+  {%- set base = t.split('(')[0].split(' ')[0] -%}
+  {%- if '[' not in t and base in ['tinyint', 'smallint', 'int', 'int2', 'int4', 'int8', 'integer', 'bigint', 'hugeint',
+                                   'utinyint', 'usmallint', 'uinteger', 'ubigint', 'uhugeint', 'varchar', 'character',
+                                   'char', 'bpchar', 'text', 'string', 'date', 'timestamp', 'timestamptz', 'timestamp_s',
+                                   'timestamp_ms', 'timestamp_ns', 'boolean', 'bool', 'numeric', 'decimal'] -%}
+    {{ return(key.data_type) }}
+  {%- endif -%}
   {{ return(none) }}
 {% endmacro %}
 
