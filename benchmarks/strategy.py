@@ -13,7 +13,7 @@ statement times are the sharper comparison. Best and median of --repeat runs, st
 interleaved; ratios to delete+insert for both. A throwaway PostgreSQL server is started and
 removed by the script.
 
-    .venv/bin/python benchmarks/strategy.py [--rows 10000000] [--days 100] [--repeat 7]
+    .venv/bin/python benchmarks/strategy.py [--rows 10000000] [--days 100] [--repeat 7] [--layouts clustered,interleaved]
 """
 from __future__ import annotations
 
@@ -74,12 +74,15 @@ def execute(engine, output, statements):
         conn.close()
 
 
-def build_data(engine, output, rows, days):
+def build_data(engine, output, rows, days, layout):
+    """`clustered`: the rows of a day are stored together, as in a table loaded day by day;
+    `interleaved`: every day is spread over the whole table (no storage block can be skipped)."""
     series = f"range({rows})" if engine == "duckdb" else f"generate_series(0, {rows - 1})"
+    day_of = f"(i % {days})" if layout == "interleaved" else f"(i / {-(-rows // days)})"
     statements = [
         "drop table if exists bench_raw",
-        f"create table bench_raw as select i as id, cast(date '2024-01-01' + cast(i % {days} as integer) as date) as day, "
-        f"cast(date '2024-01-01' + cast(i % {days} as integer) as timestamp) + (i % 86400) * interval '1 second' as ts, "
+        f"create table bench_raw as select i as id, cast(date '2024-01-01' + cast({day_of} as integer) as date) as day, "
+        f"cast(date '2024-01-01' + cast({day_of} as integer) as timestamp) + (i % 86400) * interval '1 second' as ts, "
         f"cast(i % 1000 as double precision) as v from {series} t(i)",
     ]
     for table in TABLES.values():
@@ -109,10 +112,16 @@ def run_engine(engine, output, workdir, args):
         res = dbtRunner().invoke([*cmd, *common])
         assert res.success, res.exception
     manifest = res.result
+    return {layout: run_layout(engine, output, manifest, common, layout, args)
+            for layout in args.layouts.split(",")}
+
+
+def run_layout(engine, output, manifest, common, layout, args):
+    from dbt.cli.main import dbtRunner
 
     t = time.time()
-    build_data(engine, output, args.rows, args.days)
-    print(f"  {engine}: built {args.rows:,} rows x {len(TABLES) + 1} tables in {time.time() - t:.1f}s", flush=True)
+    build_data(engine, output, args.rows, args.days, layout)
+    print(f"  {engine}, {layout}: built {args.rows:,} rows x {len(TABLES) + 1} tables in {time.time() - t:.1f}s", flush=True)
 
     times = {name: [] for name in MODELS}
     stmt_times = {name: [] for name in MODELS}
@@ -168,6 +177,7 @@ def main() -> None:
     parser.add_argument("--days", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--engines", default="duckdb,postgres")
+    parser.add_argument("--layouts", default="clustered,interleaved")
     args = parser.parse_args()
     print(f"rows={args.rows:,} days={args.days} (one day = {args.rows // args.days:,} rows replaced), "
           f"repeat={args.repeat}, seconds of dbt's model execution", flush=True)
@@ -187,13 +197,14 @@ def main() -> None:
             if server is not None:
                 server.stop()
     print()
-    print("| engine | strategy | model s best / median | ratio (best / median) | strategy SQL s best / median | ratio (best / median) |")
-    print("|---|---|---:|---:|---:|---:|")
-    for engine, times in results.items():
-        base = times["delete+insert"]
-        for name, t in times.items():
-            print(f"| {engine} | {name} | {t[0]:.2f} / {t[1]:.2f} | {t[0] / base[0]:.2f} / {t[1] / base[1]:.2f} "
-                  f"| {t[2]:.3f} / {t[3]:.3f} | {t[2] / base[2]:.2f} / {t[3] / base[3]:.2f} |")
+    print("| engine | layout | strategy | model s best / median | ratio (best / median) | strategy SQL s best / median | ratio (best / median) |")
+    print("|---|---|---|---:|---:|---:|---:|")
+    for engine, layouts in results.items():
+        for layout, times in layouts.items():
+            base = times["delete+insert"]
+            for name, t in times.items():
+                print(f"| {engine} | {layout} | {name} | {t[0]:.2f} / {t[1]:.2f} | {t[0] / base[0]:.2f} / {t[1] / base[1]:.2f} "
+                      f"| {t[2]:.3f} / {t[3]:.3f} | {t[2] / base[2]:.2f} / {t[3] / base[3]:.2f} |")
 
 
 if __name__ == "__main__":
