@@ -2,6 +2,7 @@
 and an `engine` parameter that runs the same test body on DuckDB and on PostgreSQL."""
 from __future__ import annotations
 
+import gc
 import os
 import sys
 from pathlib import Path
@@ -15,6 +16,40 @@ from _support import duckdb_profile, postgres_profile, start_pg_server  # noqa: 
 # dbt writes logs and the package lock next to the project; keep them out of the user's way.
 os.environ.setdefault("DBT_SEND_ANONYMOUS_USAGE_STATS", "false")
 os.environ.setdefault("DO_NOT_TRACK", "1")
+
+# dbt's caches for processes that never install Python packages between invocations: the plugin
+# scan and the Jinja parse of macro source text (a pure function of the text). The runner turns
+# them on for its game days, dbt-tests-adapter's `project` fixture for its tests; on from the start
+# here, so every in-process dbt invocation of the session runs the same way whatever the order.
+from dbt_common.tests import enable_test_caching  # noqa: E402
+
+enable_test_caching()
+
+# The session keeps a few hundred thousand long-lived objects (dbt, Jinja, sqlglot, adapters) and
+# each dbt invocation allocates and drops many more: with the default thresholds the collector
+# rescans the old ones every few invocations. Collect the young generations less often and the
+# oldest one rarely; the objects imported by collection time are left out of every scan.
+gc.set_threshold(20_000, 50, 100)
+
+
+def pytest_collection_finish(session):
+    gc.collect()
+    gc.freeze()
+
+
+# dbt-adapters' BaseAdapter.__init__ passes its module-level DEFAULT_BASE_BEHAVIOR_FLAGS list to the
+# `behavior` setter, which extends that list in place with the adapter's own flags: every PostgreSQL
+# adapter dbt creates leaves one more entry behind for the rest of the process, and every later
+# adapter renders them all (an inspect.stack() each). Over a session of hundreds of dbt invocations
+# each invocation gets seconds slower. Every test starts with the list as dbt defines it, as in a
+# fresh process.
+from dbt.adapters.base.impl import DEFAULT_BASE_BEHAVIOR_FLAGS  # noqa: E402
+
+_BASE_BEHAVIOR_FLAGS = len(DEFAULT_BASE_BEHAVIOR_FLAGS)
+
+
+def pytest_runtest_setup(item):
+    del DEFAULT_BASE_BEHAVIOR_FLAGS[_BASE_BEHAVIOR_FLAGS:]
 
 
 @pytest.fixture(scope="session")
@@ -33,6 +68,24 @@ def pg_database(pg_server):
         yield name
     finally:
         pg_server.drop_database(name)
+
+
+@pytest.fixture(scope="session")
+def shop_gameday(tmp_path_factory):
+    """`shop_gameday(engine, server)`: the game day of examples/shop on that engine (gameday_support.shop_gameday;
+    `server` is the session's PostgreSQL server for "postgres"), run the first time a test asks for it and shared
+    by every test of the session after that: test_gameday_shop checks its verdicts, test_report_browser its
+    report.html."""
+    from gameday_support import shop_gameday as run_shop_gameday
+
+    runs: dict[str, dict] = {}
+
+    def get(engine: str, server=None) -> dict:
+        if engine not in runs:
+            runs[engine] = run_shop_gameday(engine, tmp_path_factory.mktemp(f"shop_{engine}"), server)
+        return runs[engine]
+
+    return get
 
 
 @pytest.fixture(params=["duckdb", "postgres"])

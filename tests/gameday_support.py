@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -94,3 +95,31 @@ def scenario(model: dict, name: str) -> dict:
 def pg_profile(server, dbname: str, dest: Path, profile: str, schema: str) -> Path:
     write_profiles(dest, profile, postgres_profile(server, dbname, schema=schema))
     return dest
+
+
+def shop_gameday(engine: str, tmp: Path, server=None) -> dict:
+    """The game day of examples/shop (--steps 4 --threads 2) on a copy of it, loaded into a DuckDB file
+    or a fresh PostgreSQL database; the user's target is fingerprinted before and after."""
+    project = copy_project(SHOP, tmp / "shop")
+    gen = shop_generator()
+    if engine == "duckdb":
+        gen.load_duckdb(str(project / "shop.duckdb"))
+        profiles = project
+        before = file_sha256(project / "shop.duckdb")
+    else:
+        dbname = server.create_database("shop")
+        gen.load_postgres(server.dsn(dbname))
+        profiles = pg_profile(server, dbname, tmp / "profiles", "shop", "analytics")
+        before = pg_fingerprint(server, dbname)
+    dbt_deps(project, profiles)
+    out = tmp / "out"
+    cwd = os.getcwd()
+    os.chdir(project)  # the DuckDB profile's path is relative, as users write it
+    try:
+        code, stdout, stderr = run_cli(["gameday", "--project-dir", str(project), "--profiles-dir", str(profiles),
+                                        "--output-dir", str(out), "--steps", "4", "--threads", "2"])
+    finally:
+        os.chdir(cwd)
+    after = file_sha256(project / "shop.duckdb") if engine == "duckdb" else pg_fingerprint(server, dbname)
+    return {"engine": engine, "code": code, "stdout": stdout, "stderr": stderr, "report": load_report(out),
+            "out": out, "before": before, "after": after}

@@ -4,46 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from gameday_support import (SHOP, by_name, copy_project, dbt_deps, file_sha256, load_report, pg_fingerprint,
-                             pg_profile, run_cli, scenario, shop_generator)
+from gameday_support import by_name, scenario
 
 SAFE = ["stg_events", "dim_users", "events_delete_insert", "events_merge", "events_partition_overwrite",
         "events_microbatch", "daily_revenue_safe"]
 
 
 @pytest.fixture(scope="module", params=["duckdb", "postgres"])
-def shop_run(request, tmp_path_factory):
-    engine = request.param
-    tmp = tmp_path_factory.mktemp(f"shop_{engine}")
-    project = copy_project(SHOP, tmp / "shop")
-    gen = shop_generator()
-    if engine == "duckdb":
-        gen.load_duckdb(str(project / "shop.duckdb"))
-        profiles = project
-        before = file_sha256(project / "shop.duckdb")
-    else:
-        server = request.getfixturevalue("pg_server")
-        dbname = server.create_database("shop")
-        gen.load_postgres(server.dsn(dbname))
-        profiles = pg_profile(server, dbname, tmp / "profiles", "shop", "analytics")
-        before = pg_fingerprint(server, dbname)
-    dbt_deps(project, profiles)
-    out = tmp / "out"
-    import os
-
-    cwd = os.getcwd()
-    os.chdir(project)  # the DuckDB profile's path is relative, as users write it
-    try:
-        code, stdout, stderr = run_cli(["gameday", "--project-dir", str(project), "--profiles-dir", str(profiles),
-                                        "--output-dir", str(out), "--steps", "4", "--threads", "2"])
-    finally:
-        os.chdir(cwd)
-    if engine == "duckdb":
-        after = file_sha256(project / "shop.duckdb")
-    else:
-        after = pg_fingerprint(server, dbname)
-    return {"engine": engine, "code": code, "stdout": stdout, "stderr": stderr, "report": load_report(out),
-            "out": out, "before": before, "after": after}
+def shop_run(request, shop_gameday):
+    """The session's game day of examples/shop on each engine (conftest's shop_gameday)."""
+    server = request.getfixturevalue("pg_server") if request.param == "postgres" else None
+    return shop_gameday(request.param, server)
 
 
 def test_exit_code_and_reports(shop_run):

@@ -4,8 +4,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import duckdb
@@ -17,7 +15,6 @@ from rerun_safety.cli import main
 from rerun_safety.lint import run_lint
 
 SHOP = REPO_ROOT / "examples" / "shop"
-DBT = str(Path(sys.executable).parent / "dbt")
 
 # The unsafe models of examples/shop and what lint must say about them; every other model is safe
 # and must get no finding at all.
@@ -50,8 +47,11 @@ def shop_template(tmp_path_factory) -> Path:
     shutil.copytree(SHOP, dest, ignore=shutil.ignore_patterns("target", "dbt_packages", "logs", "*.duckdb*",
                                                               "package-lock.yml", ".user.yml"))
     (dest / "packages.yml").write_text(f"packages:\n  - local: {REPO_ROOT}\n")
-    subprocess.run([DBT, "deps", "--project-dir", str(dest), "--profiles-dir", str(dest),
-                    "--log-path", str(dest.parent / "deps_logs")], check=True, capture_output=True)
+    from dbt.cli.main import dbtRunner
+
+    res = dbtRunner().invoke(["deps", "--project-dir", str(dest), "--profiles-dir", str(dest),
+                              "--log-path", str(dest.parent / "deps_logs"), "--quiet"])
+    assert res.success, res.exception
     return dest
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import tempfile
 import threading
 import time
 import uuid
@@ -16,7 +17,7 @@ import duckdb
 import psycopg2
 import pytest
 
-from gameday_support import file_sha256, load_report
+from gameday_support import file_sha256, load_report, run_cli
 from test_reliability_support import (CHEAP, PREFIX, alive, children, kill, leftover_databases, leftover_folders,
                                       next_run_sweep, payments_target, phase, spawn_gameday, wait_until,
                                       work_root)
@@ -99,8 +100,10 @@ def test_duckdb_sandbox_never_resolves_to_user_file(duck, tmp_path):
     assert user.exists()
 
 
-def test_duckdb_file_inside_work_root_is_refused(duck, tmp_path):
-    """A file inside a (dead) run's folder would be swept: the runner refuses to start."""
+def test_duckdb_file_inside_work_root_is_refused(duck, tmp_path, monkeypatch):
+    """A file inside a (dead) run's folder would be swept: the runner refuses to start. Run in-process (the
+    refusal comes before any sandbox exists), with the work root where spawn_gameday's TMPDIR puts it."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     dead = work_root(tmp_path) / f"{PREFIX}deadrun"
     dead.mkdir(parents=True)
     inside = dead / "warehouse.duckdb"
@@ -111,10 +114,8 @@ def test_duckdb_file_inside_work_root_is_refused(duck, tmp_path):
     (profiles / "profiles.yml").write_text(
         f"payments:\n  target: local\n  outputs:\n    local:\n      type: duckdb\n      path: '{inside}'\n"
         "      schema: analytics\n")
-    target = type(duck)("duckdb", duck.project, profiles, {})
-    proc = spawn_gameday(target, tmp_path, *CHEAP)
-    _, err = proc.communicate(timeout=300)
-    assert proc.returncode == 2, err
+    code, _, err = run_cli(["gameday", "--project-dir", str(duck.project), "--profiles-dir", str(profiles), *CHEAP])
+    assert code == 2, err
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert len(lines) == 1 and "Traceback" not in err, err
     assert "inside the runner's work root" in lines[0] and str(inside) in lines[0]

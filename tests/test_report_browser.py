@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import base64
 import fcntl
-import inspect
 import json
 import os
 import select
@@ -33,8 +32,7 @@ from types import SimpleNamespace
 
 import pytest
 
-import test_gameday_shop
-from gameday_support import by_name, load_report, scenario
+from gameday_support import by_name, scenario
 
 BROKEN = "events_append_lookback"
 WIDTH, HEIGHT = 1400, 2400
@@ -228,19 +226,12 @@ def browser(chromium_exe, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def shop_duckdb(chromium_exe, tmp_path_factory) -> dict:
-    """The DuckDB game day of examples/shop by test_gameday_shop's `shop_run` fixture. Module-scoped fixtures
-    live per module, so importing `shop_run` here would run the game day (about a minute) a second time when
-    both files run in one session: the run test_gameday_shop made in this session's basetemp is reused,
-    else the fixture's function runs it here."""
-    for out in sorted(tmp_path_factory.getbasetemp().glob("shop_duckdb*/out")):
-        if (out / "report.html").is_file() and (out / "report.json").is_file():
-            report = load_report(out)
-            if report.get("adapter") == "duckdb" and report.get("project") == "shop":
-                return {"out": out, "report": report, "reused": True}
-    run = inspect.unwrap(test_gameday_shop.shop_run)(SimpleNamespace(param="duckdb"), tmp_path_factory)
+def shop_duckdb(chromium_exe, shop_gameday) -> dict:
+    """The DuckDB game day of examples/shop: the session's run (conftest's shop_gameday), shared with
+    test_gameday_shop; run here if no test before asked for it."""
+    run = shop_gameday("duckdb")
     assert run["code"] == 1, run["stderr"]
-    return {**run, "reused": False}
+    return run
 
 
 @pytest.fixture(scope="module")
@@ -343,8 +334,7 @@ def report_page(browser, shop_duckdb):
     page = browser.open(html_path.as_uri())
     return SimpleNamespace(page=page, url=html_path.as_uri(), errors=page.console_errors(),
                            requests=page.requests(), dom=page.evaluate(DOM_SCRIPT),
-                           report=shop_duckdb["report"], models=by_name(shop_duckdb["report"]),
-                           reused=shop_duckdb["reused"])
+                           report=shop_duckdb["report"], models=by_name(shop_duckdb["report"]))
 
 
 def _marked(dom: dict) -> list[tuple[str, str, dict]]:
@@ -462,5 +452,4 @@ def test_screenshot(report_page, artifacts, capsys):
     assert _check_png(page_top, WIDTH, HEIGHT) == (WIDTH, HEIGHT)
     assert _check_png(chart, WIDTH, 300) == (WIDTH, round(clip["height"]))
     with capsys.disabled():
-        print(f"\nreport screenshots: {chart} ({name}, {sname}: marked days), {page_top} (top of the page); "
-              f"game day {'of test_gameday_shop, reused' if report_page.reused else 'run by this module'}")
+        print(f"\nreport screenshots: {chart} ({name}, {sname}: marked days), {page_top} (top of the page)")

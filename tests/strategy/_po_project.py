@@ -139,9 +139,38 @@ class PoProject:
         finally:
             conn.close()
 
+    def fill_raws(self, tables: dict[str, tuple[str, list[tuple]]]) -> None:
+        """fill_raw for several models through one connection: {model: (columns, rows)}."""
+        conn = self.connect()
+        try:
+            cur = conn.cursor()
+            mark = "%s" if self.engine == "postgres" else "?"
+            for model, (columns, rows) in tables.items():
+                cur.execute(f"drop table if exists raw_{model}")
+                cur.execute(f"create table raw_{model} ({columns})")
+                if rows:
+                    cur.executemany(f"insert into raw_{model} values ({', '.join([mark] * len(rows[0]))})", rows)
+            if self.engine == "postgres":
+                conn.commit()
+        finally:
+            conn.close()
+
     def rows(self, table: str, columns: str = "*") -> Counter:
         """The exact multiset of rows of a table."""
         return Counter(self.sql(f"select {columns} from {table}", fetch=True))
+
+    def rows_of(self, tables) -> dict[str, Counter]:
+        """The exact multiset of rows of each table, read through one connection."""
+        conn = self.connect()
+        try:
+            cur = conn.cursor()
+            out = {}
+            for table in tables:
+                cur.execute(f"select * from {table}")
+                out[table] = Counter(cur.fetchall())
+            return out
+        finally:
+            conn.close()
 
     def drop_warehouse(self) -> None:
         if self.engine == "postgres":
