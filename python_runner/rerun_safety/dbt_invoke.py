@@ -34,6 +34,30 @@ def _enable_dbt_caches() -> None:
     enable_test_caching()
 
 
+def trim_behavior_flags() -> None:
+    """Undo what each dbt invocation leaks into dbt-adapters' module-level flag list.
+
+    `BaseAdapter.__init__` hands the module-level DEFAULT_BASE_BEHAVIOR_FLAGS list to its
+    `behavior` setter, which extends that very list with the adapter's own flags: every adapter
+    dbt creates (one per invocation on PostgreSQL) leaves its flags behind for the rest of the
+    process, and every later adapter renders all of them (an inspect.stack() each), so a long game
+    day gets slower with every invocation. Adapters render their flags when they are created, so
+    keeping the first entry of each name changes nothing for them.
+    """
+    try:
+        from dbt.adapters.base.impl import DEFAULT_BASE_BEHAVIOR_FLAGS as flags
+    except ImportError:  # another dbt-adapters layout: nothing to undo
+        return
+    seen: set = set()
+    kept = []
+    for flag in flags:
+        name = flag.get("name") if isinstance(flag, dict) else id(flag)
+        if name not in seen:
+            seen.add(name)
+            kept.append(flag)
+    flags[:] = kept
+
+
 @dataclass(frozen=True)
 class NodeResult:
     unique_id: str
@@ -130,8 +154,11 @@ class DbtSession:
         started = time.perf_counter()
         buffer = io.StringIO()
         logging.getLogger("dbt").setLevel(logging.ERROR)
-        with redirect_stdout(buffer):
-            res = runner.invoke(args)
+        try:
+            with redirect_stdout(buffer):
+                res = runner.invoke(args)
+        finally:
+            trim_behavior_flags()
         wall = time.perf_counter() - started
         if isinstance(res.exception, KeyboardInterrupt):
             raise res.exception  # dbtRunner swallows Ctrl-C/SIGTERM: let the caller clean up
