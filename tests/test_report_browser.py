@@ -4,9 +4,8 @@ exactly the partitions report.json says differ, each marked day is drawn visibly
 mark, its difference above it); safe models have no marked day; and screenshots are saved as test artifacts
 (in $RERUN_SAFETY_ARTIFACTS if set, else in pytest's tmp dir; README's docs/report.png is `report.png`).
 
-The broken model `events_append_lookback` (append with a 3-day lookback) has its doubled days checked too, but
-only once the example gives it a day column: today it sets neither event_time nor partition_key, the game day
-reports no rows per day for it, and that test is an expected failure saying so.
+The broken model `events_append_lookback` (append with a 3-day lookback, event_time set) has its doubled days
+checked too: the replay marks exactly the days whose rows it appends again.
 
 Chromium is driven through the DevTools protocol over `--remote-debugging-pipe` with the standard library
 only: its plain command line cannot tell errors apart (`--enable-logging=stderr` prints console.log,
