@@ -319,7 +319,7 @@ limit {{ limit + 2 }}
     data-modifying CTEs delete the partitions (disjoint row sets) and whose outer INSERT writes
     the batch; the deletes see the statement's snapshot, so inserted rows are never deleted.
     DuckDB (form 'batch'): the same deletes and insert as consecutive statements of one batch,
-    because a DuckDB DELETE inside a CTE costs about 0.1 s more per 100,000 replaced rows than
+    because a DuckDB DELETE inside a CTE costs 0.06-0.1 s more per 100,000 replaced rows than
     the same statements run one after the other. Either way the transaction makes it atomic: any
     error (a static-partition violation, a constraint) aborts it and dbt rolls it back, and a
     killed process never commits it. -#}
