@@ -37,19 +37,14 @@ def pytest_collection_finish(session):
     gc.freeze()
 
 
-# dbt-adapters' BaseAdapter.__init__ passes its module-level DEFAULT_BASE_BEHAVIOR_FLAGS list to the
-# `behavior` setter, which extends that list in place with the adapter's own flags: every PostgreSQL
-# adapter dbt creates leaves one more entry behind for the rest of the process, and every later
-# adapter renders them all (an inspect.stack() each). Over a session of hundreds of dbt invocations
-# each invocation gets seconds slower. Every test starts with the list as dbt defines it, as in a
-# fresh process.
-from dbt.adapters.base.impl import DEFAULT_BASE_BEHAVIOR_FLAGS  # noqa: E402
-
-_BASE_BEHAVIOR_FLAGS = len(DEFAULT_BASE_BEHAVIOR_FLAGS)
+# Tests also call dbtRunner directly, outside DbtSession: undo dbt-adapters' growing flag list
+# (see rerun_safety.dbt_invoke.trim_behavior_flags) before every test, as DbtSession does after
+# every invocation; left to grow, it made late in-process invocations seconds slower.
+from rerun_safety.dbt_invoke import trim_behavior_flags  # noqa: E402
 
 
 def pytest_runtest_setup(item):
-    del DEFAULT_BASE_BEHAVIOR_FLAGS[_BASE_BEHAVIOR_FLAGS:]
+    trim_behavior_flags()
 
 
 @pytest.fixture(scope="session")

@@ -126,18 +126,7 @@ class PoProject:
 
     def fill_raw(self, model: str, columns: str, rows: list[tuple]) -> None:
         """(Re)create raw_<model> with `columns` (SQL column defs) and exactly `rows`."""
-        conn = self.connect()
-        try:
-            cur = conn.cursor()
-            cur.execute(f"drop table if exists raw_{model}")
-            cur.execute(f"create table raw_{model} ({columns})")
-            if rows:
-                marks = ", ".join(["%s" if self.engine == "postgres" else "?"] * len(rows[0]))
-                cur.executemany(f"insert into raw_{model} values ({marks})", rows)
-            if self.engine == "postgres":
-                conn.commit()
-        finally:
-            conn.close()
+        self.fill_raws({model: (columns, rows)})
 
     def fill_raws(self, tables: dict[str, tuple[str, list[tuple]]]) -> None:
         """fill_raw for several models through one connection: {model: (columns, rows)}."""
@@ -178,9 +167,9 @@ class PoProject:
 
 
 def make_project(tmp_root: Path, engine: str, models: dict[str, str], pg_server=None,
-                 parse: bool = True) -> PoProject:
+                 parse: bool = True, project_class: type = PoProject) -> PoProject:
     dbname = pg_server.create_database("po") if engine == "postgres" else None
-    project = PoProject(tmp_root, engine, models, pg_server=pg_server, dbname=dbname)
+    project = project_class(tmp_root, engine, models, pg_server=pg_server, dbname=dbname)
     project.setup(parse=parse)
     return project
 

@@ -13,7 +13,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from _po_project import PoProject, model_sql
+from _po_project import PoProject, make_project, model_sql
 
 TZ = "America/New_York"
 NY = ZoneInfo(TZ)
@@ -43,15 +43,12 @@ class TzProject(PoProject):
 @pytest.fixture(scope="module", params=["duckdb", "postgres"])
 def po(request, tmp_path_factory):
     pg = request.getfixturevalue("pg_server") if request.param == "postgres" else None
-    dbname = None
-    if pg is not None:
-        dbname = pg.create_database("po_lit")
+    project = make_project(tmp_path_factory.mktemp(f"po_lit_{request.param}"), request.param, MODELS,
+                           pg_server=pg, project_class=TzProject)
+    if pg is not None:  # dbt parses without connecting: every later session starts in TZ
         conn = pg.connect()
-        conn.cursor().execute(f"alter database \"{dbname}\" set timezone to '{TZ}'")
+        conn.cursor().execute(f"alter database \"{project.dbname}\" set timezone to '{TZ}'")
         conn.close()
-    project = TzProject(tmp_path_factory.mktemp(f"po_lit_{request.param}"), request.param, MODELS,
-                        pg_server=pg, dbname=dbname)
-    project.setup()
     yield project
     project.drop_warehouse()
 
