@@ -15,7 +15,8 @@ from .dbt_invoke import DbtSession
 from .errors import ConfigError
 
 SUPPORTED_ADAPTERS = ("duckdb", "postgres")
-JUDGED_MATERIALIZATIONS = ("table", "incremental", "view", "materialized_view")
+# dbt-duckdb `external`: a file written by the model, read back through a view
+JUDGED_MATERIALIZATIONS = ("table", "incremental", "view", "materialized_view", "external")
 
 
 @dataclass(frozen=True)

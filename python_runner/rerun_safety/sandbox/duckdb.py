@@ -57,6 +57,7 @@ class DuckDBEngine(Engine):
         if not self.user_path.exists():
             raise ConfigError(f"DuckDB file {self.user_path} (from the profile's path) does not exist")
         self.stem = self.user_path.stem
+        self._original_location: dict[str, Any] = {}
         if self.user_path.is_relative_to(Path(work_root).resolve()):
             # sandboxes are created and swept there: the user's file could be taken for a leftover
             raise SandboxError(f"refusing to run: DuckDB file {self.user_path} is inside the runner's work "
@@ -129,15 +130,50 @@ class DuckDBEngine(Engine):
         self._guard(Path(sandbox.location))
         return DuckDBConnection(sandbox.location)
 
+    def _external_dir(self, sandbox: Sandbox) -> Path:
+        """Where the sandbox's external models write (dbt-duckdb `materialized='external'`)."""
+        return Path(sandbox.location).parent / "external"
+
     def profile_output(self, sandbox: Sandbox) -> dict:
         out = dict(self.target_output)
         out["path"] = sandbox.location
+        # External models without a `location` write to external_root (default: the working
+        # directory, i.e. the user's project): keep those files inside the sandbox.
+        root = self._external_dir(sandbox) / "root"
+        root.mkdir(parents=True, exist_ok=True)
+        out["external_root"] = str(root)
         # opened once per sandbox, not once per connection (see dbt_invoke.release_duckdb)
         out["keep_open"] = True
         # Databases attached by the profile are the user's: dbt may read them, never write.
         if out.get("attach"):
             out["attach"] = [dict(a, read_only=True) for a in out["attach"]]
         return out
+
+
+    def prepare_manifest(self, manifest: Any, sandbox: Sandbox) -> None:
+        # An external model with a `location` writes the user's real file (a local path or an
+        # object store URL) on every run: point each at a file of the same name inside the sandbox.
+        # The manifest is shared by every sandbox of the process, so the user's value is kept.
+        for uid, node in manifest.nodes.items():
+            config = getattr(node, "config", None)
+            if config is None or config.get("materialized") != "external":
+                continue
+            original = self._original_location.setdefault(uid, config.get("location"))
+            if original:
+                config["location"] = str(_redirect(str(original), self._external_dir(sandbox) / "location"))
+
+
+def _redirect(location: str, base: Path) -> Path:
+    """`location` (absolute, relative or a URL such as s3://bucket/key) as a path under `base`,
+    keeping its folders and file name (the format can come from the extension)."""
+    scheme, sep, rest = location.partition("://")
+    parts = [scheme, *rest.split("/")] if sep else location.split("/")
+    kept = [p for p in parts if p not in ("", ".", "..")]
+    if not kept:
+        kept = ["external"]
+    path = base.joinpath(*kept)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 def _attach_read_only(path: str) -> str:
