@@ -2,12 +2,14 @@
 report.html and the terminal summary. Pure Python: no dbt, no warehouse."""
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import decimal
 import io
 import json
 import re
 import xml.etree.ElementTree as ET
+from html import escape as html_escape
 from html.parser import HTMLParser
 
 import pytest
@@ -492,15 +494,196 @@ def test_html_long_range_marks_the_doubled_and_the_missing_day():
     assert len(d.with_class("missing-mark")) == 1
 
 
-def test_print_summary_fits_an_80_column_ci_log(report):
-    console = _console(width=80)
-    print_summary(report, {}, console=console)
-    out = console.export_text()
+def _tty_output(report, width: int) -> str:
+    """print_summary into a real pseudo-terminal of the given width, as a person at a terminal sees it."""
+    import os
+    import pty
+    import threading
+
+    master, slave = pty.openpty()
+    chunks: list[bytes] = []
+
+    def drain():
+        while True:
+            try:
+                data = os.read(master, 65536)
+            except OSError:
+                return
+            if not data:
+                return
+            chunks.append(data)
+
+    reader = threading.Thread(target=drain)
+    reader.start()
+    with os.fdopen(slave, "w", encoding="utf-8") as tty:
+        console = Console(file=tty, width=width, color_system=None)
+        assert console.is_terminal and tty.isatty()
+        print_summary(report, {}, console=console)
+    reader.join(5)
+    os.close(master)
+    return b"".join(chunks).decode("utf-8").replace("\r\n", "\n")
+
+
+def test_print_summary_fits_an_80_column_terminal(report):
+    out = _tty_output(report, 80)
     assert max(len(line) for line in out.splitlines()) <= 80
     flat = re.sub(r"\s+", " ", out)
     for text in ("sessions_watermark loss root cause partial: 60", "orders_append duplicates root cause rerun: 200 extra,",
                  "daily_revenue drift contaminated by"):
         assert text in flat
+
+
+LONG_NAME = "fct_customer_lifetime_value_by_acquisition_channel_and_region_daily_snapshot"  # 76 characters
+LONG_REASON = ("static reference data: no time column found in any of its 14 upstream relations, "
+               "so there is nothing to replay in batches")
+DBT_ERROR = ("Runtime Error in model broken_model (models/broken_model.sql)\n"
+             "  Binder Error: Referenced column \"amout\" not found in FROM clause!\n"
+             "  Candidate bindings: \"amount\", \"order_id\", \"order_date\", \"customer_id\"\n"
+             "  LINE 12: select amout from orders where order_date >= '2024-01-01' "
+             + "and a_condition_that_goes_on = 1 " * 24 + "\n"
+             "  compiled code at target/run/shop/models/broken_model.sql")
+
+
+def long_report() -> GamedayReport:
+    """build_report() plus a model with a 76-character name contaminated by another long name, a
+    skipped model with a long reason, and a model whose two scenarios failed with a long,
+    multi-line dbt error (over 1,000 characters)."""
+    base = build_report()
+    errored = ModelVerdict(
+        "broken_model", "model.shop.broken_model", "error", False, (), "incremental", "merge", ("id",), (),
+        (ScenarioResult("replay", "error", message=DBT_ERROR), ScenarioResult("rerun", "error", message=DBT_ERROR),
+         ScenarioResult("partial", "skipped", message="replay failed")))
+    long_model = ModelVerdict(
+        LONG_NAME, f"model.shop.{LONG_NAME}", "drift", False, ("orders_append", LONG_NAME + "_upstream"),
+        "table", None, (), (), (ScenarioResult("rerun", "drift", 10, 10, changed_rows=3),))
+    skipped = ModelVerdict("country_codes", "model.shop.country_codes", "skipped", False, (), "table", None, (), (),
+                           (), reason=LONG_REASON)
+    models = tuple(m for m in base.models if m.name not in ("broken_model", "country_codes"))
+    return dataclasses.replace(base, models=models + (errored, long_model, skipped))
+
+
+def _assert_uncropped(out: str) -> None:
+    lines = out.splitlines()
+    # one table line per model, each with the whole name, verdict and cause on it
+    row = next(line for line in lines if line.lstrip().startswith(LONG_NAME))
+    assert re.split(r"\s{2,}", row.strip()) == [
+        LONG_NAME, "drift", f"contaminated by orders_append, {LONG_NAME}_upstream", "rerun: 3 changed"]
+    row = next(line for line in lines if line.lstrip().startswith("country_codes"))
+    assert re.split(r"\s{2,}", row.strip()) == ["country_codes", "skipped", LONG_REASON]
+    assert max(len(line) for line in lines) > 200  # wider than any CI log's COLUMNS: nothing folded
+    assert "…" not in out
+    # dbt's message whole, its line breaks kept, named once for the two scenarios that failed alike
+    start = lines.index(next(line for line in lines if "broken_model [replay, rerun]: " in line))
+    shown = [lines[start].split("broken_model [replay, rerun]: ", 1)[1]] + [
+        line[4:] for line in lines[start + 1:start + len(DBT_ERROR.splitlines())]]
+    assert shown == DBT_ERROR.splitlines()
+    assert sum(1 for line in lines if "broken_model [" in line) == 1
+
+
+def test_print_summary_into_a_pipe_never_crops(monkeypatch):
+    """The CLI's call, print_summary(report, paths), with stdout a StringIO and the 80 columns a CI
+    runner reports; FORCE_COLOR (colour in CI logs) must not bring folding back."""
+    rep = long_report()
+    for force in (None, "1"):
+        if force:
+            monkeypatch.setenv("FORCE_COLOR", force)
+        monkeypatch.setenv("COLUMNS", "80")
+        buf = io.StringIO()
+        monkeypatch.setattr("sys.stdout", buf)
+        print_summary(rep, {"json": "/ci/out/report.json"})
+        monkeypatch.undo()
+        out = re.sub(r"\x1b\[[0-9;]*m", "", buf.getvalue())
+        _assert_uncropped(out)
+        assert ("\x1b[" in buf.getvalue()) is bool(force)
+
+
+def test_print_summary_into_a_real_pipe_never_crops(tmp_path):
+    """The same through an OS pipe, in a fresh interpreter, as `rerun-safety gameday | tee log` runs it."""
+    import pickle
+    import subprocess
+    import sys
+
+    data = tmp_path / "report.pickle"
+    data.write_bytes(pickle.dumps(long_report()))
+    code = ("import pickle, sys; from rerun_safety.report.terminal import print_summary; "
+            "print_summary(pickle.loads(open(sys.argv[1], 'rb').read()), {})")
+    env = {k: v for k, v in __import__("os").environ.items() if k not in ("FORCE_COLOR", "TTY_COMPATIBLE")}
+    env["COLUMNS"] = "80"
+    proc = subprocess.run([sys.executable, "-c", code, str(data)], stdout=subprocess.PIPE, text=True, env=env,
+                          timeout=60)
+    assert proc.returncode == 0
+    _assert_uncropped(proc.stdout)
+
+
+def test_on_a_terminal_long_names_fold_but_nothing_is_lost():
+    out = _tty_output(long_report(), 100)
+    lines = out.splitlines()
+    assert max(len(line) for line in lines) <= 100
+    # read the folded table column by column: the model and cause cells hold the whole text
+    head = next(i for i, line in enumerate(lines) if re.search(r"\bmodel\b.*\bverdict\b.*\bcause\b", line))
+    cols = {name: lines[head].index(name) for name in ("model", "verdict", "cause")}
+    body = lines[head + 2:lines.index(next(line for line in lines if "models are unsafe" in line))]
+    models = "".join(line[cols["model"]:cols["verdict"]].strip() for line in body)
+    causes = " ".join(line[cols["cause"]:].split("  ")[0].strip() for line in body)
+    assert LONG_NAME in models
+    assert LONG_REASON.replace(" ", "") in causes.replace(" ", "")
+    assert DBT_ERROR.replace(" ", "").replace("\n", "") in re.sub(r"\s+", "", out)
+
+
+def test_junit_nondeterministic_model_fails_once():
+    s_det = ScenarioResult("determinism", "nondeterministic", 500, 500, changed_rows=500,
+                           volatile_columns=("loaded_at", "batch_id"),
+                           message="columns differ between two builds of the same input")
+    s_replay = ScenarioResult("replay", "drift", 500, 500, changed_rows=480)
+    s_rerun = ScenarioResult("rerun", "drift", 500, 500, changed_rows=490)
+    noisy = ModelVerdict("noisy", "model.p.noisy", "nondeterministic", True, (), "table", None, (), (),
+                         (s_replay, s_rerun, s_det))
+    drift = ModelVerdict("below", "model.p.below", "drift", False, ("noisy",), "table", None, (), (),
+                         (ScenarioResult("replay", "drift", 5, 5, changed_rows=1),
+                          ScenarioResult("rerun", "drift", 5, 5, changed_rows=2)))
+    rep = GamedayReport("p", "duckdb", "dev", ("replay", "rerun", "determinism"), 3, (), (noisy, drift),
+                        0.0, 1, 0.0, "now")
+    root = ET.fromstring(JunitRenderer().render(rep).encode("utf-8"))
+    cases = root.findall("testsuite/testcase")
+    assert [(c.get("classname"), c.get("name"), [x.tag for x in c]) for c in cases] == [
+        ("model.p.noisy", "determinism", ["failure"]),
+        ("model.p.below", "replay", ["failure"]), ("model.p.below", "rerun", ["failure"])]
+    assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("3", "3", "0")
+    f = cases[0].find("failure")
+    assert f.get("type") == "nondeterministic"
+    assert f.get("message") == ("nondeterministic: columns differ between two builds of the same input; "
+                                "volatile columns: loaded_at, batch_id; root cause")
+    assert f.text.endswith("not judged separately (their reference is not reproducible): replay, rerun")
+
+
+def test_whole_dbt_error_in_every_report(tmp_path):
+    rep = long_report()
+    paths = write_reports(rep, tmp_path)
+    assert len(DBT_ERROR) > 1000
+    # junit: the <error> of each failed scenario carries the whole message, attribute and body
+    suite = ET.parse(paths["junit"]).getroot().find("testsuite")
+    errs = [c for c in suite.findall("testcase") if c.get("classname") == "model.shop.broken_model"
+            and c.find("error") is not None]
+    assert [c.get("name") for c in errs] == ["replay", "rerun"]
+    for c in errs:
+        assert c.find("error").get("message") == "error: " + DBT_ERROR
+        assert c.find("error").text.endswith(DBT_ERROR)
+    # markdown: a code block holding the message line for line, once for both scenarios
+    text = paths["markdown"].read_text()
+    block = "**broken\\_model** in `replay`, `rerun`:\n\n```text\n" + DBT_ERROR + "\n```"
+    assert text.count(block) == 1
+    assert text.index("#### Errors") < text.index("#### All models")
+    # html: the message in the scenario's message box, escaped but whole
+    page = paths["html"].read_text()
+    assert page.count(f'<div class="message">{html_escape(DBT_ERROR)}</div>') == 2
+
+
+def test_markdown_error_block_cannot_be_closed_by_the_message():
+    msg = "Compilation Error\n```\nselect 1\n```\n<b>not html</b> | not a table"
+    m = ModelVerdict("m", "model.p.m", "error", False, (), "table", None, (), (),
+                     (ScenarioResult("replay", "error", message=msg),))
+    text = MarkdownRenderer().render(GamedayReport("p", "duckdb", "dev", ("replay",), 2, (), (m,), 0.0, 1, 0.0, "now"))
+    assert "````text\n" + msg + "\n````" in text
 
 
 def test_markdown_drops_samples_to_fit_a_comment():

@@ -42,6 +42,24 @@ def cause(model: ModelVerdict) -> str:
     return ""
 
 
+def errors(models) -> list[tuple[ModelVerdict, tuple[str, ...], str]]:
+    """(model, scenario names, dbt's whole message) for every model that errored, in the given
+    order: one entry per distinct message (several scenarios often fail alike), or the model's
+    reason when no scenario carries a message."""
+    out: list[tuple[ModelVerdict, tuple[str, ...], str]] = []
+    for m in models:
+        if m.verdict != "error":
+            continue
+        by_message: dict[str, list[str]] = {}
+        for s in m.scenarios:
+            if s.verdict == "error" and s.message:
+                by_message.setdefault(s.message, []).append(s.name)
+        if not by_message and m.reason:
+            by_message[m.reason] = []
+        out.extend((m, tuple(names), message) for message, names in by_message.items())
+    return out
+
+
 def headline(report: GamedayReport) -> str:
     """One line: how many models are unsafe and which are the root causes."""
     n = len(report.models)

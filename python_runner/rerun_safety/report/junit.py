@@ -1,7 +1,12 @@
 """junit.xml: one test case per model and scenario, so CI systems show unsafe models as failures.
 
 classname is the model's unique_id and name the scenario. Unsafe verdicts are <failure> elements
-whose message and body carry the numbers; `error` is <error>; `skipped` is <skipped>.
+whose message and body carry the numbers; `error` is <error> with dbt's whole message; `skipped`
+is <skipped>.
+
+A nondeterministic model is one test case, the scenario that found it (two builds of the same
+input differ), failing once with the reason: its other scenarios differ from a reference that is
+itself not reproducible, so they would only repeat the same failure under other names.
 """
 from __future__ import annotations
 
@@ -53,6 +58,32 @@ def _message(model: ModelVerdict, s: ScenarioResult) -> str:
     return text
 
 
+def _cases(model: ModelVerdict) -> tuple[ScenarioResult | None, ...]:
+    """The scenarios that become test cases: all of them, but only the deciding one for a
+    nondeterministic model; (None,) for a model without scenario results."""
+    if model.verdict == "nondeterministic" and model.worst_scenario is not None:
+        return (model.worst_scenario,)
+    return model.scenarios or (None,)
+
+
+def _nondeterministic(parent: ET.Element, model: ModelVerdict, s: ScenarioResult) -> None:
+    """The one failure of a nondeterministic model: why, which columns, which scenarios it covers."""
+    others = [x.name for x in model.scenarios if x is not s]
+    reason = s.message or model.reason or "two builds of the same input differ"
+    if s.volatile_columns:
+        reason += "; volatile columns: " + ", ".join(s.volatile_columns)
+    message = f"nondeterministic: {reason}"
+    if model.root_cause:
+        message += "; root cause"
+    elif model.contaminated_by:
+        message += "; contaminated by " + ", ".join(model.contaminated_by)
+    body = _body(model, s)
+    if others:
+        body += ("\nnot judged separately (their reference is not reproducible): " + ", ".join(others))
+    el = ET.SubElement(parent, "failure", message=_clean(message), type="nondeterministic")
+    el.text = _clean(body)
+
+
 def _testcase(parent: ET.Element, model: ModelVerdict, s: ScenarioResult | None) -> str:
     """Append one <testcase>; returns its outcome: passed, failure, error or skipped."""
     tc = ET.SubElement(parent, "testcase", classname=_clean(model.unique_id),
@@ -71,6 +102,9 @@ def _testcase(parent: ET.Element, model: ModelVerdict, s: ScenarioResult | None)
                            type=verdict)
         el.text = _clean(model.reason)
         return tag
+    if model.verdict == "nondeterministic":
+        _nondeterministic(tc, model, s)
+        return "failure"
     if verdict == "error":
         el = ET.SubElement(tc, "error", message=_clean(_message(model, s)), type="error")
         el.text = _clean(_body(model, s))
@@ -97,7 +131,7 @@ class JunitRenderer(Renderer):
             ET.SubElement(props, "property", name=name, value=_clean(value))
         counts = {"passed": 0, "failure": 0, "error": 0, "skipped": 0}
         for model in report.models:
-            for s in model.scenarios or (None,):
+            for s in _cases(model):
                 counts[_testcase(suite, model, s)] += 1
         total = sum(counts.values())
         for el in (root, suite):

@@ -1,5 +1,6 @@
 """report.md: a pull-request comment. Headline, root causes, contaminated models, a compact table
-of all models, then a few sample rows per unsafe model.
+of all models, dbt's whole error message for each model that errored (in a code block, line
+breaks kept), then a few sample rows per unsafe model.
 
 Every string that comes from the user's project or data is escaped, so a `|` in a model name or
 a value cannot break a table and `<tag>` cannot become HTML.
@@ -9,7 +10,7 @@ from __future__ import annotations
 import re
 
 from ..results import UNSAFE, GamedayReport, ModelVerdict, ScenarioResult, sort_worst_first
-from .base import Renderer, cause, cell, headline, sample_columns
+from .base import Renderer, cause, cell, errors, headline, sample_columns
 
 # GitHub rejects comments over 65,536 characters; samples are dropped first to stay under.
 MAX_CHARS = 60_000
@@ -36,7 +37,7 @@ def _worst_line(model: ModelVerdict) -> str:
     if s is None:
         return ""
     if s.verdict == "error":
-        return f"in `{md_code(s.name)}`: {md(s.message or 'dbt failed')}"
+        return f"in `{md_code(s.name)}`: dbt failed" + (" (message under Errors)" if s.message else "")
     bits = [f"{n} {label}" for n, label in ((s.extra_rows, "extra rows"), (s.missing_rows, "missing rows"),
                                              (s.duplicate_keys, "duplicate keys"),
                                              (s.changed_rows, "changed rows")) if n]
@@ -55,6 +56,22 @@ def _worst_line(model: ModelVerdict) -> str:
 def md_code(text) -> str:
     """Text for inside a code span: no backticks or newlines to break out of it."""
     return str(text).replace("`", "'").replace("\r", " ").replace("\n", " ")
+
+
+def fenced(text: str, info: str = "text") -> list[str]:
+    """A fenced code block holding text exactly: the fence is longer than any backtick run in it."""
+    runs = [len(r) for r in re.findall(r"`+", text)]
+    fence = "`" * max(3, max(runs, default=0) + 1)
+    return [fence + info, *text.replace("\r\n", "\n").replace("\r", "\n").split("\n"), fence]
+
+
+def _errors(models: list[ModelVerdict]) -> list[str]:
+    """dbt's whole message for every errored scenario (one block per distinct message)."""
+    out: list[str] = []
+    for m, scenarios, message in errors(models):
+        where = " in " + ", ".join(f"`{md_code(n)}`" for n in scenarios) if scenarios else ""
+        out += [f"**{md(m.name)}**{where}:", ""] + fenced(message) + [""]
+    return ["#### Errors", ""] + out if out else []
 
 
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -124,6 +141,7 @@ class MarkdownRenderer(Renderer):
             out += ["#### Other unsafe models", ""]
             out += [f"- **{md(m.name)}**: {_verdict(m.verdict)} {_worst_line(m)}" for m in others]
             out.append("")
+        out += _errors(models)
         listed = [m for m in models if m.verdict in UNSAFE] if unsafe_only else models
         out += ["#### Unsafe models" if unsafe_only else "#### All models", ""]
         rows = []

@@ -3,6 +3,11 @@
 On a terminal the progress is a rich progress bar; when stderr is not a TTY (CI logs, pipes) it
 prints one plain line per scenario instead of redrawing. Colour follows rich, which honours
 NO_COLOR (and FORCE_COLOR / TERM=dumb).
+
+The summary on a terminal fits the window (long cells fold). When stdout is not a terminal (a CI
+log, a pipe, a file; also with FORCE_COLOR) nothing is folded or cropped: every model is one line with its whole name,
+verdict and cause, the table as wide as it needs, and dbt's error messages are printed whole with
+their own line breaks, so a log can be grepped for a model name.
 """
 from __future__ import annotations
 
@@ -10,12 +15,13 @@ from pathlib import Path
 
 from rich import box
 from rich.console import Console
+from rich.measure import Measurement
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
 from ..results import GamedayReport, sort_worst_first
-from .base import cause, headline
+from .base import cause, errors, headline
 
 VERDICT_STYLE = {"error": "bold magenta", "nondeterministic": "bold yellow", "loss": "bold red",
                  "duplicates": "bold red", "drift": "yellow", "safe": "green", "skipped": "dim"}
@@ -93,15 +99,22 @@ def difference(s) -> Text:
     return text
 
 
-def summary_table(report: GamedayReport) -> Table:
-    """Models worst first, with the numbers of each model's worst scenario."""
+def summary_table(report: GamedayReport, fold: bool = True) -> Table:
+    """Models worst first, with the numbers of each model's worst scenario.
+
+    fold=True lets long cells wrap inside their column (a terminal window); fold=False keeps every
+    cell on one line, whatever the width (a CI log)."""
     table = Table(title="rerun-safety game day", title_justify="left", header_style="bold",
                   box=box.SIMPLE_HEAD, pad_edge=False)
-    longest = max((len(m.name) for m in report.models), default=5)
-    table.add_column("model", overflow="fold", min_width=min(longest, 20))
-    table.add_column("verdict", no_wrap=True)
-    table.add_column("cause", overflow="fold", min_width=10)
-    table.add_column("worst scenario: rows vs reference", overflow="fold", min_width=14)
+    if fold:
+        longest = max((len(m.name) for m in report.models), default=5)
+        table.add_column("model", overflow="fold", min_width=min(longest, 20))
+        table.add_column("verdict", no_wrap=True)
+        table.add_column("cause", overflow="fold", min_width=10)
+        table.add_column("worst scenario: rows vs reference", overflow="fold", min_width=14)
+    else:
+        for header in ("model", "verdict", "cause", "worst scenario: rows vs reference"):
+            table.add_column(header, no_wrap=True, overflow="ignore")
     for m in sort_worst_first(report.models):
         why = Text(cause(m), style="bold red" if m.root_cause else "yellow" if m.contaminated_by else "dim")
         table.add_row(Text(m.name), Text(m.verdict, style=VERDICT_STYLE.get(m.verdict, "")), why,
@@ -109,16 +122,43 @@ def summary_table(report: GamedayReport) -> Table:
     return table
 
 
+def _print_wide(console: Console, renderable) -> None:
+    """Print at the renderable's natural width, even if that is wider than the console."""
+    need = Measurement.get(console, console.options.update(max_width=100_000), renderable).maximum
+    saved = console.width
+    console.width = max(saved, need)
+    try:
+        console.print(renderable, crop=False)
+    finally:
+        console.width = saved
+
+
+def _on_a_tty(console: Console) -> bool:
+    """True when the console writes to a real terminal window. FORCE_COLOR makes rich call a pipe a
+    terminal (for colour); the layout asks the file itself."""
+    try:
+        return console.is_terminal and console.file.isatty()
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
 def print_summary(report: GamedayReport, paths: dict[str, Path], console: Console | None = None) -> None:
-    """The verdicts worst first, the key numbers, and where the reports are."""
+    """The verdicts worst first, the key numbers, dbt's error messages, and where the reports are."""
     console = console or Console()
-    console.print(summary_table(report))
+    log = not _on_a_tty(console)  # a CI log or a pipe, even with FORCE_COLOR: never fold or crop
+    if log:
+        _print_wide(console, summary_table(report, fold=False))
+    else:
+        console.print(summary_table(report))
     style = "bold red" if report.unsafe else "bold green"
-    console.print(Text(headline(report), style=style))
-    for m in report.unsafe:
-        s = m.worst_scenario
-        if s is not None and s.verdict == "error" and s.message:
-            console.print(Text(f"  {m.name} [{s.name}]: {s.message}", style="magenta"))
+    console.print(Text(headline(report), style=style), soft_wrap=log)
+    for m, scenarios, message in errors(sort_worst_first(report.models)):
+        label = f"{m.name} [{', '.join(scenarios)}]" if scenarios else m.name
+        lines = message.splitlines() or [""]
+        text = Text(f"  {label}: {lines[0]}", style="magenta")
+        for line in lines[1:]:
+            text.append(f"\n    {line}")
+        console.print(text, soft_wrap=log)
     if paths:
         console.print(Text("Reports:", style="bold"))
         for key, path in paths.items():
