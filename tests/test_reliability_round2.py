@@ -82,3 +82,41 @@ def test_external_model_file_survives_sigkill(tmp_path):
     assert proc.returncode == -signal.SIGKILL
     assert _files(target.project) == before
     assert file_sha256(export) == before[str(Path("exports") / "payments.parquet")]
+
+
+# ------------------------------------------------------------------ 2. literals from data, any server setting
+
+# A partition value that, pasted into a '...' literal with only its quotes doubled, ends the literal
+# when standard_conforming_strings is off (the backslash escapes the first quote), creates a table,
+# and turns the delete of the batch's partitions into one that deletes nothing.
+CRAFTED = ("\\' as text)) returning 1) select 1; create table public.rs_injected (i int); "
+           "with rerun_safety_deleted_1 as (delete from public.po_inject as DBT_INTERNAL_DEST where false --")
+
+
+@pytest.mark.parametrize("setting", ["off", "on"])
+def test_partition_values_from_data_are_safe_without_standard_conforming_strings(tmp_path, pg_server, setting):
+    """The user's own `dbt run` of a partition_overwrite model on a database where the setting is off (the
+    injection) or on (the same values, backslashes included, replaced exactly)."""
+    from collections import Counter
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent / "strategy"))
+    from _po_project import make_project, model_sql
+
+    po = make_project(tmp_path, "postgres", {"po_inject": model_sql("partition_key='p'")}, pg_server=pg_server)
+    try:
+        conn = pg_server.connect()
+        conn.cursor().execute(f'alter database "{po.dbname}" set standard_conforming_strings = {setting}')
+        conn.close()
+        assert po.sql("show standard_conforming_strings", fetch=True) == [(setting,)]
+        po.fill_raw("po_inject", "p text, v int", [("a", 1), ("b", 2), (CRAFTED, 3)])
+        po.run("po_inject")  # the first build: no strategy yet
+        po.fill_raw("po_inject", "p text, v int", [("b", 20), (CRAFTED, 30), ("it's", 40)])
+        po.run("po_inject")  # replaces the partitions 'b', CRAFTED and "it's" through literals
+        assert po.sql("select to_regclass('public.rs_injected') is null", fetch=True) == [(True,)]
+        assert po.rows("po_inject") == Counter([("a", 1), ("b", 20), (CRAFTED, 30), ("it's", 40)])
+        po.fill_raw("po_inject", "p text, v int", [(CRAFTED, 31), ("it's", 41)])
+        po.run("po_inject")
+        assert po.rows("po_inject") == Counter([("a", 1), ("b", 20), (CRAFTED, 31), ("it's", 41)])
+    finally:
+        po.drop_warehouse()

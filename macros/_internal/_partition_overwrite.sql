@@ -109,9 +109,9 @@
       {% do rerun_safety._po_error("partitions value " ~ text ~ " is not a finite number.") %}
     {%- endif -%}
   {%- elif value is string -%}
-    {%- set text = "'" ~ value | replace("'", "''") ~ "'" -%}
+    {%- set text = rerun_safety._po_string(value) -%}
   {%- elif value.isoformat is defined -%}
-    {%- set text = "'" ~ value.isoformat() ~ "'" -%}
+    {%- set text = rerun_safety._po_string(value.isoformat()) -%}
   {%- else -%}
     {% do rerun_safety._po_error("partitions value " ~ value ~ " is not a string, number or date.") %}
   {%- endif -%}
@@ -300,9 +300,31 @@ limit {{ limit + 2 }}
   {{ return(matches) }}
 {%- endmacro %}
 
-{#- A value read back as text, as a literal of the given type; quotes doubled, never pasted raw. -#}
+{#- A value read back as text, as a literal of the given type, never pasted raw. -#}
 {% macro _po_text_literal(text, data_type) -%}
-  cast('{{ text | replace("'", "''") }}' as {{ data_type }})
+  cast({{ rerun_safety._po_string(text) }} as {{ data_type }})
+{%- endmacro %}
+
+{#- A string literal holding `text` exactly, whatever the server's settings: partition values come
+    from the data, so a literal that a setting can reinterpret is an injection. -#}
+{% macro _po_string(text) -%}
+  {{ return(adapter.dispatch('_po_string', 'rerun_safety')(text)) }}
+{%- endmacro %}
+
+{% macro default___po_string(text) -%}
+  {{ return("'" ~ (text | string) | replace("'", "''") ~ "'") }}
+{%- endmacro %}
+
+{#- PostgreSQL reads a backslash in '...' as an escape when standard_conforming_strings is off (a
+    server, database, role or session setting): a text with a backslash becomes an escape string
+    E'...' with backslashes doubled, which means the same under either value of the setting (and
+    a text without one means the same in '...' under both). -#}
+{% macro postgres___po_string(text) -%}
+  {%- set text = text | string -%}
+  {%- if "\\" in text -%}
+    {{ return("E'" ~ text | replace("\\", "\\\\") | replace("'", "''") ~ "'") }}
+  {%- endif -%}
+  {{ return("'" ~ text | replace("'", "''") ~ "'") }}
 {%- endmacro %}
 
 {#- Engine-specific ways to abort the statement from inside a row expression, with a message
@@ -348,7 +370,7 @@ limit {{ limit + 2 }}
     {% set prefix = "partition_overwrite strategy, model '" ~ model.name ~ "': a batch row has partition_key ("
         ~ cfg['keys'] | map(attribute='name') | join(', ') ~ ") = (" %}
     {% set suffix = "), outside the static partitions; nothing was changed. Add it to partitions, or filter the model to the listed partitions." %}
-    {% set message_sql = "'" ~ prefix | replace("'", "''") ~ "' || " ~ shown | join(" || ', ' || ") ~ " || '" ~ suffix | replace("'", "''") ~ "'" %}
+    {% set message_sql = rerun_safety._po_string(prefix) ~ " || " ~ shown | join(" || ', ' || ") ~ " || " ~ rerun_safety._po_string(suffix) %}
   {% else %}
     {% set delete_matches = rerun_safety._po_literal_matches('DBT_INTERNAL_DEST', source_relation, cfg) %}
     {% if delete_matches is none %}
