@@ -152,10 +152,13 @@ def test_schema_and_type_differences(env):
 def test_float_exactness(env):
     make(env, "a", [(1, 0.30000000000000004), (2, 0.0)], "id int, x double precision")
     make(env, "b", [(1, 0.3), (2, -0.0)], "id int, x double precision")
-    code, out = env.json("a", "b", "--key", "id")
-    # 0.1 + 0.2 is not 0.3; -0.0 equals 0.0 as the engines' `=` says
+    code, out = env.json("a", "b", "--key", "id", "--float-tolerance", "0")
+    # exact: 0.1 + 0.2 is not 0.3; -0.0 equals 0.0 as the engines' `=` says
     assert (code, out["changed"], out["rows_only_left"], out["rows_only_right"]) == (1, 1, 1, 1)
     assert [r["id"] for r in out["sample"]] == [1, 1]
+    # by default floats are equal within 1e-9 (relative): 0.1 + 0.2 is 0.3 (tests/test_float_tolerance.py)
+    code, out = env.json("a", "b", "--key", "id")
+    assert (code, out["changed"], out["float_tolerance"]) == (0, 0, 1e-9)
 
 
 @pytest.mark.parametrize("args, message", [
@@ -305,13 +308,13 @@ def test_property_matches_except_all(engine, mode, request, tmp_path, monkeypatc
                 expected = (sum((lrows - rrows).values()), sum((rrows - lrows).values()))
             sides = (Side(lcon, table(schema, "l")), Side(rcon, table(schema, "r")))
             for key in ((), ("id", "v"), ("id",)):
-                got = compare(*sides, key=key)
+                got = compare(*sides, key=key, float_tolerance=0)  # exact, as EXCEPT ALL
                 assert (got.missing_rows, got.extra_rows) == expected, (case, key, left, right)
                 assert got.identical == (expected == (0, 0)), (case, key)
                 assert (got.reference_rows, got.rows) == (len(left), len(right))
             assert (got.missing_keys, got.extra_keys, got.changed_keys, got.reference_duplicate_keys,
                     got.duplicate_keys) == _oracle_keys(left, right), (case, left, right)
-            got = compare(*sides, bucket_column="v")
+            got = compare(*sides, bucket_column="v", float_tolerance=0)
             assert (got.missing_rows, got.extra_rows) == expected, (case, "partition")
     finally:
         lcon.close()

@@ -145,17 +145,20 @@ def init(ctx, project_dir):
 @click.option("--key", "-k", default=None, help="Comma-separated key columns (keyed comparison).")
 @click.option("--partition-by", default=None, help="Bucket by this column (dates by day) and list differing partitions.")
 @click.option("--where", "where_sql", default=None, help="A boolean SQL condition applied to both sides.")
+@click.option("--float-tolerance", "float_tolerance", default=None, metavar="REL",
+              help="Float columns are equal within this relative tolerance (absolute below 1; 0: exact). "
+                   "Default: 1e-9.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "md"]), default="text", show_default=True)
 @common_options
 @click.pass_context
-def diff(ctx, left, right, key, partition_by, where_sql, fmt, project_dir, profiles_dir, target):
+def diff(ctx, left, right, key, partition_by, where_sql, float_tolerance, fmt, project_dir, profiles_dir, target):
     """Compare two relations as multisets. A side is schema.table or path/to/file.duckdb:schema.table."""
     from .diff_command import RENDERERS, run_diff
 
     try:
         result = run_diff(left, right, key=tuple(k.strip() for k in (key or "").split(",") if k.strip()),
                           partition_by=partition_by, where=where_sql, project_dir=project_dir,
-                          profiles_dir=profiles_dir, target=target)
+                          profiles_dir=profiles_dir, target=target, float_tolerance=float_tolerance)
     except RerunSafetyError as err:
         _fail(err, ctx.obj["debug"])
         return

@@ -27,8 +27,9 @@ PostgreSQL specifics (all plain SELECTs; the session only sets work_mem)
 Exactness (the same equality as `EXCEPT ALL` on each engine)
   - A row present twice is two rows: `{1,1,2}` and `{1,2,2}` differ, with or without a key.
   - NULL is a value: NULL equals NULL, and `(1, NULL)` differs from `(NULL, 1)`.
-  - Floats are hashed by exact value: `0.1 + 0.2` differs from `0.3`. `-0.0` equals `0.0` and
-    NaN equals NaN, as the engines' own `=` and `EXCEPT ALL` decide.
+  - Floats (double, real) are equal within a relative tolerance, see "Floats" below; with
+    `float_tolerance=0` they are hashed by exact value: `0.1 + 0.2` differs from `0.3`. `-0.0`
+    equals `0.0` and NaN equals NaN, as the engines' own `=` and `EXCEPT ALL` decide.
   - PostgreSQL numerics compare by value (`1.0` equals `1.00`), as `=` does.
   - A column whose type differs between the sides is compared by its text form on both sides and
     the change is listed in `type_changes`: a timestamp that lost its microseconds differs, one
@@ -42,6 +43,26 @@ Exactness (the same equality as `EXCEPT ALL` on each engine)
     interval values through a 32-bit fold of their 64 bits, so about one pair of different
     values in 2^32 shares a hash (bigint, whose own hash folds too, is hashed from all 64 bits
     here). Otherwise two different multisets are taken as equal only on a 64-bit sum collision.
+
+Floats
+  Two float values a, b are equal when |a - b| <= tol * max(|a|, |b|, 1): relative for magnitudes
+  above 1, absolute (tol) below, so that a sum that should be 0 and came out as 1e-13 is still 0.
+  The default tol, DEFAULT_FLOAT_TOLERANCE = 1e-9, is about 4,500 times the 64-bit machine epsilon: the
+  order of summation moves a sum of 10^6 values by about 1e-14 of its size, and the worst-case
+  bound n * eps stays below 1e-9 up to 10^7 same-sign terms; a change of one part in a billion is
+  still found. 32-bit columns (real) use at least 2^-20 (~9.5e-7), eight times their own epsilon.
+  Integers, decimals, strings, dates and keys stay exact; a column whose type differs between the
+  sides is compared by its text form, exactly.
+  - Checksums: each float is rounded before hashing to a grid no wider than its tolerance (to
+    p = 1 + ceil(-log2 tol) significant bits by a Veltkamp split for |x| >= 1, to multiples of
+    2^(1-p) below 1; infinities and NaN as they are), so equal rounded values are always within
+    the tolerance and tables equal up to float noise keep their checksums.
+  - Two values within the tolerance on either side of a rounding boundary round apart: their
+    buckets differ and are confirmed row by row. Rows left unmatched by the (rounded) row hash
+    on both sides are read with their exact float values and paired in Python (same key and
+    non-float columns, every float within the tolerance); a key whose rows all pair is no longer
+    changed. Over MAX_TOLERANCE_ROWS unmatched rows the pairing is skipped and the counts are
+    those of the rounded values (the tables differ anyway).
 """
 from __future__ import annotations
 
@@ -78,6 +99,13 @@ _INTEGER = {"tinyint", "smallint", "integer", "bigint", "int", "int2", "int4", "
 # PostgreSQL types without an extended hash function: hashed through their text form.
 _PG_TEXT_HASHED = ("json", "xml", "point", "line", "lseg", "box", "path", "polygon", "circle",
                    "user-defined", "money")
+# Float column types (information_schema spelling, lower case) of both engines.
+_FLOAT64 = {"double", "double precision", "float8"}
+_FLOAT32 = {"float", "real", "float4"}
+DEFAULT_FLOAT_TOLERANCE = 1e-9
+FLOAT_ABS_FLOOR = 1.0  # below this magnitude the tolerance is absolute
+REAL_MIN_TOLERANCE = 2.0 ** -20  # 32-bit floats: eight times their machine epsilon
+MAX_TOLERANCE_ROWS = 200_000  # unmatched rows read back for the float pairing, at most
 
 
 class DiffError(RerunSafetyError):
@@ -118,6 +146,7 @@ class DiffResult:
     buckets: int = 0
     buckets_differing: int = 0
     differing_partitions: tuple[tuple[str, int, int], ...] = ()
+    float_tolerance: float = 0.0  # the relative tolerance the float columns were compared with
 
 
 @dataclass(frozen=True)
@@ -214,6 +243,55 @@ def _int_sum(expr: str, dialect: str) -> str:
     return f"cast(coalesce(sum({expr}), 0) as {'hugeint' if dialect == 'duckdb' else 'numeric'})"
 
 
+def check_float_tolerance(value: float | None) -> float:
+    """The tolerance to use: None is DEFAULT_FLOAT_TOLERANCE, 0 is exact; a number in [0, 1)."""
+    if value is None:
+        return DEFAULT_FLOAT_TOLERANCE
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+        raise DiffError(f"float tolerance must be a number >= 0 and < 1 (0 compares floats exactly); got {value!r}")
+    return float(value)
+
+
+def float_tolerance_of(data_type: str, tolerance: float) -> float | None:
+    """The tolerance of a column of this type: None for a type that is not a float (exact)."""
+    t = data_type.lower()
+    if tolerance <= 0 or (t not in _FLOAT64 and t not in _FLOAT32):
+        return None
+    return max(tolerance, REAL_MIN_TOLERANCE) if t in _FLOAT32 else tolerance
+
+
+def round_float_sql(expr: str, dialect: str, tolerance: float) -> str:
+    """`expr` (a float) rounded to a grid no wider than `tolerance` * max(|x|, 1), as a double.
+
+    p = 1 + ceil(-log2 tolerance) significant bits: the spacing of p-bit numbers is at most
+    2^(1-p) <= tolerance of their magnitude. |x| >= 1: a Veltkamp split (g = x * (2^(53-p) + 1);
+    g + (x - g) is x rounded to p bits, three operations, no logarithm). |x| < 1: (x + M) - M with
+    M = 1.5 * 2^(53-p) rounds to multiples of 2^(1-p), the grid of [1, 2). Infinities, NaN and
+    magnitudes over 1e300 (where the split would overflow) stay as they are.
+    """
+    double = "double" if dialect == "duckdb" else "double precision"
+    x = f"cast({expr} as {double})"
+    bits = 1 + math.ceil(-math.log2(tolerance))
+    if bits >= 53:
+        return x
+    c = f"cast({float(2 ** (53 - bits) + 1)!r} as {double})"
+    m = f"cast({1.5 * 2.0 ** (53 - bits)!r} as {double})"
+    return (f"(case when abs({x}) < 1 then ({x} + {m}) - {m} "
+            f"when abs({x}) < 1e300 then ({x} * {c}) + ({x} - {x} * {c}) else {x} end)")
+
+
+def floats_close(a, b, tolerance: float) -> bool:
+    """The float equality of the diff: NULL only equals NULL, NaN equals NaN, inf only itself."""
+    if a is None or b is None:
+        return a is None and b is None
+    a, b = float(a), float(b)
+    if a == b or (a != a and b != b):
+        return True
+    if not (math.isfinite(a) and math.isfinite(b)):
+        return False
+    return abs(a - b) <= tolerance * max(abs(a), abs(b), FLOAT_ABS_FLOOR)
+
+
 def _jsonable(value):
     if value is None or isinstance(value, (bool, int, str)):
         return value
@@ -273,6 +351,10 @@ class _Plan:
     type_changes: tuple[str, ...] = ()
     counts: tuple[int, int] = (0, 0)
     extra: dict = field(default_factory=dict)
+    tolerance: float = 0.0
+    floats: list[tuple[str, float]] = field(default_factory=list)  # (column, its tolerance), compared loosely
+    lnh: str = ""  # hash of the columns compared exactly (not the floats), per side
+    rnh: str = ""
 
     def src(self, side: Side, extra_cond: str | None = None, after: str | None = None) -> str:
         """FROM ... WHERE for a side; `extra_cond` selects buckets, `after` filters the selected rows."""
@@ -328,8 +410,9 @@ def columns_of(con: Connection, table: exp.Table) -> list[tuple[str, str]]:
 
 
 def _plan(left: Side, right: Side, key: Sequence[str], ignore_columns: Sequence[str],
-          bucket_column: str | None, strict: bool) -> _Plan:
+          bucket_column: str | None, strict: bool, float_tolerance: float | None = None) -> _Plan:
     d = left.con.dialect
+    tolerance = check_float_tolerance(float_tolerance)
     lcols, rcols = columns_of(left.con, left.table), columns_of(right.con, right.table)
     for side, cols in ((left, lcols), (right, rcols)):
         if not cols:
@@ -359,21 +442,31 @@ def _plan(left: Side, right: Side, key: Sequence[str], ignore_columns: Sequence[
             raise DiffError(f"partition column '{bucket_column}' is not a column of {where}")
         bucket_column = None
 
-    def col(c: str, types: dict[str, str]) -> tuple[str, str]:
+    # Floats of the same type on both sides are compared within their tolerance (keys exactly).
+    loose = {c: t for c in columns if c not in key and ltypes[c] == rtypes[c]
+             and (t := float_tolerance_of(ltypes[c], tolerance)) is not None}
+
+    def col(c: str, types: dict[str, str], rounded: bool = True) -> tuple[str, str]:
         q = _q(c, d)
+        if rounded and c in loose:
+            return round_float_sql(q, d, loose[c]), "double precision"
         if ltypes[c] != rtypes[c]:
             return f"cast({q} as {'varchar' if d == 'duckdb' else 'text'})", "text"
         if d == "postgres" and (types[c] in _PG_TEXT_HASHED or types[c].startswith(_PG_TEXT_HASHED)):
             return f"cast({q} as text)", "text"
         return q, types[c]
 
-    def hashed(cols: Sequence[str], types: dict[str, str]) -> str:
-        items = [col(c, types) for c in cols]
+    def hashed(cols: Sequence[str], types: dict[str, str], rounded: bool = True) -> str:
+        items = [col(c, types, rounded) for c in cols]
         return _pg_hash(items) if d == "postgres" else _hash_sql([e for e, _ in items], d)
 
-    plan = _Plan(d, left, right, columns, key, schema_message=schema_message, type_changes=type_changes)
+    plan = _Plan(d, left, right, columns, key, schema_message=schema_message, type_changes=type_changes,
+                 tolerance=tolerance, floats=list(loose.items()))
     plan.lh = hashed(columns, ltypes)
     plan.rh = hashed(columns, rtypes)
+    if loose:
+        exact = [c for c in columns if c not in loose]
+        plan.lnh, plan.rnh = hashed(exact, ltypes), hashed(exact, rtypes)
     if bucket_column:
         plan.mode = "column"
         q = _q(bucket_column, d)
@@ -389,7 +482,7 @@ def _plan(left: Side, right: Side, key: Sequence[str], ignore_columns: Sequence[
         plan.extra["range_candidates"] = [c for c in pool if ltypes[c] in _INTEGER and rtypes[c] in _INTEGER]
         if key:
             plan.mode = "hash"
-            plan.lb = plan.rb = hashed(key, ltypes)
+            plan.lb = plan.rb = hashed(key, ltypes, rounded=False)
         else:
             plan.mode = "rowhash"
             plan.lb, plan.rb = plan.lh, plan.rh
@@ -688,7 +781,120 @@ def _rows_same(plan: _Plan, buckets: list[int] | None) -> tuple[dict, list, list
             lsample.append((int(b), int(h), *tid))
         else:
             rsample.append((int(b), int(h), *tid))
+    if plan.floats and out["only_l"] and out["only_r"]:
+        loose = _loose_rows_same(plan, buckets)
+        if loose is not None:
+            lsample, rsample = _pair_floats(plan, loose, out)
     return out, lsample, rsample
+
+
+def _loose_rows_same(plan: _Plan, buckets: list[int] | None) -> list[_Loose] | None:
+    """The rows left unmatched by the row hash, with their exact floats (None: too many).
+
+    Within a (bucket, key, row hash) group the rows on the side with more of them are numbered in
+    float order; those past the other side's count are the unmatched ones.
+    """
+    d = plan.dialect
+    ks = plan.keys_sql
+    kcols = "".join(f", {k} as k{i}" for i, k in enumerate(ks))
+    knames = "".join(f"k{i}, " for i in range(len(ks)))
+    fcols = ", ".join(f"{_q(c, d)} as f{i}" for i, (c, _t) in enumerate(plan.floats))
+    fnames = ", ".join(f"f{i}" for i in range(len(plan.floats)))
+    pg = d == "postgres"
+    parts = []
+    for s, side, b, h, nh in ((0, plan.left, plan.lb, plan.lh, plan.lnh), (1, plan.right, plan.rb, plan.rh, plan.rnh)):
+        cond = _in_list(b, buckets, d) if buckets is not None else None
+        tid = (", cast(ctid as text) as t" if _is_base_table(side) else ", cast(null as text) as t") if pg else ""
+        parts.append(f"select {s} as s, {b} as b, {h} as h, {nh} as nh{kcols}, {fcols}{tid} from {plan.src(side, cond)}")
+    group = f"partition by b, {knames}h"
+    per_key = (f"sum(1 - s) over (partition by b, {knames.rstrip(', ')}) as kl, "
+               f"sum(s) over (partition by b, {knames.rstrip(', ')}) as kr" if ks else "0 as kl, 0 as kr")
+    sql = (f"with u as ({parts[0]} union all {parts[1]}), w as (select *, sum(1 - s) over ({group}) as lc, "
+           f"sum(s) over ({group}) as rc, {per_key}, row_number() over ({group}, s order by {fnames}) as rn from u) "
+           f"select s, b, h, nh, lc, kl, kr, {knames}{fnames}{', t' if pg else ''} from w "
+           f"where (s = 0 and rn > rc) or (s = 1 and rn > lc) limit {MAX_TOLERANCE_ROWS + 1}")
+    rows = plan.left.con.fetchall(sql)
+    if len(rows) > MAX_TOLERANCE_ROWS:
+        return None
+    nk, nf = len(ks), len(plan.floats)
+    return [_Loose(int(r[0]), int(r[1]), int(r[2]), tuple(r[7:7 + nk]), int(r[3]), tuple(r[7 + nk:7 + nk + nf]),
+                   int(r[4]), int(r[5]), int(r[6]), r[7 + nk + nf] if pg else None) for r in rows]
+
+
+@dataclass
+class _Loose:
+    """A row unmatched by the row hash: side (0 left), bucket, row hash, key, hash of the exact
+    columns, floats, left rows of its row-hash group, rows of its key per side, PostgreSQL ctid."""
+    s: int
+    b: int
+    h: int
+    key: tuple
+    nh: int
+    floats: tuple
+    lc: int
+    kl: int
+    kr: int
+    tid: str | None = None
+
+
+def _float_class(v) -> object:
+    """Values that only equal themselves (NULL, NaN, infinities) form their own class; finite is one."""
+    if v is None:
+        return None
+    v = float(v)
+    return "finite" if math.isfinite(v) else ("nan" if v != v else v)
+
+
+def _pair_floats(plan: _Plan, rows: list[_Loose], out: dict) -> tuple[list, list]:
+    """Pair unmatched left and right rows whose exact columns agree and floats are within tolerance.
+
+    Adjusts the counts in `out` for every pair and returns sample picks from the rows that stay
+    unmatched. Candidates are found by the first float (sorted, searched within its tolerance),
+    then every float is checked.
+    """
+    import bisect
+
+    tols = [t for _c, t in plan.floats]
+    t0 = tols[0]
+    groups: dict[tuple, tuple[list, list]] = {}
+    for r in rows:
+        groups.setdefault((r.key, r.nh, _float_class(r.floats[0])), ([], []))[r.s].append(r)
+    rest: list[_Loose] = []
+    for (_k, _nh, cls), (ls, rs) in groups.items():
+        if not ls or not rs:
+            rest += ls + rs
+            continue
+        if cls == "finite":
+            rs.sort(key=lambda r: float(r.floats[0]))
+            firsts = [float(r.floats[0]) for r in rs]
+        used = [False] * len(rs)
+        for lrow in ls:
+            if cls == "finite":
+                a = float(lrow.floats[0])
+                width = t0 * max(abs(a), FLOAT_ABS_FLOOR) / (1 - t0) * (1 + 1e-9)
+                lo, hi = bisect.bisect_left(firsts, a - width), bisect.bisect_right(firsts, a + width)
+            else:
+                lo, hi = 0, len(rs)
+            for j in range(lo, hi):
+                if not used[j] and all(floats_close(x, y, t) for x, y, t in zip(lrow.floats, rs[j].floats, tols)):
+                    used[j] = True
+                    out["only_l"] -= 1
+                    out["only_r"] -= 1
+                    out["copies_r"] -= rs[j].lc > 0
+                    break
+            else:
+                rest.append(lrow)
+        rest += [r for j, r in enumerate(rs) if not used[j]]
+    if plan.key:
+        open_keys = {r.key for r in rest}
+        for key, (kl, kr) in {r.key: (r.kl, r.kr) for r in rows}.items():
+            if key not in open_keys:  # every row of the key found its pair: the key is unchanged
+                out["changed_rows"] -= kl == 1 and kr == 1
+                out["changed_keys"] -= kl == kr
+    rest.sort(key=lambda r: (r.b, r.h))
+    picks = [[(r.b, r.h) if r.tid is None else (r.b, r.h, r.tid) for r in rest if r.s == s][:SAMPLE_ROWS]
+             for s in (0, 1)]
+    return picks[0], picks[1]
 
 
 def _chunks(listed: list[tuple]) -> Iterable[list]:
@@ -711,6 +917,8 @@ def _rows_across(plan: _Plan, listed: list[tuple]) -> tuple[dict, list, list]:
     out = dict.fromkeys(_COUNT_FIELDS, 0)
     lsample: list[tuple[int, int]] = []
     rsample: list[tuple[int, int]] = []
+    unmatched: dict[tuple, tuple[int, int]] = {}  # (bucket, key..., row hash) -> (lc, rc), for the floats
+    key_rows: dict[tuple, tuple[int, int]] = {}
     for chunk in _chunks(listed):
         def fetch(side: Side, b: str, h: str, chunk=chunk) -> Counter:
             sql = (f"select {b} as b, {kcols}{h} as h, count(*) from {plan.src(side, _in_list(b, chunk, d))} "
@@ -731,11 +939,15 @@ def _rows_across(plan: _Plan, listed: list[tuple]) -> tuple[dict, list, list]:
                 out["copies_r"] += rc - lc if lc > 0 else 0
                 if len(rsample) < SAMPLE_ROWS:
                     rsample.append((int(item[0]), int(item[-1])))
+            if lc != rc and plan.floats and len(unmatched) <= MAX_TOLERANCE_ROWS:
+                unmatched[item] = (lc, rc)
             if ks:
                 acc = per_key.setdefault(item[:-1], [0, 0, 0])
                 acc[0] += lc
                 acc[1] += rc
                 acc[2] |= lc != rc
+        if plan.floats:
+            key_rows.update({k: (v[0], v[1]) for k, v in per_key.items() if v[2]})
         for kl, kr, dif in per_key.values():
             out["keys_only_l"] += kr == 0
             out["keys_only_r"] += kl == 0
@@ -743,7 +955,47 @@ def _rows_across(plan: _Plan, listed: list[tuple]) -> tuple[dict, list, list]:
             out["changed_keys"] += bool(dif and kl == kr)
             out["dup_l"] += kl > 1 and kl > kr
             out["dup_r"] += kr > 1 and kr > kl
+    if plan.floats and out["only_l"] and out["only_r"] and len(unmatched) <= MAX_TOLERANCE_ROWS:
+        loose = _loose_rows_across(plan, unmatched, key_rows)
+        if loose is not None:
+            lsample, rsample = _pair_floats(plan, loose, out)
     return out, lsample, rsample
+
+
+def _loose_rows_across(plan: _Plan, unmatched: dict[tuple, tuple[int, int]],
+                       key_rows: dict[tuple, tuple[int, int]]) -> list[_Loose] | None:
+    """Two connections: the unmatched rows of `_loose_rows_same`, read per side and picked in Python."""
+    d, nk = plan.dialect, len(plan.key)
+    kcols = "".join(f"{k}, " for k in plan.keys_sql)
+    fcols = ", ".join(_q(c, d) for c, _t in plan.floats)
+    width = nk + 3 + len(plan.floats)
+    buckets = sorted({item[0] for item in unmatched})
+
+    def fetch(side: Side, b: str, h: str, nh: str) -> dict[tuple, list]:
+        sql = (f"select {b} as b, {kcols}{h} as h, {nh} as nh, {fcols}, count(*) "
+               f"from {plan.src(side, _in_list(b, buckets, d))} group by {', '.join(str(i + 1) for i in range(width))}")
+        found: dict[tuple, list] = {}
+        for r in side.con.fetchall(sql):
+            found.setdefault(tuple(r[:nk + 2]), []).extend([(int(r[nk + 2]), tuple(r[nk + 3:width]))] * int(r[-1]))
+        return found
+
+    lrows, rrows = _pair(plan, lambda: fetch(plan.left, plan.lb, plan.lh, plan.lnh),
+                         lambda: fetch(plan.right, plan.rb, plan.rh, plan.rnh))
+    out: list[_Loose] = []
+    for item, (lc, rc) in unmatched.items():
+        s, found, n = (0, lrows, lc - rc) if lc > rc else (1, rrows, rc - lc)
+        b, key, h = int(item[0]), tuple(item[1:-1]), int(item[-1])
+        kl, kr = key_rows.get(item[:-1], (0, 0))
+        # in float order, as the one-connection query numbers them
+        for nh, floats in sorted(found.get(tuple(item), []), key=lambda x: [_sort_key(v) for v in x[1]])[-n:]:
+            out.append(_Loose(s, b, h, key, nh, floats, lc, kl, kr))
+        if len(out) > MAX_TOLERANCE_ROWS:
+            return None
+    return out
+
+
+def _sort_key(v) -> tuple:
+    return (v is None, v is not None and v != v, 0.0 if v is None or v != v else float(v))
 
 
 def _fetch_sample(plan: _Plan, side: Side, b: str, h: str, picks: list[tuple], label: str) -> list[dict]:
@@ -769,8 +1021,10 @@ def _fetch_sample(plan: _Plan, side: Side, b: str, h: str, picks: list[tuple], l
     return [{"_diff": label, **{k: _jsonable(v) for k, v in r.items()}} for r in rows]
 
 
-def _sample_columns(sample: list[dict], key: tuple[str, ...], columns: list[str]) -> list[str]:
-    """Columns that differ between the sampled left and right rows of the same key."""
+def _sample_columns(sample: list[dict], key: tuple[str, ...], columns: list[str],
+                    floats: dict[str, float] | None = None) -> list[str]:
+    """Columns that differ between the sampled left and right rows of the same key (floats beyond tolerance)."""
+    floats = floats or {}
     if not key:
         return []
     left = {tuple(r.get(k) for k in key): r for r in sample if r["_diff"] == "missing"}
@@ -778,19 +1032,25 @@ def _sample_columns(sample: list[dict], key: tuple[str, ...], columns: list[str]
     for r in sample:
         other = left.get(tuple(r.get(k) for k in key)) if r["_diff"] == "extra" else None
         if other:
-            found.update(c for c in columns if r.get(c) != other.get(c))
+            found.update(c for c in columns if (not floats_close(r.get(c), other.get(c), floats[c]) if c in floats
+                                                else r.get(c) != other.get(c)))
     return [c for c in columns if c in found]
 
 
 # ----------------------------------------------------------------------------- entry points
 
 def compare(left: Side, right: Side, *, key: Sequence[str] = (), ignore_columns: Sequence[str] = (),
-            bucket_column: str | None = None, strict: bool = True) -> DiffResult:
-    """Compare two sides; on one connection everything runs in the warehouse."""
+            bucket_column: str | None = None, strict: bool = True,
+            float_tolerance: float | None = None) -> DiffResult:
+    """Compare two sides; on one connection everything runs in the warehouse.
+
+    Float columns are equal within `float_tolerance` (relative; None: DEFAULT_FLOAT_TOLERANCE,
+    0: exact), see the module's docstring.
+    """
     same = left.con is right.con
     if left.con.dialect != right.con.dialect:
         raise DiffError(f"cannot compare a {left.con.dialect} relation with a {right.con.dialect} relation")
-    plan = _plan(left, right, key, ignore_columns, bucket_column, strict)
+    plan = _plan(left, right, key, ignore_columns, bucket_column, strict, float_tolerance)
     d = plan.dialect
     if d == "postgres":
         # Bucket aggregates with the default 4MB spill to disk; a read-only session may SET.
@@ -807,12 +1067,13 @@ def compare(left: Side, right: Side, *, key: Sequence[str] = (), ignore_columns:
             plan.counts = (lt, rt)
             if lt == rt and ls == rs and not plan.schema_message:
                 return DiffResult(lt, rt, True, keyed=bool(plan.key), type_changes=plan.type_changes,
-                                  bucketing=plan.mode, buckets=1)
+                                  bucketing=plan.mode, buckets=1, float_tolerance=plan.tolerance)
             if d != "duckdb" or not _set_range_buckets(plan):
                 _set_hash_buckets(plan)
     lt, rt, nj, listed = (_differing_buckets_same if same else _differing_buckets_across)(plan)
     result = dict(reference_rows=lt, rows=rt, keyed=bool(plan.key), schema_message=plan.schema_message,
-                  type_changes=plan.type_changes, bucketing=plan.mode, buckets=plan.buckets, buckets_differing=nj)
+                  type_changes=plan.type_changes, bucketing=plan.mode, buckets=plan.buckets, buckets_differing=nj,
+                  float_tolerance=plan.tolerance)
     if nj == 0:
         return DiffResult(identical=not plan.schema_message, **result)
     if plan.mode == "column":
@@ -826,7 +1087,8 @@ def compare(left: Side, right: Side, *, key: Sequence[str] = (), ignore_columns:
               + _fetch_sample(plan, plan.left, plan.lb, plan.lh, lpick, "missing"))
     result.update(
         identical=False, extra_rows=counts["only_r"], missing_rows=counts["only_l"], extra_copies=counts["copies_r"],
-        sample=tuple(sample), differing_columns=tuple(_sample_columns(sample, plan.key, plan.columns)))
+        sample=tuple(sample), differing_columns=tuple(_sample_columns(sample, plan.key, plan.columns,
+                                                                      dict(plan.floats))))
     if plan.key:
         result.update(duplicate_keys=counts["dup_r"], reference_duplicate_keys=counts["dup_l"],
                       missing_keys=counts["keys_only_l"], extra_keys=counts["keys_only_r"],
@@ -841,26 +1103,30 @@ def compare(left: Side, right: Side, *, key: Sequence[str] = (), ignore_columns:
 def diff_relations(con: Connection, reference: tuple[str, ...], current: tuple[str, ...], *,
                    key: tuple[str, ...] = (), ignore_columns: tuple[str, ...] = (),
                    partition_column: str | None = None, column_detail: bool = False,
-                   where: str | exp.Expression | None = None, bucket_column: str | None = None) -> DiffResult:
+                   where: str | exp.Expression | None = None, bucket_column: str | None = None,
+                   float_tolerance: float | None = None) -> DiffResult:
     """Compare `current` with `reference` ((schema, table) or (catalog, schema, table)) on one connection.
 
     A key that is not a column of both sides is ignored (the comparison is then unkeyed).
     `partition_column` adds rows per partition of both sides; `column_detail` lists the columns
-    whose values differ anywhere (one more scan).
+    whose values differ anywhere (one more scan). Float columns are equal within
+    `float_tolerance` (relative; None: DEFAULT_FLOAT_TOLERANCE, 0: exact).
     """
     d = con.dialect
     cond = parse_where(where, d) if isinstance(where, str) else where
     left, right = Side(con, _table(reference), cond), Side(con, _table(current), cond)
     result = compare(left, right, key=key, ignore_columns=ignore_columns, bucket_column=bucket_column,
-                     strict=False)
+                     strict=False, float_tolerance=float_tolerance)
     if result.identical:
         return result
     extra: dict = {}
-    cols = [c for c, _ in columns_of(con, left.table) if c.lower() not in {i.lower() for i in ignore_columns}]
-    rcols = {c for c, _ in columns_of(con, right.table)}
-    cols = [c for c in cols if c in rcols]
+    ltypes = dict(columns_of(con, left.table))
+    rtypes = dict(columns_of(con, right.table))
+    cols = [c for c in ltypes if c.lower() not in {i.lower() for i in ignore_columns} and c in rtypes]
     if column_detail or result.changed_rows:
-        extra["differing_columns"] = tuple(_differing_columns(con, left, right, cols))
+        loose = {c: t for c in cols if ltypes[c].lower() == rtypes[c].lower()
+                 and (t := float_tolerance_of(ltypes[c], result.float_tolerance)) is not None}
+        extra["differing_columns"] = tuple(_differing_columns(con, left, right, cols, loose))
     if partition_column:
         types = {c.lower(): t.lower() for c, t in columns_of(con, right.table)}
         part = _partition_expr(partition_column, types, d)
@@ -877,13 +1143,15 @@ def _table(parts: tuple[str, ...]) -> exp.Table:
     return exp.Table(this=ident(name), db=ident(schema) if schema else None)
 
 
-def _differing_columns(con: Connection, left: Side, right: Side, columns: list[str]) -> list[str]:
+def _differing_columns(con: Connection, left: Side, right: Side, columns: list[str],
+                       floats: dict[str, float]) -> list[str]:
+    """Columns whose sum of value hashes differs (floats rounded as in the row hash)."""
     d = con.dialect
     if not columns:
         return []
     parts = []
     for i, c in enumerate(columns):
-        hc = row_hash([c], d)
+        hc = _hash_sql([round_float_sql(_q(c, d), d, floats[c])], d) if c in floats else row_hash([c], d)
         parts.append(f"(select {_int_sum(hc, d)} from {_src(left, d)}) as r{i}, "
                      f"(select {_int_sum(hc, d)} from {_src(right, d)}) as c{i}")
     row = con.fetchone("select " + ", ".join(parts))
@@ -914,4 +1182,5 @@ def _partitions(con: Connection, left: Side, right: Side, part: str) -> list[tup
     return [("NULL" if p is None else str(p), int(r), int(c)) for p, r, c in rows]
 
 
-__all__ = ["DiffError", "DiffResult", "Side", "columns_of", "compare", "diff_relations", "parse_where", "row_hash"]
+__all__ = ["DEFAULT_FLOAT_TOLERANCE", "DiffError", "DiffResult", "Side", "check_float_tolerance", "columns_of",
+           "compare", "diff_relations", "floats_close", "parse_where", "round_float_sql", "row_hash"]

@@ -3,7 +3,8 @@
 A side is `schema.table` in the profile's target (`db.schema.table` names another database on
 the same PostgreSQL server), or `path/to/file.duckdb:schema.table`. DuckDB sides are attached
 read-only to one in-memory connection; PostgreSQL sides use connections with
-`default_transaction_read_only=on`, one per database.
+`default_transaction_read_only=on`, one per database. Float columns are equal within a relative
+tolerance (`--float-tolerance`, default `DEFAULT_FLOAT_TOLERANCE`, 0 for exact).
 """
 from __future__ import annotations
 
@@ -77,6 +78,7 @@ class DiffCommandResult:
                                            for p, lc, rc in d.differing_partitions]
         out["sample"] = [dict(r, _diff="only_left" if r["_diff"] == "missing" else "only_right") for r in d.sample]
         out["buckets"] = {"bucketing": d.bucketing, "buckets": d.buckets, "differing": d.buckets_differing}
+        out["float_tolerance"] = d.float_tolerance
         return out
 
 
@@ -138,9 +140,24 @@ def _needs_profile(text: str) -> bool:
 
 # ----------------------------------------------------------------------------- run
 
+def parse_float_tolerance(value: str | float | None) -> float | None:
+    """`--float-tolerance`: a number >= 0 and < 1 (None: the default)."""
+    if value is None:
+        return None
+    try:
+        tolerance = float(value)
+    except (TypeError, ValueError):
+        tolerance = float("nan")
+    if not 0 <= tolerance < 1:  # also NaN
+        raise ConfigError(f"--float-tolerance must be a relative tolerance >= 0 and < 1 (0 compares floats "
+                          f"exactly), e.g. 1e-9; got '{value}'")
+    return tolerance
+
+
 def run_diff(left: str, right: str, *, key: tuple[str, ...] = (), partition_by: str | None = None,
              where: str | None = None, project_dir: str | None = None, profiles_dir: str | None = None,
-             target: str | None = None) -> DiffCommandResult:
+             target: str | None = None, float_tolerance: str | float | None = None) -> DiffCommandResult:
+    tolerance = parse_float_tolerance(float_tolerance)
     target_output = None
     if _needs_profile(left) or _needs_profile(right):
         target_output = _load_target(project_dir, profiles_dir, target)
@@ -158,7 +175,8 @@ def run_diff(left: str, right: str, *, key: tuple[str, ...] = (), partition_by: 
         else:
             sides = _postgres_sides(specs, cond, target_output or {}, stack)
         try:
-            result = compare(sides[0], sides[1], key=key, bucket_column=partition_by, strict=True)
+            result = compare(sides[0], sides[1], key=key, bucket_column=partition_by, strict=True,
+                             float_tolerance=tolerance)
         except RerunSafetyError:
             raise
         except Exception as err:  # a database error: a bad column in --where, a permission, ...
@@ -285,4 +303,4 @@ def render_md(result: DiffCommandResult) -> str:
 
 RENDERERS = {"text": render_text, "json": render_json, "md": render_md}
 
-__all__ = ["DiffCommandResult", "RENDERERS", "parse_side", "run_diff"]
+__all__ = ["DiffCommandResult", "RENDERERS", "parse_float_tolerance", "parse_side", "run_diff"]
