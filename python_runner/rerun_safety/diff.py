@@ -732,11 +732,17 @@ def _rows_same(plan: _Plan, buckets: list[int] | None) -> tuple[dict, list, list
     # PostgreSQL base tables: keep one row address (ctid) per differing (bucket, key, hash), so
     # that the sample rows are then fetched by address instead of by another scan.
     pg = d == "postgres"
+    # Floats: the hash of the exact columns and the rounded floats ride along (both follow from
+    # the row hash, so the groups stay the same), to find unmatched rows that may pair.
+    fl = "".join(f", {round_float_sql(_q(c, d), d, t)} as r{i}" for i, (c, t) in enumerate(plan.floats))
+    fnames = "".join(f", r{i}" for i in range(len(plan.floats)))
+    fnames = f", nh{fnames}" if plan.floats else ""
     parts = []
-    for s, side, b, h in ((0, plan.left, plan.lb, plan.lh), (1, plan.right, plan.rb, plan.rh)):
+    for s, side, b, h, nh in ((0, plan.left, plan.lb, plan.lh, plan.lnh), (1, plan.right, plan.rb, plan.rh, plan.rnh)):
         cond = _in_list(b, buckets, d) if buckets is not None else None
         tid = (", cast(ctid as text) as t" if _is_base_table(side) else ", cast(null as text) as t") if pg else ""
-        parts.append(f"select {s} as s, {b} as b, {h} as h{kcols}{tid} from {plan.src(side, cond)}")
+        fcols = f", {nh} as nh{fl}" if plan.floats else ""
+        parts.append(f"select {s} as s, {b} as b, {h} as h{kcols}{fcols}{tid} from {plan.src(side, cond)}")
     nb = f"cast(null as {'hugeint' if d == 'duckdb' else 'numeric'})"
     z = "cast(0 as bigint)"
     nt = ", cast(null as text)" if pg else ""
@@ -746,8 +752,8 @@ def _rows_same(plan: _Plan, buckets: list[int] | None) -> tuple[dict, list, list
 
     tids = ", min(t) filter (where s = 0) as tl, min(t) filter (where s = 1) as tr" if pg else ""
     sql = (f"with u as ({parts[0]} union all {parts[1]}), "
-           f"p as materialized (select b, {knames}h, sum(1 - s) as lc, sum(s) as rc{tids} from u "
-           f"group by b, {knames}h) ")
+           f"p as materialized (select b, {knames}h{fnames}, sum(1 - s) as lc, sum(s) as rc{tids} from u "
+           f"group by b, {knames}h{fnames}) ")
     counts = (f"select 'rows' as kind, {i('case when lc > rc then lc - rc else 0 end')} as a1, "
               f"{i('case when rc > lc then rc - lc else 0 end')} as a2, "
               f"{i('case when lc > 0 and rc > lc then rc - lc else 0 end')} as a3, "
@@ -768,11 +774,25 @@ def _rows_same(plan: _Plan, buckets: list[int] | None) -> tuple[dict, list, list
         selects.append(f"select * from (select '{kind}', {z}, {z}, {z}, {z}, {z}, {z}, {z}, {z}, {z}, "
                        f"cast(b as {'hugeint' if d == 'duckdb' else 'numeric'}), h{', t' + kind if pg else ''} "
                        f"from p where {cond} order by b, h limit {SAMPLE_ROWS}) x{kind}")
+    if plan.floats:
+        # Buckets holding a left-unmatched and a right-unmatched group with the same exact
+        # columns and rounded floats within two tolerances (each value is within half of one of
+        # its rounding): only there may rows pair.
+        near = " and ".join(f"(l.r{i} is not distinct from r.r{i} or abs(l.r{i} - r.r{i}) <= "
+                            f"{2.01 * t!r} * greatest(abs(l.r{i}), abs(r.r{i}), 1))" for i, (_c, t) in enumerate(plan.floats))
+        num = "hugeint" if d == "duckdb" else "numeric"
+        sql += (f", c as (select l.b as lb, r.b as rb from p l join p r on l.nh = r.nh "
+                f"where l.lc > l.rc and r.rc > r.lc and {near}) ")
+        selects.append(f"select * from (select 'c', {z}, {z}, {z}, {z}, {z}, {z}, {z}, {z}, {z}, cast(x as {num}), "
+                       f"cast(null as {ht}){nt} from (select lb as x from c union select rb from c) cb "
+                       f"limit {MAX_LISTED_BUCKETS + 1}) xc")
     rows = plan.left.con.fetchall(sql + " union all ".join(selects))
     out = dict.fromkeys(_COUNT_FIELDS, 0)
-    lsample, rsample = [], []
+    lsample, rsample, near_buckets = [], [], []
     for kind, a1, a2, a3, a4, a5, a6, a7, a8, a9, b, h, *tid in rows:
-        if kind == "rows":
+        if kind == "c":
+            near_buckets.append(int(b))
+        elif kind == "rows":
             out.update(only_l=int(a1), only_r=int(a2), copies_r=int(a3))
         elif kind == "keys":
             out.update(keys_only_l=int(a4), keys_only_r=int(a5), changed_rows=int(a6), changed_keys=int(a7),
@@ -781,10 +801,16 @@ def _rows_same(plan: _Plan, buckets: list[int] | None) -> tuple[dict, list, list
             lsample.append((int(b), int(h), *tid))
         else:
             rsample.append((int(b), int(h), *tid))
-    if plan.floats and out["only_l"] and out["only_r"]:
-        loose = _loose_rows_same(plan, buckets)
+    if near_buckets:
+        within = buckets if len(near_buckets) > MAX_LISTED_BUCKETS else near_buckets
+        loose = _loose_rows_same(plan, within)
         if loose is not None:
-            lsample, rsample = _pair_floats(plan, loose, out)
+            lrest, rrest = _pair_floats(plan, loose, out)
+            # samples: the rows that stay unmatched, also those outside the buckets read here
+            seen = set(within) if within is not None else None
+            lsample, rsample = (sorted([p for p in picks if seen is not None and p[0] not in seen] + rest,
+                                       key=lambda p: p[:2])[:SAMPLE_ROWS]
+                                for picks, rest in ((lsample, lrest), (rsample, rrest)))
     return out, lsample, rsample
 
 
@@ -848,8 +874,8 @@ def _float_class(v) -> object:
 def _pair_floats(plan: _Plan, rows: list[_Loose], out: dict) -> tuple[list, list]:
     """Pair unmatched left and right rows whose exact columns agree and floats are within tolerance.
 
-    Adjusts the counts in `out` for every pair and returns sample picks from the rows that stay
-    unmatched. Candidates are found by the first float (sorted, searched within its tolerance),
+    Adjusts the counts in `out` for every pair and returns the picks (bucket, row hash[, ctid]) of
+    the rows that stay unmatched, left and right. Candidates are found by the first float (sorted, searched within its tolerance),
     then every float is checked.
     """
     import bisect
@@ -892,8 +918,7 @@ def _pair_floats(plan: _Plan, rows: list[_Loose], out: dict) -> tuple[list, list
                 out["changed_rows"] -= kl == 1 and kr == 1
                 out["changed_keys"] -= kl == kr
     rest.sort(key=lambda r: (r.b, r.h))
-    picks = [[(r.b, r.h) if r.tid is None else (r.b, r.h, r.tid) for r in rest if r.s == s][:SAMPLE_ROWS]
-             for s in (0, 1)]
+    picks = [[(r.b, r.h) if r.tid is None else (r.b, r.h, r.tid) for r in rest if r.s == s] for s in (0, 1)]
     return picks[0], picks[1]
 
 
@@ -958,7 +983,7 @@ def _rows_across(plan: _Plan, listed: list[tuple]) -> tuple[dict, list, list]:
     if plan.floats and out["only_l"] and out["only_r"] and len(unmatched) <= MAX_TOLERANCE_ROWS:
         loose = _loose_rows_across(plan, unmatched, key_rows)
         if loose is not None:
-            lsample, rsample = _pair_floats(plan, loose, out)
+            lsample, rsample = (picks[:SAMPLE_ROWS] for picks in _pair_floats(plan, loose, out))
     return out, lsample, rsample
 
 
