@@ -274,10 +274,12 @@ def test_suppressions(adapter):
 def test_rule_table_is_stable(adapter):
     assert list(RULES) == [
         "append-reread", "unique-key-ignored", "watermark-strict-gt", "partition-lookback-unaligned",
-        "nondeterministic-function", "dedup-order-not-total", "limit-without-order", "inclusive-window-bound",
-        "microbatch-postgres", "adapter-trap", "compile-error", "sql-parse-error",
+        "nondeterministic-function", "clock-window", "self-state", "config-column-missing",
+        "dedup-order-not-total", "limit-without-order", "inclusive-window-bound",
+        "microbatch-postgres", "adapter-trap", "compile-error", "python-model", "sql-parse-error",
         "incremental-branch-unchecked", "suppression-missing-reason", "suppression-unknown-rule"]
-    assert {r.severity for r in RULES.values()} == {"error", "warning"}
+    assert {r.severity for r in RULES.values()} == {"error", "warning", "info"}
+    assert RULES["compile-error"].severity == "warning"
     assert all(r.what and r.fix for r in RULES.values())
 
 

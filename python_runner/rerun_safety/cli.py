@@ -107,16 +107,40 @@ def gameday(ctx, project_dir, profiles_dir, target, select, exclude, vars_yaml, 
 @click.pass_context
 def lint(ctx, project_dir, profiles_dir, target, select, exclude, vars_yaml, fmt):
     """Find unsafe incremental patterns and non-determinism in compiled SQL."""
+    import gc
     import json
 
     from .lint import render_text, run_lint
+    from .lint.compile import STOP
 
+    def on_signal(signum, frame) -> None:
+        # dbt swallows KeyboardInterrupt inside an invocation: the compile loop also checks STOP
+        STOP.append("SIGTERM" if signum == signal.SIGTERM else "SIGINT")
+        _on_stop_signal(signum, frame)
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         result = run_lint(project_dir=project_dir, profiles_dir=profiles_dir, target=target,
                           select=select, exclude=exclude, vars_yaml=vars_yaml)
     except RerunSafetyError as err:
         _fail(err, ctx.obj["debug"])
         return
+    except KeyboardInterrupt as err:
+        name = "SIGTERM" if isinstance(err, Terminated) or (STOP and STOP[0] == "SIGTERM") else "SIGINT"
+        click.secho(f"rerun-safety: lint interrupted by {name}; scratch catalog removed", fg="red", err=True)
+        sys.exit(143 if name == "SIGTERM" else 130)
+    except Exception as err:  # noqa: BLE001 - a crash is never exit 1: one line, exit 2
+        if ctx.obj["debug"]:
+            raise
+        _fail(RerunSafetyError(f"{type(err).__name__}: {' '.join(str(err).split())[:400]}"), False)
+        return
+    finally:
+        STOP.clear()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        # dbt's thread pools are finalised here, while the interpreter is whole: left to exit,
+        # a pool's __del__ could print a "Bad file descriptor" traceback
+        gc.collect()
     if fmt == "json":
         click.echo(json.dumps(result.to_dict(), indent=2))
     else:

@@ -1,49 +1,63 @@
-"""Compiled SQL of the selected models, for both branches of each incremental model.
-
-How the incremental branch is compiled (dbt's `is_incremental()` is true only when the target
-relation exists as a table, and not on --full-refresh):
+"""Compiled SQL of the selected models, for both branches of each incremental model, as
+`dbt compile` would produce it against a warehouse that holds the project's relations.
 
 * dbt parses the project once (its partial-parse state kept in target/rerun_safety_lint, so a
-  second lint of the same project parses only what changed); `dbt ls` (reusing the manifest) resolves --select/--exclude.
-* Every compile runs against a *scratch* catalog, never the user's target: for DuckDB an empty
-  file in a temp dir whose stem is the manifest's catalog name (the catalog is baked into the
-  manifest), for PostgreSQL a scratch database created on the same server and dropped afterwards
-  (the user's database is not touched; dbt-postgres echoes the manifest's database name when it
-  lists relations, and `--no-populate-cache` skips its cross-database check).
-* Pass 1, `compile --full-refresh`: the full-refresh SQL of every selected model, with sentinel
+  second lint of the same project parses only what changed); `dbt ls` (reusing the manifest)
+  resolves --select/--exclude; a selection that matches nothing is a usage error.
+* Every compile runs against a *scratch* catalog (scratch.py), never the user's target: for
+  DuckDB an empty file in a temp dir whose stem is the manifest's catalog name, for PostgreSQL a
+  scratch database on the same server (the manifest's nodes pointed at it in memory, since
+  dbt-postgres refuses cross-database references).
+* The sources, seeds and snapshots upstream of the incremental models and of the models that
+  introspect the catalog are created there empty, with the columns the user's target has (read
+  only), else those their YAML or CSV declares (catalog.py).
+* Pass 1, `compile --full-refresh`: the full-refresh SQL of the selected models, with sentinel
   window vars so the compiled literal of a window var is recognisable.
-* The incremental models' relations are then created as empty tables in the scratch catalog, and
-  pass 2, `compile` of those models, renders `is_incremental()` as true: the SQL that a scheduled
-  run would send, compiled by dbt in the target's own dialect.
+* The needed models are then created empty from their compiled SQL, upstream first; the models
+  that introspect compile once what they read exists (in batches, both branches).
+* Pass 2, `compile` of the incremental models, with their relations present as tables, renders
+  `is_incremental()` as true: the SQL that a scheduled run would send. On a machine with a core to
+  spare it runs in a second process while pass 1 runs (its `{{ this }}` then has a placeholder
+  column; the models that introspect always compile here).
 * When PostgreSQL refuses the scratch database (no CREATEDB), pass 1 runs against the user's
   database (compile only reads its catalog) and the incremental branch is reported as unchecked.
 
-Models that query data at compile time (`run_query`, `dbt_utils.get_column_values`) see the empty
-scratch catalog.
+Models that query data at compile time (`run_query`, `dbt_utils.get_column_values`) see tables
+with the right columns and no rows.
 """
 from __future__ import annotations
 
 import json
 import os
 import shutil
-import tempfile
 import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
-from sqlglot import exp
 
 from ..dbt_invoke import DbtSession, _parse_error
 from ..errors import ConfigError, DbtInvocationError
+from . import catalog
 from .context import WINDOW_END_SENTINEL, WINDOW_START_SENTINEL, WINDOW_VARS
+from .scratch import (PLACEHOLDER_COLUMN, SCRATCH_PREFIX, DuckDBScratch, PostgresScratch, RelationSpec, RunDir,
+                      Scratch, TargetProfile, point_manifest, sweep_run_dirs)
 
-PLACEHOLDER_COLUMN = "_rerun_safety_lint"
+__all__ = ["PLACEHOLDER_COLUMN", "SCRATCH_PREFIX", "compile_project", "CompiledModel", "CompileOutcome",
+           "resolve_target", "TargetProfile", "STOP"]
+
 # Below this many incremental models a second process costs more (dbt import, parse) than it saves.
 PARALLEL_MIN_MODELS = 40
-SCRATCH_PREFIX = "rerun_safety_lint_"
+
+# Set by the CLI's signal handler: dbt swallows KeyboardInterrupt inside an invocation, so the
+# compile loop checks this between invocations and stops (its `finally` removes the scratch).
+STOP: list[str] = []
+
+
+def check_stop() -> None:
+    if STOP:
+        raise KeyboardInterrupt(STOP[0])
 
 
 @dataclass(frozen=True)
@@ -64,22 +78,16 @@ class CompileOutcome:
     mode: str
     window_literals: tuple[str, str]
     timings: dict = field(default_factory=dict)
+    # (schema, name) -> [(column, type)] of what the scratch catalog held after compiling, lowercased
+    columns: dict = field(default_factory=dict)
+    # unique_id -> (schema, name) of its relation; and why a model's relation could not be created
+    relations: dict = field(default_factory=dict)
+    not_created: dict = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------------------------------------
-# Profile of the target, as dbt renders it
+# Profile of the target
 # ---------------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class TargetProfile:
-    profile_name: str
-    target_name: str
-    output: dict
-
-    @property
-    def adapter_type(self) -> str:
-        return str(self.output.get("type", ""))
-
 
 def resolve_target(project_dir: Path, profiles_dir: Path | None, target: str | None,
                    cli_vars: dict) -> TargetProfile:
@@ -93,7 +101,22 @@ def resolve_target(project_dir: Path, profiles_dir: Path | None, target: str | N
     try:
         return _resolve_target(project_dir, profiles_dir, target, cli_vars, ProfileRenderer, default_profiles_dir)
     except DbtBaseException as err:
-        raise ConfigError(f"could not render the profile: {' '.join(str(err).split())}") from None
+        # dbt's message names the failing key, never its value
+        raise ConfigError(f"could not render the profile: {' '.join(str(err).split())[:300]}") from None
+
+
+def _load_yaml(path: Path, what: str) -> Any:
+    """A YAML file, or a ConfigError naming the file and line (never the line's text: a profile
+    holds passwords)."""
+    try:
+        return yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(err, "problem", None) or "syntax error"
+        raise ConfigError(f"{what} {path} is not valid YAML{where}: {problem}") from None
+    except OSError as err:
+        raise ConfigError(f"cannot read {what} {path}: {err.strerror}") from None
 
 
 def _resolve_target(project_dir, profiles_dir, target, cli_vars, ProfileRenderer, default_profiles_dir):
@@ -101,193 +124,26 @@ def _resolve_target(project_dir, profiles_dir, target, cli_vars, ProfileRenderer
     if not project_file.exists():
         raise ConfigError(f"no dbt_project.yml in {project_dir}")
     renderer = ProfileRenderer(cli_vars)
-    project = yaml.safe_load(project_file.read_text()) or {}
-    profile_name = renderer.render_value(str(project.get("profile") or ""))
+    project = _load_yaml(project_file, "project file") or {}
+    if not isinstance(project, dict):
+        raise ConfigError(f"project file {project_file} is not a YAML mapping")
+    profile_name = os.environ.get("DBT_PROFILE") or renderer.render_value(str(project.get("profile") or ""))
     directory = Path(profiles_dir) if profiles_dir else Path(os.environ.get("DBT_PROFILES_DIR") or default_profiles_dir())
     profiles_file = directory / "profiles.yml"
     if not profiles_file.exists():
         raise ConfigError(f"no profiles.yml in {directory} (pass --profiles-dir)")
-    profiles = yaml.safe_load(profiles_file.read_text()) or {}
+    profiles = _load_yaml(profiles_file, "profiles file") or {}
+    if not isinstance(profiles, dict):
+        raise ConfigError(f"profiles file {profiles_file} is not a YAML mapping")
     profile = profiles.get(profile_name)
     if not isinstance(profile, dict):
         raise ConfigError(f"profile '{profile_name}' not found in {profiles_file}")
     target_name = target or os.environ.get("DBT_TARGET") or renderer.render_value(str(profile.get("target", "default")))
     outputs = profile.get("outputs") or {}
-    if target_name not in outputs:
-        raise ConfigError(f"target '{target_name}' not found in profile '{profile_name}'")
+    if not isinstance(outputs, dict) or target_name not in outputs or not isinstance(outputs[target_name], dict):
+        raise ConfigError(f"target '{target_name}' not found in profile '{profile_name}' of {profiles_file}")
     output = renderer.render_data(dict(outputs[target_name]))
     return TargetProfile(profile_name, target_name, output)
-
-
-def _write_profile(directory: Path, tp: TargetProfile, output: dict) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / "profiles.yml"
-    path.write_text(yaml.safe_dump({tp.profile_name: {"target": tp.target_name,
-                                                      "outputs": {tp.target_name: output}}}))
-    os.chmod(path, 0o600)  # it may hold the warehouse password
-    return directory
-
-
-# ---------------------------------------------------------------------------------------------
-# Scratch catalogs
-# ---------------------------------------------------------------------------------------------
-
-def _create_table_sql(database: str | None, schema: str, name: str, dialect: str) -> list[str]:
-    def ident(text: str) -> exp.Identifier:
-        return exp.to_identifier(text, quoted=True)
-
-    table = exp.Table(this=ident(name), db=ident(schema), catalog=ident(database) if database else None)
-    schema_table = exp.Table(this=ident(schema), db=ident(database) if database else None)
-    create_schema = exp.Create(this=schema_table, kind="SCHEMA", exists=True)
-    create_table = exp.Create(
-        this=exp.Schema(this=table, expressions=[exp.ColumnDef(this=ident(PLACEHOLDER_COLUMN),
-                                                               kind=exp.DataType.build("int"))]),
-        kind="TABLE", exists=True)
-    return [create_schema.sql(dialect=dialect), create_table.sql(dialect=dialect)]
-
-
-class Scratch:
-    """Where compiles run. `profiles_dir` for pass 1 and 2; `prepare(relations)` makes the
-    incremental models' relations exist; `close()` removes everything."""
-
-    mode = ""
-    extra_flags: tuple[str, ...] = ()
-    incremental_possible = True
-
-    def profiles_dir(self) -> str:
-        raise NotImplementedError
-
-    def worker_profiles_dir(self, work: Path) -> str:
-        """Profiles for a second process compiling at the same time."""
-        return self.profiles_dir()
-
-    def prepare(self, relations: list[tuple[str, str, str]]) -> None:
-        raise NotImplementedError
-
-    def close(self) -> None:
-        pass
-
-
-class DuckDBScratch(Scratch):
-    mode = "scratch duckdb file"
-
-    def __init__(self, tp: TargetProfile, work: Path, catalogs: list[str]):
-        self.dir = work / "scratch_duckdb"
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self.catalogs = [c for c in dict.fromkeys(catalogs) if c] or ["scratch"]
-        main, *others = self.catalogs
-        output = {"type": "duckdb", "path": str(self.dir / f"{main}.duckdb"),
-                  "schema": tp.output.get("schema", "main"), "threads": 1, "keep_open": False}
-        if others:
-            output["attach"] = [{"path": str(self.dir / f"{c}.duckdb"), "alias": c} for c in others]
-        self._profiles = _write_profile(work / "scratch_profile", tp, output)
-
-    def profiles_dir(self) -> str:
-        return str(self._profiles)
-
-    def worker_profiles_dir(self, work: Path) -> str:
-        # a DuckDB file is locked by the process that opens it: the worker gets its own copy
-        copy = work / "scratch_duckdb_pass2"
-        shutil.copytree(self.dir, copy, dirs_exist_ok=True)
-        profile = yaml.safe_load((self._profiles / "profiles.yml").read_text())
-        for prof in profile.values():
-            for out in prof["outputs"].values():
-                out["path"] = str(copy / Path(out["path"]).name)
-                for att in out.get("attach", []):
-                    att["path"] = str(copy / Path(att["path"]).name)
-        target = work / "scratch_profile_pass2"
-        target.mkdir(parents=True, exist_ok=True)
-        (target / "profiles.yml").write_text(yaml.safe_dump(profile))
-        return str(target)
-
-    def prepare(self, relations):
-        import duckdb
-
-        main, *others = self.catalogs
-        con = duckdb.connect(str(self.dir / f"{main}.duckdb"))
-        try:
-            for c in others:
-                path = exp.Literal.string(str(self.dir / f"{c}.duckdb")).sql("duckdb")
-                con.execute(f"attach {path} as {exp.to_identifier(c, quoted=True).sql('duckdb')}")
-            con.execute("begin")  # one commit for all tables instead of one per statement
-            for database, schema, name in relations:
-                for stmt in _create_table_sql(database, schema, name, "duckdb"):
-                    con.execute(stmt)
-            con.execute("commit")
-            con.execute("checkpoint")
-        finally:
-            con.close()
-
-
-class PostgresScratch(Scratch):
-    mode = "scratch postgres database"
-    extra_flags = ("--no-populate-cache",)
-
-    def __init__(self, tp: TargetProfile, work: Path):
-        import psycopg2
-
-        self.tp = tp
-        self.dbname = f"{SCRATCH_PREFIX}{uuid.uuid4().hex[:12]}"
-        self.created = False
-        conn = psycopg2.connect(**self._dsn(tp.output.get("dbname") or tp.output.get("database")))
-        conn.autocommit = True
-        try:
-            with conn.cursor() as cur:
-                cur.execute(f"create database {self._quoted()}")
-            self.created = True
-        except psycopg2.Error as err:
-            self.refusal = str(err).strip().splitlines()[0]
-        finally:
-            conn.close()
-        self.incremental_possible = self.created
-        output = dict(tp.output)
-        if self.created:
-            output["dbname"] = self.dbname
-            output.pop("database", None)
-            self._profiles = _write_profile(work / "scratch_profile", tp, output)
-        else:
-            self.mode = f"not checked (no scratch database: {self.refusal})"
-            self._profiles = _write_profile(work / "target_profile", tp, output)
-
-    def _quoted(self) -> str:
-        return exp.to_identifier(self.dbname, quoted=True).sql("postgres")
-
-    def _dsn(self, dbname: str) -> dict:
-        out = self.tp.output
-        dsn = {"host": out.get("host"), "port": out.get("port", 5432), "user": out.get("user"),
-               "password": out.get("password") or out.get("pass") or None, "dbname": dbname}
-        for key in ("sslmode", "sslcert", "sslkey", "sslrootcert", "connect_timeout"):
-            if out.get(key) is not None:
-                dsn[key] = out[key]
-        return {k: v for k, v in dsn.items() if v is not None}
-
-    def profiles_dir(self) -> str:
-        return str(self._profiles)
-
-    def prepare(self, relations):
-        import psycopg2
-
-        conn = psycopg2.connect(**self._dsn(self.dbname))
-        try:
-            with conn, conn.cursor() as cur:
-                for _database, schema, name in relations:
-                    for stmt in _create_table_sql(None, schema, name, "postgres"):
-                        cur.execute(stmt)
-        finally:
-            conn.close()
-
-    def close(self):
-        if not self.created:
-            return
-        import psycopg2
-
-        conn = psycopg2.connect(**self._dsn(self.tp.output.get("dbname") or self.tp.output.get("database")))
-        conn.autocommit = True
-        try:
-            with conn.cursor() as cur:
-                cur.execute(f"drop database if exists {self._quoted()} with (force)")
-        finally:
-            conn.close()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -330,6 +186,7 @@ def _compile(session: DbtSession, selection: Selection, *, full_refresh: bool, p
     if selection.exclude:
         args += ["--exclude", *selection.exclude]
     res = session.invoke(args, profiles_dir=profiles_dir, vars_yaml=vars_yaml)
+    check_stop()
     out: dict[str, tuple[str | None, str]] = {}
     results = getattr(res.raw, "results", None) or []
     for r in results:
@@ -436,6 +293,8 @@ def _pass2_main(job_file: str) -> int:
         return 3
     session.manifest = parsed.raw
     p2 = dict(job["pass2"])
+    if p2.get("scratch_db"):
+        point_manifest(parsed.raw, p2["user_db"], p2["scratch_db"])
     p2["selection"] = Selection(tuple(p2["selection"][0]), tuple(p2["selection"][1]))
     p2["flags"] = tuple(p2["flags"])
     out = _incremental_pass(session, parsed.raw, job["scratch_profiles"], p2)
@@ -515,7 +374,9 @@ def compile_project(project_dir: str | Path, profiles_dir: str | Path | None, ta
     plain_vars, _, _ = merged_vars(vars_yaml, with_window=False)
     tp = resolve_target(project, Path(profiles_dir).resolve() if profiles_dir else None, target, user_vars)
 
-    work = Path(tempfile.mkdtemp(prefix=SCRATCH_PREFIX))
+    sweep_run_dirs()  # what a killed lint left behind
+    run = RunDir()
+    work = run.path
     scratch: Scratch | None = None
     worker: _Pass2Worker | None = None
     try:
@@ -523,80 +384,121 @@ def compile_project(project_dir: str | Path, profiles_dir: str | Path | None, ta
         t = time.perf_counter()
         # parse as DbtSession.parse does, without writing manifest.json (nobody reads it here)
         parsed = session.invoke(["parse", "--no-write-json"], use_manifest=False)
+        check_stop()
         if not parsed.success or parsed.raw is None:
             raise _parse_error(parsed.error or "dbt parse failed")
         manifest = session.manifest = parsed.raw
         timings["dbt_parse"] = time.perf_counter() - t
 
         t = time.perf_counter()
-        ls_args = ["ls", "--resource-type", "model", "--output", "json", "--output-keys", "unique_id"]
-        for s in select:
-            ls_args += ["--select", s]
-        for s in exclude:
-            ls_args += ["--exclude", s]
-        listed = session.invoke(ls_args)
-        if not listed.success:
-            raise ConfigError(f"dbt ls failed for the selection: {listed.error}")
-        selected = [json.loads(line)["unique_id"] for line in (listed.raw or [])]
+        selected = _select(session, select, exclude)
         timings["dbt_ls"] = time.perf_counter() - t
 
         nodes = [manifest.nodes[u] for u in selected if u in manifest.nodes]
-        incremental = [n for n in nodes if n.config.materialized == "incremental"]
+        sql_nodes = [n for n in nodes if getattr(n, "language", "sql") != "python"]
+        incremental = [n for n in sql_nodes if n.config.materialized == "incremental"]
+        intro = catalog.introspecting(manifest, sql_nodes)
 
         t = time.perf_counter()
         adapter = manifest.metadata.adapter_type or tp.adapter_type
+        # what must exist in the scratch catalog: the incremental and introspecting models, and all upstream
+        wanted = {n.unique_id for n in incremental} | intro
+        upstream = catalog.ancestors(manifest, wanted)
         if adapter == "duckdb":
-            catalogs = [manifest_catalog(manifest)] + [n.database for n in incremental]
+            catalogs = [manifest_catalog(manifest)] + [n.database for n in incremental] + [
+                (manifest.sources[u].database if u in manifest.sources else getattr(manifest.nodes.get(u), "database", None))
+                for u in sorted(upstream)]
             scratch = DuckDBScratch(tp, work, catalogs)
         elif adapter == "postgres":
-            scratch = PostgresScratch(tp, work)
+            scratch = PostgresScratch(tp, work, run.run_id)
+            scratch.prepare_manifest(manifest)
         else:
             raise ConfigError(f"lint supports duckdb and postgres targets; this target is '{adapter}'")
         timings["scratch"] = time.perf_counter() - t
 
         started = time.perf_counter()
         incr: dict[str, tuple[str | None, str]] = {}
-        worker = None
+        not_created: dict[str, str] = {}
+        pass2 = None
+        t = time.perf_counter()
+        if scratch.incremental_possible:
+            # sources, seeds, snapshots with their real columns; incremental relations as placeholders
+            # (so is_incremental() is true in pass 2) until their real columns are known
+            base = catalog.base_relations(manifest, tp, upstream | wanted, scratch.dialect)
+            placeholders = [RelationSpec(n.database, n.schema, n.alias or n.name) for n in incremental]
+            scratch.create(base + placeholders)
+        timings["scratch_tables"] = time.perf_counter() - t  # part of "compile" too
+        intro_nodes = [n for n in sql_nodes if n.unique_id in intro]
         if scratch.incremental_possible and incremental:
-            t = time.perf_counter()
-            # with --full-refresh is_incremental() stays false, so pass 1 may see these tables too
-            scratch.prepare([(n.database, n.schema, n.alias or n.name) for n in incremental])
-            timings["scratch_tables"] = time.perf_counter() - t  # part of "compile" too
-            pass2 = dict(selection=Selection.restricted(select, exclude, "config.materialized:incremental"),
-                         uids=[n.unique_id for n in incremental], plain_vars=plain_vars, window_vars=window_vars,
-                         flags=scratch.extra_flags)
-            if parallel if parallel is not None else _worth_a_second_process(len(incremental)):
+            pass2 = dict(selection=Selection.restricted(select, exclude, "config.materialized:incremental")
+                         .without([n for n in incremental if n.unique_id in intro] + _python(nodes)),
+                         uids=[n.unique_id for n in incremental if n.unique_id not in intro],
+                         plain_vars=plain_vars, window_vars=window_vars, flags=scratch.extra_flags,
+                         user_db=getattr(scratch, "user_db", None), scratch_db=getattr(scratch, "dbname", None))
+            if not pass2["uids"]:
+                pass2 = None
+            elif parallel if parallel is not None else _worth_a_second_process(len(pass2["uids"])):
                 worker = _Pass2Worker.start(session, scratch, work, pass2)
 
         t = time.perf_counter()
-        models_sel = Selection.restricted(select, exclude, "resource_type:model")
-        full = _compile_all(session, models_sel, nodes, full_refresh=True, profiles_dir=scratch.profiles_dir(),
+        # pass 1 leaves out the models that introspect: they compile below, once upstream exists
+        models_sel = Selection.restricted(select, exclude, "resource_type:model").without(intro_nodes + _python(nodes))
+        first = [n for n in sql_nodes if n.unique_id not in intro]
+        full = _compile_all(session, models_sel, first, full_refresh=True, profiles_dir=scratch.profiles_dir(),
                             vars_yaml=window_vars, flags=scratch.extra_flags)
+        for n in _python(nodes):
+            full.update(_compile_all(session, Selection.of([n]), [n], full_refresh=True,
+                                     profiles_dir=scratch.profiles_dir(), vars_yaml=window_vars,
+                                     flags=scratch.extra_flags))
         timings["compile_full"] = time.perf_counter() - t
 
-        if scratch.incremental_possible and incremental:
+        if scratch.incremental_possible:
+            t = time.perf_counter()
+            upstream_models = [manifest.nodes[u] for u in upstream
+                               if u.startswith("model.") and u in manifest.nodes and u not in full]
+            missing = [n for n in upstream_models if n.unique_id not in intro and
+                       n.config.materialized != "ephemeral" and getattr(n, "language", "sql") != "python"]
+            if missing:  # upstream of the selection, not selected: compiled for their columns only
+                full.update(_compile_all(session, Selection.of(missing), missing, full_refresh=True,
+                                         profiles_dir=scratch.profiles_dir(), vars_yaml=window_vars,
+                                         flags=scratch.extra_flags))
+            not_created, late_incr = _materialize(session, manifest, scratch, full, intro, wanted | upstream,
+                                                  window_vars, plain_vars)
+            incr.update(late_incr)
+            timings["scratch_models"] = time.perf_counter() - t
+
+        if pass2 is not None:
             t = time.perf_counter()
             result = worker.result() if worker is not None else None
-            if result is None:  # no worker, or it failed: compile here
+            if result is None:  # no worker, or it failed: compile here (the relations are real by now)
                 result = _incremental_pass(session, manifest, scratch.profiles_dir(), pass2)
             elif worker is not None:
                 worker.succeeded = True
-            incr = result
+            incr.update(result)
             # with a worker: its whole run (start, parse, compile), overlapping pass 1
             timings["compile_incremental"] = time.perf_counter() - (worker.started if worker else t)
-            if worker is not None and result is not None and worker.succeeded:
+            if worker is not None and worker.succeeded:
                 timings["pass2_process_parse"] = worker.parse_time
         timings["compile"] = time.perf_counter() - started
 
+        columns = scratch.columns() if scratch.incremental_possible else {}
         models = {}
         for n in nodes:
             f_sql, f_err = full.get(n.unique_id, (None, ""))
-            if n.config.materialized == "incremental" and scratch.incremental_possible:
+            if n.config.materialized == "incremental" and scratch.incremental_possible \
+                    and getattr(n, "language", "sql") != "python":
                 i_sql, i_err = incr.get(n.unique_id, (None, ""))
                 models[n.unique_id] = CompiledModel(n.unique_id, f_sql, f_err, i_sql, i_err, True)
             else:
                 models[n.unique_id] = CompiledModel(n.unique_id, f_sql, f_err)
-        return CompileOutcome(manifest, selected, models, scratch.mode, literals, timings)
+        relations = {n.unique_id: (n.schema.lower(), (n.alias or n.name).lower()) for n in manifest.nodes.values()
+                     if getattr(n, "schema", None) and str(n.resource_type) in ("model", "seed", "snapshot",
+                                                                                "NodeType.Model", "NodeType.Seed",
+                                                                                "NodeType.Snapshot")}
+        for uid, src in manifest.sources.items():
+            relations[uid] = (src.schema.lower(), (src.identifier or src.name).lower())
+        return CompileOutcome(manifest, selected, models, scratch.mode, literals, timings, columns, relations,
+                              not_created)
     finally:
         try:
             if worker is not None:
@@ -604,7 +506,98 @@ def compile_project(project_dir: str | Path, profiles_dir: str | Path | None, ta
             if scratch is not None:
                 scratch.close()
         finally:
-            shutil.rmtree(work, ignore_errors=True)
+            run.remove()
+
+
+def _python(nodes: list) -> list:
+    return [n for n in nodes if getattr(n, "language", "sql") == "python"]
+
+
+def _select(session: DbtSession, select: tuple[str, ...], exclude: tuple[str, ...]) -> list[str]:
+    """The selected models' unique_ids (dbt ls on the parsed manifest); a selection that matches
+    nothing is a usage error, as in the game day (a typo in a CI selector must not pass)."""
+    ls_args = ["ls", "--resource-type", "model", "--output", "json", "--output-keys", "unique_id"]
+    for s in select:
+        ls_args += ["--select", s]
+    for s in exclude:
+        ls_args += ["--exclude", s]
+    listed = session.invoke(ls_args)
+    check_stop()
+    if not listed.success:
+        raise ConfigError(f"dbt ls failed for the selection: {listed.error}")
+    selected = []
+    for line in listed.raw or []:
+        try:
+            selected.append(json.loads(line)["unique_id"])
+        except (ValueError, KeyError, TypeError):
+            continue
+    if not selected:
+        terms = " ".join([*(f"--select {s}" for s in select), *(f"--exclude {s}" for s in exclude)])
+        raise ConfigError(f"the selection matches no model ({terms or 'the project has no models'})")
+    return selected
+
+
+def _spec(node, sql: str) -> RelationSpec:
+    kind = "table" if node.config.materialized == "incremental" else "view"
+    return RelationSpec(node.database, node.schema, node.alias or node.name, select=sql, kind=kind)
+
+
+def _materialize(session: DbtSession, manifest, scratch: Scratch, full: dict, intro: set[str], needed: set[str],
+                 window_vars: str | None, plain_vars: str | None) -> tuple[dict, dict]:
+    """Create the needed models in the scratch catalog, empty, from their compiled SQL, upstream
+    first. A model that introspects compiles only once what it reads exists: such models wait in
+    a batch, compiled (both branches) when a model below needs them or at the end. Returns
+    ({unique_id: why its relation could not be created}, {unique_id: incremental branch}) and
+    updates `full` with the introspecting models' SQL."""
+    order = [u for u in catalog.topo_order(manifest, {u for u in needed if u.startswith("model.")})
+             if u in manifest.nodes]
+    not_created: dict[str, str] = {}
+    incr: dict[str, tuple[str | None, str]] = {}
+    to_create: list = []
+    pending: list = []
+    pending_ids: set[str] = set()
+
+    def create_batch() -> None:
+        if to_create:
+            failed = scratch.create(_spec(n, full[n.unique_id][0]) for n in to_create)
+            for n in to_create:
+                key = (n.schema.lower(), (n.alias or n.name).lower())
+                if key in failed:
+                    not_created[n.unique_id] = failed[key]
+            to_create.clear()
+
+    def flush() -> None:
+        create_batch()
+        if not pending:
+            return
+        batch = list(pending)
+        pending.clear()
+        pending_ids.clear()
+        kw = dict(profiles_dir=scratch.profiles_dir(), flags=scratch.extra_flags)
+        full.update(_compile_all(session, Selection.of(batch), batch, full_refresh=True, vars_yaml=window_vars, **kw))
+        to_create.extend(n for n in batch if full.get(n.unique_id, (None, ""))[0] is not None)
+        create_batch()
+        inc = [n for n in batch if n.config.materialized == "incremental"]
+        if inc:
+            incr.update(_incremental_pass(session, manifest, scratch.profiles_dir(), dict(
+                selection=Selection.of(inc), uids=[n.unique_id for n in inc], plain_vars=plain_vars,
+                window_vars=window_vars, flags=scratch.extra_flags)))
+
+    for uid in order:
+        node = manifest.nodes[uid]
+        if node.config.materialized == "ephemeral" or getattr(node, "language", "sql") == "python":
+            continue
+        parents = getattr(node.depends_on, "nodes", None) or ()
+        if any(p in pending_ids for p in parents):
+            flush()
+        if uid in intro:
+            pending.append(node)
+            pending_ids.add(uid)
+        elif full.get(uid, (None, ""))[0] is not None:
+            to_create.append(node)
+        check_stop()
+    flush()
+    return not_created, incr
 
 
 def _session_dir(project: Path, fallback: Path) -> Path:

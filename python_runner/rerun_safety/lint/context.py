@@ -86,6 +86,31 @@ class ModelContext:
     raw_code: str = ""
     window_literals: tuple[str, str] = (WINDOW_START_SENTINEL[:10], WINDOW_END_SENTINEL[:10])
     root_macros: frozenset = frozenset()
+    # (schema, name) -> {column: type} of the relations in the scratch catalog (lowercased), and
+    # the model's own output columns (its relation there), when known
+    catalog: dict = field(default_factory=dict)
+    columns: dict | None = None
+    # incremental, or upstream of an incremental model: reruns matter
+    feeds_incremental: bool = False
+    language: str = "sql"
+    # (schema, name) -> unique column sets of each relation read (keys, unique tests, constraints)
+    relation_keys: dict = field(default_factory=dict)
+
+    def relation_types(self, table: exp.Table) -> dict | None:
+        """{column: type} of a relation the SQL reads, from the scratch catalog."""
+        name = table.name.lower()
+        if table.db:
+            found = self.catalog.get((table.db.lower(), name))
+            if found is not None:
+                return found
+        _, schema, ident = self.this
+        if ident and name == ident.lower() and (not table.db or table.db.lower() == schema.lower()):
+            return self.columns if self.columns is not None else self.catalog.get((schema.lower(), name))
+        if not table.db:
+            matches = [cols for (s, n), cols in self.catalog.items() if n == name]
+            if len(matches) == 1:
+                return matches[0]
+        return None
 
     @property
     def dialect(self) -> str | None:
@@ -94,6 +119,11 @@ class ModelContext:
     @property
     def is_incremental(self) -> bool:
         return self.materialized == "incremental"
+
+    @property
+    def rerun_scope(self) -> bool:
+        """Reruns matter: an incremental model, or one that feeds one."""
+        return self.is_incremental or self.feeds_incremental
 
     @property
     def strategy(self) -> str:
@@ -122,8 +152,10 @@ class ModelContext:
     @classmethod
     def from_sql(cls, name: str, adapter_type: str, full_sql: str | None = None,
                  incremental_sql: str | None = None, *, unique_key: Any = None,
-                 unique_columns: Any = (), this: tuple[str, str, str] | None = None, **kwargs) -> "ModelContext":
-        """Build a context from SQL strings (the core and the tests both use this)."""
+                 unique_columns: Any = (), this: tuple[str, str, str] | None = None,
+                 types: dict | None = None, keys: dict | None = None, **kwargs) -> "ModelContext":
+        """Build a context from SQL strings (the tests use this). `types`: {"schema.name": {col: type}}
+        for the relations the SQL reads; the model's own relation gives its output columns."""
         dialect = sqlglot_dialect(adapter_type)
         key = _as_tuple(unique_key)
         sets = [frozenset(c.lower() for c in key)] if key else []
@@ -131,10 +163,24 @@ class ModelContext:
             cols = _as_tuple(cols)
             if cols:
                 sets.append(frozenset(c.lower() for c in cols))
+        cat = {}
+        for rel, cols in (types or {}).items():
+            schema, _, rname = rel.lower().rpartition(".")
+            cat[(schema, rname)] = {c.lower(): t.lower() for c, t in cols.items()}
+        kwargs.setdefault("catalog", cat)
+        if keys:
+            rk = {}
+            for rel, sets in keys.items():
+                schema, _, rname = rel.lower().rpartition(".")
+                rk[(schema, rname)] = [frozenset(c.lower() for c in _as_tuple(k)) for k in sets]
+            kwargs.setdefault("relation_keys", rk)
+        this_ = this or ("", "", name)
+        if "columns" not in kwargs and (this_[1].lower(), this_[2].lower()) in cat:
+            kwargs["columns"] = cat[(this_[1].lower(), this_[2].lower())]
         return cls(
             name=name, adapter_type=adapter_type, unique_key=key,
             unique_sets=tuple(dict.fromkeys(sets)),
-            this=this or ("", "", name),
+            this=this_,
             full=parse_sql(full_sql, dialect) if full_sql is not None else None,
             incremental=parse_sql(incremental_sql, dialect) if incremental_sql is not None else None,
             **kwargs)

@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .compile import CompiledModel, compile_project
+from .compile import PLACEHOLDER_COLUMN, CompiledModel, compile_project
 from .context import ModelContext, ParsedSql, parse_sql, sqlglot_dialect
 from .findings import Finding, LintResult
 from .rules import lint_model, locate, make_finding
@@ -108,6 +108,15 @@ def run_lint(project_dir: str | Path = ".", profiles_dir: str | Path | None = No
     root = manifest.metadata.project_name
     root_macros = frozenset(m.name for m in manifest.macros.values() if m.package_name == root)
 
+    catalog = {key: dict(cols) for key, cols in outcome.columns.items()}
+    feeds = _feeding_incremental(manifest)
+    relation_keys: dict = {}
+    for uid, sets in uniq.items():
+        rel = outcome.relations.get(uid)
+        if rel:
+            relation_keys.setdefault(rel, [])
+            relation_keys[rel] += [s for s in sets if s not in relation_keys[rel]]
+
     parse_time = rules_time = 0.0
     findings: list[Finding] = []
     suppressed: list[Finding] = []
@@ -118,11 +127,18 @@ def run_lint(project_dir: str | Path = ".", profiles_dir: str | Path | None = No
         if node is None or compiled is None:
             continue
         names.append(node.name)
+        language = getattr(node, "language", "sql") or "sql"
         t = time.perf_counter()
         cache: dict = {}
-        full = _parse(compiled.full_sql, dialect, cache)
-        incr = _parse(compiled.incremental_sql, dialect, cache) if compiled.incremental_checked else None
+        python = str(language).lower().endswith("python")
+        full = None if python else _parse(compiled.full_sql, dialect, cache)
+        incr = _parse(compiled.incremental_sql, dialect, cache) if compiled.incremental_checked and not python \
+            else None
         parse_time += time.perf_counter() - t
+        rel = outcome.relations.get(uid)
+        own = catalog.get(rel) if rel else None
+        if own is not None and (set(own) == {PLACEHOLDER_COLUMN} or uid in outcome.not_created):
+            own = None  # only the placeholder: its real columns are unknown
 
         t = time.perf_counter()
         sets = list(uniq.get(uid, []))
@@ -137,8 +153,10 @@ def run_lint(project_dir: str | Path = ".", profiles_dir: str | Path | None = No
             rerun_safety_meta=_meta(node), unique_sets=tuple(sets),
             this=(node.database or "", node.schema or "", node.alias or node.name),
             full=full, incremental=incr, unique_id=uid, path=node.original_file_path,
-            raw_code=node.raw_code or "", window_literals=outcome.window_literals, root_macros=root_macros)
-        kept, quiet = lint_model(ctx, _pipeline_findings(ctx, compiled, full, incr))
+            raw_code=node.raw_code or "", window_literals=outcome.window_literals, root_macros=root_macros,
+            catalog=catalog, columns=own, feeds_incremental=uid in feeds, relation_keys=relation_keys, language="python" if python else "sql")
+        extra = _python_findings(ctx, compiled) if python else _pipeline_findings(ctx, compiled, full, incr)
+        kept, quiet = lint_model(ctx, extra, run=not python)
         findings += kept
         suppressed += quiet
         rules_time += time.perf_counter() - t
@@ -152,16 +170,49 @@ def run_lint(project_dir: str | Path = ".", profiles_dir: str | Path | None = No
     return LintResult(tuple(findings), tuple(names), tuple(suppressed), outcome.mode, timings)
 
 
+def _feeding_incremental(manifest) -> set[str]:
+    """unique_ids of the nodes with an incremental model downstream."""
+    stack = [uid for uid, n in manifest.nodes.items() if getattr(n.config, "materialized", None) == "incremental"]
+    out: set[str] = set()
+    while stack:
+        node = manifest.nodes.get(stack.pop())
+        for parent in (getattr(node.depends_on, "nodes", None) or ()) if node is not None else ():
+            if parent not in out:
+                out.add(parent)
+                stack.append(parent)
+    return out
+
+
+def _python_findings(ctx: ModelContext, compiled: CompiledModel) -> list[Finding]:
+    """A Python model gets one note; its code is read (ast) for what it does with its own table."""
+    import ast
+
+    what = []
+    try:
+        tree = ast.parse(ctx.raw_code or "")
+        attrs = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+                 and isinstance(n.value, ast.Name) and n.value.id == "dbt"}
+        if "is_incremental" in attrs:
+            what.append("filters on dbt.is_incremental")
+        if "this" in attrs:
+            what.append("reads dbt.this")
+    except SyntaxError as err:
+        what.append(f"its code does not parse (line {err.lineno})")
+    read = f" (it {', '.join(what)}; the game day replays it)" if what else ""
+    return [make_finding(ctx, "python-model", f"Python model {ctx.name}: the SQL rules do not apply{read}",
+                         branch="full")]
+
+
 def _pipeline_findings(ctx: ModelContext, compiled: CompiledModel, full: ParsedSql | None,
                        incr: ParsedSql | None) -> list[Finding]:
     """Compile errors, parse errors and unchecked branches, as findings on the model."""
     out = []
     if compiled.full_error:
-        out.append(make_finding(ctx, "compile-error", f"model {ctx.name} failed to compile: {compiled.full_error}",
+        out.append(make_finding(ctx, "compile-error", f"model {ctx.name} could not be compiled: {compiled.full_error}",
                                 branch="full"))
     if compiled.incremental_checked and compiled.incremental_error and compiled.incremental_error != compiled.full_error:
         out.append(make_finding(ctx, "compile-error",
-                                f"model {ctx.name} failed to compile with is_incremental() true: "
+                                f"model {ctx.name} could not be compiled with is_incremental() true: "
                                 f"{compiled.incremental_error}", branch="incremental",
                                 line=locate(ctx.raw_code, (r"is_incremental",))))
     seen = set()

@@ -5,6 +5,7 @@ from dataclasses import asdict, dataclass, field
 
 ERROR = "error"
 WARNING = "warning"
+INFO = "info"  # a note: never fails the lint
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,7 @@ class LintResult:
             "models": len(self.models),
             "errors": sum(f.severity == ERROR for f in self.findings),
             "warnings": sum(f.severity == WARNING for f in self.findings),
+            "info": sum(f.severity == INFO for f in self.findings),
             "suppressed": len(self.suppressed),
         }
 

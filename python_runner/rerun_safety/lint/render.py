@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from .findings import LintResult
 
-_COLORS = {"error": "31", "warning": "33", "model": "1", "dim": "2", "ok": "32"}
+_COLORS = {"error": "31", "warning": "33", "info": "36", "model": "1", "dim": "2", "ok": "32"}
 
 
 def _paint(text: str, style: str, color: bool) -> str:
@@ -21,12 +21,14 @@ def render_text(result: LintResult, color: bool = False) -> str:
         for f in findings:
             sev = _paint(f"{f.severity:<7}", f.severity if f.severity in _COLORS else "dim", color)
             lines.append(f"  {sev} {f.rule}  {f.message}")
-            if f.hint:
+            if f.hint and f.severity != "info":
                 lines.append(_paint(f"          fix: {f.hint}", "dim", color))
         lines.append("")
     c = result.counts()
     summary = (f"{c['models']} models linted: {c['errors']} errors, {c['warnings']} warnings"
                f", {c['suppressed']} suppressed")
+    if c.get("info"):
+        summary += f", {c['info']} info"
     if result.incremental_mode:
         summary += f" (incremental branches: {result.incremental_mode})"
     lines.append(_paint(summary, "error" if c["errors"] else ("warning" if c["warnings"] else "ok"), color))

@@ -9,7 +9,8 @@ from typing import Callable, Iterable
 from sqlglot import exp
 
 from .context import ModelContext
-from .findings import ERROR, WARNING, Finding
+from .findings import ERROR, INFO, WARNING, Finding
+from .grain import INSTANT, Typer, aligned, constant_within, type_grain
 
 
 @dataclass(frozen=True)
@@ -348,41 +349,58 @@ def _projection_grain(stmt: exp.Expression, column: str) -> tuple[str | None, st
     return None, None
 
 
+def _partition_grain(ctx: ModelContext, stmt: exp.Expression, typer: Typer, columns: set[str],
+                     declared: str | None) -> str | None:
+    """The grain of the partitions: the declared granularity, else the partition column's grain
+    in the model's output (its definition, else its type in the scratch catalog)."""
+    if declared:
+        return declared
+    outer = stmt if isinstance(stmt, exp.Select) else next(stmt.find_all(exp.Select), None)
+    for col in sorted(columns):
+        g = None
+        if isinstance(outer, exp.Select):
+            g = typer._from_source(outer, col, 0)
+        if g is None and ctx.columns and col in ctx.columns:
+            g = type_grain(ctx.columns[col])
+        if g is not None:
+            return g
+    return None
+
+
 def partition_lookback_unaligned(ctx: ModelContext) -> list[Hit]:
-    """partition_overwrite whose lookback starts inside a partition: that partition is replaced
-    by its tail only, and the rest of it is lost."""
+    """partition_overwrite whose batch starts inside a partition: that partition is replaced by
+    its tail only, and the rest of it is lost. Grains come from types and expressions: a filter on
+    a column constant within each partition (a date for day partitions) selects whole partitions;
+    otherwise the bound must be a partition boundary (`>=`)."""
     if not ctx.is_incremental or ctx.strategy != "partition_overwrite" or ctx.partitions:
         return []
     if ctx.incremental is None or not ctx.incremental.ok:
         return []
-    columns, grain = _partition_spec(ctx)
+    columns, declared = _partition_spec(ctx)
     hits = []
     for stmt in ctx.incremental.statements:
+        typer = Typer(stmt, ctx.relation_types)
+        part = _partition_grain(ctx, stmt, typer, columns, declared)
+        if part is None or part == INSTANT:
+            continue  # unknown grain, or one partition per timestamp: nothing to misalign
         for w in watermarks(stmt, ctx):
             col = w.column.name.lower() if isinstance(w.column, exp.Column) else ""
-            value = _unwrap(_Scope(stmt, ctx).value_of(w.bound, keep_cast=True))
-            unit = _trunc_unit(value)
-            if isinstance(value, (exp.Cast, exp.TryCast)) and unit is None:
-                unit = _trunc_unit(value.this)
-            part_grain, source = (None, None)
-            if col in columns:
-                part_grain, source = _projection_grain(stmt, col)
-                if grain is None or part_grain is not None:
-                    continue  # the filter is on partition values themselves: whole partitions only
-            target_grain = grain
-            if target_grain is None:
-                for pc in columns:
-                    g, _ = _projection_grain(stmt, pc)
-                    target_grain = target_grain or g
-            if unit is None:  # a truncated bound shifted by whole grains stays aligned
-                unit = _shifted_trunc_unit(value, target_grain)
-            if unit is not None and (target_grain is None or target_grain in _GRAIN_ALIGNED.get(unit, set())):
+            cg = typer.grain(w.column)
+            if cg is None and col in columns and not w.column.table:
+                cg = part  # the filter is on the partition column itself
+            if constant_within(part, cg):
+                continue  # one value per partition: whole partitions either way
+            bg = typer.grain(w.bound)
+            if bg is None:
+                continue  # cannot tell: no error on a guess
+            if aligned(part, bg) and (w.op == ">=" or cg is None):
                 continue
-            grain_text = target_grain or "partition"
+            why = (f"`>` skips the first instant of the {part} it starts" if aligned(part, bg) else
+                   f"its bound has {bg} grain, finer than the {part} partitions" if bg != INSTANT else
+                   f"its bound is not truncated to the {part} grain")
             hits.append(Hit("partition-lookback-unaligned",
-                            f"lookback `{_sql(w.node, ctx)}` is not aligned to the {grain_text} grain of "
-                            f"partition_key: the oldest {grain_text} in the batch is replaced by its tail "
-                            "and loses the rest of its rows",
+                            f"lookback `{_sql(w.node, ctx)}` starts inside a partition ({why}): the oldest "
+                            f"{part} in the batch is replaced by its tail and loses the rest of its rows",
                             "incremental", (r"\{\{\s*this\s*\}\}",), key=_sql(w.node, ctx)))
     return hits
 
@@ -408,6 +426,16 @@ _NONDET_NEEDLES = {  # how a function may be spelled in the model's source
 }
 
 
+_CLOCK_CLASSES = tuple(c for c in (getattr(exp, n, None) for n in (
+    "CurrentTimestamp", "CurrentDate", "CurrentTime", "CurrentDatetime", "Localtimestamp", "Localtime",
+    "CurrentTimestampLTZ")) if isinstance(c, type))
+_CLOCK_NAMES = frozenset({
+    "now", "getdate", "sysdate", "systimestamp", "clock_timestamp", "statement_timestamp",
+    "transaction_timestamp", "timeofday", "get_current_timestamp", "get_current_time", "today",
+    "current_timestamp", "current_date", "current_time", "localtimestamp", "localtime"})
+_FILTER_CLAUSES = ("WHERE", "JOIN", "HAVING", "QUALIFY")
+
+
 def _nondet_name(node: exp.Expression) -> str | None:
     if isinstance(node, exp.Anonymous):
         name = node.name.lower()
@@ -417,9 +445,15 @@ def _nondet_name(node: exp.Expression) -> str | None:
     return None
 
 
+def _is_clock(node: exp.Expression, name: str) -> bool:
+    return (bool(_CLOCK_CLASSES) and isinstance(node, _CLOCK_CLASSES)) or name in _CLOCK_NAMES
+
+
 def nondeterministic_function(ctx: ModelContext) -> list[Hit]:
     """Clock, random and uuid functions make two builds of the same input differ, unless the
-    column they feed is declared in meta.rerun_safety.ignore_columns."""
+    column they feed is declared in meta.rerun_safety.ignore_columns. The clock in a model rebuilt
+    in full that feeds no incremental model is a note (no rerun hazard); the clock in a filter of
+    a model where reruns matter is `clock-window`."""
     hits = []
     ignored = ctx.ignore_columns
     for branch, parsed in ctx.branches():
@@ -432,11 +466,169 @@ def nondeterministic_function(ctx: ModelContext) -> list[Hit]:
                 where = _clause_of(node)
                 if column is not None and column in ignored and where.startswith("column"):
                     continue
+                clock = _is_clock(node, name)
+                if clock and ctx.rerun_scope and where in _FILTER_CLAUSES:
+                    continue  # clock-window
                 text = _sql(node, ctx, 40)
                 needles = tuple(_needle(n) for n in _NONDET_NEEDLES.get(name, (name,)))
+                if clock and not ctx.rerun_scope:
+                    hits.append(Hit("nondeterministic-function",
+                                    f"`{text}` in {where} reads the clock; the model is rebuilt in full and feeds "
+                                    "no incremental model, so reruns do not change it", branch, needles,
+                                    severity=INFO, key=f"{text}|{where}"))
+                    continue
                 hits.append(Hit("nondeterministic-function",
                                 f"`{text}` in {where} is non-deterministic: two builds of the same input differ",
                                 branch, needles, key=f"{text}|{where}"))
+    return hits
+
+
+def clock_window(ctx: ModelContext) -> list[Hit]:
+    """A filter on the clock (`where day >= current_date - 14`) in an incremental model or one
+    that feeds it: which rows a batch holds depends on when it runs, so a rerun, a late run or a
+    backfill reads a different window than the run it replaces."""
+    if not ctx.rerun_scope:
+        return []
+    hits = []
+    for branch, parsed in ctx.branches():
+        for stmt in parsed.statements:
+            for node in stmt.walk():
+                name = _nondet_name(node)
+                if name is None or not _is_clock(node, name):
+                    continue
+                where = _clause_of(node)
+                if where not in _FILTER_CLAUSES:
+                    continue
+                cond = node
+                while cond.parent is not None and not isinstance(cond.parent, (exp.Where, exp.Join, exp.Having,
+                                                                                  exp.Qualify, exp.And, exp.Or)):
+                    cond = cond.parent
+                text = _sql(cond, ctx, 90)
+                what = "an incremental model" if ctx.is_incremental else "a model that feeds an incremental one"
+                hits.append(Hit("clock-window",
+                                f"`{text}` in {where} of {what}: the rows of a batch depend on when it runs, so "
+                                "a rerun, a late run or a backfill reads a different window",
+                                branch, tuple(_needle(n) for n in _NONDET_NEEDLES.get(name, (name,))),
+                                key=f"{text}|{where}"))
+    return hits
+
+
+def _alias_output(select: exp.Select, alias: str, root: exp.Expression, depth: int) -> bool:
+    """Columns of `alias` reach the projections of `select`, and from there the model's output."""
+    sources = [j.this for j in select.args.get("joins") or []]
+    if select.args.get("from_"):
+        sources.append(select.args["from_"].this)
+    only = len(sources) == 1
+    for proj in select.expressions:
+        for node in [proj, *proj.find_all(exp.Column, exp.Star)]:
+            if isinstance(node, exp.Star) and (only or isinstance(node.parent, exp.Select)):
+                return _flows_to_output(select, root, depth + 1)
+            if isinstance(node, exp.Column):
+                if isinstance(node.this, exp.Star) and (node.table or "").lower() in ("", alias):
+                    return _flows_to_output(select, root, depth + 1)
+                if (node.table or "").lower() == alias or (only and not node.table):
+                    if node.find_ancestor(exp.Subquery) not in (None,) and \
+                            node.find_ancestor(exp.Subquery).find_ancestor(exp.Select) is select:
+                        continue  # inside a nested subquery of the projection: its own scope
+                    return _flows_to_output(select, root, depth + 1)
+    return False
+
+
+def _flows_to_output(sel: exp.Expression, root: exp.Expression, depth: int = 0) -> bool:
+    """The rows or values a select produces reach the model's output (not only a filter)."""
+    if depth > 20:
+        return False
+    parent = sel.parent
+    if parent is None or isinstance(parent, (exp.Create, exp.Insert)):
+        return True
+    if isinstance(parent, (exp.Union, exp.Paren)):
+        return _flows_to_output(parent, root, depth + 1)
+    if isinstance(parent, (exp.In, exp.Exists)):
+        return False
+    if isinstance(parent, exp.CTE):
+        name = parent.alias_or_name.lower()
+        for table in root.find_all(exp.Table):
+            if table.name.lower() == name and not table.db:
+                user = table.find_ancestor(exp.Select)
+                if user is not None and _alias_output(user, (table.alias or table.name).lower(), root, depth + 1):
+                    return True
+        return False
+    if isinstance(parent, exp.Subquery):
+        clause = _clause_of(parent)
+        if clause.startswith("column"):
+            return True
+        if clause in _FILTER_CLAUSES:
+            return False
+        outer = parent.find_ancestor(exp.Select)
+        if outer is None:
+            return True
+        if parent.alias:
+            return _alias_output(outer, parent.alias.lower(), root, depth + 1)
+        return _flows_to_output(outer, root, depth + 1)
+    outer = sel.find_ancestor(exp.Select)
+    return True if outer is None else _flows_to_output(outer, root, depth + 1)
+
+
+def self_state(ctx: ModelContext) -> list[Hit]:
+    """An incremental model whose output is computed from its own previous output (a running
+    total, a "previous day" lookup, a union with {{ this }}): a rerun or a backfill reads state
+    that the failed or earlier run already changed, and a window whose day before is missing
+    restarts from nothing. Reading {{ this }} only to filter (a watermark, `not exists`) is fine."""
+    if not ctx.is_incremental or ctx.incremental is None or not ctx.incremental.ok:
+        return []
+    hits = []
+    for stmt in ctx.incremental.statements:
+        for table in stmt.find_all(exp.Table):
+            if not _is_this(table, ctx):
+                continue
+            sel = table.find_ancestor(exp.Select)
+            if sel is None:
+                continue
+            alias = (table.alias or table.name).lower()
+            if not _alias_output(sel, alias, stmt, 0):
+                continue
+            text = _sql(sel, ctx, 90)
+            hits.append(Hit("self-state",
+                            f"values read from {{{{ this }}}} reach the output (`{text}`): the model carries state "
+                            "from its own previous output, so a rerun or backfill of a window builds on rows the "
+                            "failed or earlier run already changed",
+                            "incremental", (r"\{\{\s*this\s*\}\}",), key=f"self-state|{alias}"))
+            break
+    return hits
+
+
+def _output_names(ctx: ModelContext) -> set[str] | None:
+    """The model's output columns: its relation in the scratch catalog, else the outer select's
+    projections when they name every column (no `*`)."""
+    if ctx.columns is not None:
+        return set(ctx.columns)
+    for _, parsed in ctx.branches():
+        stmt = parsed.statements[-1]
+        outer = stmt if isinstance(stmt, exp.Select) else None
+        if outer is None or any(isinstance(p, exp.Star) or (isinstance(p, exp.Column) and isinstance(p.this, exp.Star))
+                                for p in outer.expressions):
+            return None
+        return {p.alias_or_name.lower() for p in outer.expressions}
+    return None
+
+
+def config_columns(ctx: ModelContext) -> list[Hit]:
+    """partition_key and unique_key must name columns of the compiled model: a misspelt key makes
+    the strategy fail at run time, or (unique_key on some adapters) match nothing."""
+    if not ctx.is_incremental:
+        return []
+    names = _output_names(ctx)
+    if not names:
+        return []
+    hits = []
+    part_cols, _ = _partition_spec(ctx)
+    for label, cols in (("partition_key", sorted(part_cols)), ("unique_key", [c.lower() for c in ctx.unique_key])):
+        for col in cols:
+            if col and col not in names:
+                shown = ", ".join(sorted(names)[:12]) + (", ..." if len(names) > 12 else "")
+                hits.append(Hit("config-column-missing",
+                                f"{label} names column '{col}', which model {ctx.name} does not have "
+                                f"(its columns: {shown})", "config", (_needle(col), label), key=f"{label}|{col}"))
     return hits
 
 
@@ -472,22 +664,144 @@ def _dedup_windows(stmt: exp.Expression) -> list[exp.Window]:
     return found
 
 
+def _source_columns(select: exp.Select, ctx: ModelContext, typer: Typer) -> set[str] | None:
+    """All columns of a select's single row source (a relation or a subquery without `*`)."""
+    sources = typer.sources(select)
+    if len(sources) != 1:
+        return None
+    src = next(iter(sources.values()))
+    if isinstance(src, exp.Table):
+        types = ctx.relation_types(src)
+        return set(types) if types else None
+    if isinstance(src, exp.Select) and not any(isinstance(p, exp.Star) or isinstance(p.this, exp.Star)
+                                               for p in src.expressions):
+        return {p.alias_or_name.lower() for p in src.expressions}
+    return None
+
+
+def _keys_of(src: exp.Expression, alias: str, ctx: ModelContext, typer: Typer, depth: int) -> list[frozenset]:
+    """Column sets unique in a row source, as (alias, column) pairs."""
+    if depth > 10:
+        return []
+    if isinstance(src, exp.Table):
+        rel = (src.db.lower() if src.db else "", src.name.lower())
+        sets = ctx.relation_keys.get(rel) or (ctx.relation_keys.get(("", rel[1])) if not src.db else None)
+        if sets is None and not ctx.relation_keys:
+            sets = list(ctx.unique_sets)  # no per-relation keys known: the model's and its parents'
+        return [frozenset((alias, c) for c in key) for key in sets or ()]
+    if isinstance(src, exp.Select):
+        out = []
+        for key in _select_keys(src, ctx, typer, depth + 1):
+            names = set()
+            for proj in src.expressions:
+                inner = proj.this if isinstance(proj, exp.Alias) else proj
+                if isinstance(inner, exp.Column) and (inner.table.lower(), inner.name.lower()) in key:
+                    names.add((alias, proj.alias_or_name.lower()))
+                elif isinstance(inner, exp.Star) or (isinstance(inner, exp.Column) and isinstance(inner.this, exp.Star)):
+                    names |= {(alias, c) for _, c in key}
+            if len(names) >= len(key):
+                out.append(frozenset(names))
+        group = src.args.get("group")
+        if group is not None and not src.args.get("joins"):
+            cols = {(alias, p.alias_or_name.lower()) for p in src.expressions
+                    if any(p.alias_or_name.lower() == g.alias_or_name.lower() or
+                           (isinstance(p, exp.Alias) and p.this == g) for g in group.expressions)}
+            if cols:
+                out.append(frozenset(cols))
+        return out
+    return []
+
+
+def _select_keys(select: exp.Select, ctx: ModelContext, typer: Typer, depth: int = 0) -> list[frozenset]:
+    """Unique column sets of the rows a select's FROM and JOINs produce, as (alias, column)
+    pairs: a cross join keeps the pair of both sides' keys (unique on unique); a join that matches
+    at most one row of the joined side (its key equated) keeps the left side's keys; any other join
+    (one-to-many) keeps only the combined keys."""
+    frm = select.args.get("from_")
+    if frm is None:
+        return []
+    def item(node):
+        if isinstance(node, exp.Table):
+            name = node.name.lower()
+            target = typer.ctes.get(name) if not node.db and name in typer.ctes else node
+            return (node.alias or node.name).lower(), target
+        if isinstance(node, exp.Subquery):
+            return (node.alias or "").lower(), node.this
+        return "", None
+    alias, src = item(frm.this)
+    keys = _keys_of(src, alias, ctx, typer, depth) if src is not None else []
+    for join in select.args.get("joins") or []:
+        j_alias, j_src = item(join.this)
+        j_keys = _keys_of(j_src, j_alias, ctx, typer, depth) if j_src is not None else []
+        combined = [a | b for a in keys for b in j_keys]
+        on = join.args.get("on")
+        matched = set()
+        if on is not None:
+            for eq in on.find_all(exp.EQ):
+                for side in (eq.this, eq.expression):
+                    if isinstance(side, exp.Column) and side.table.lower() == j_alias:
+                        matched.add((j_alias, side.name.lower()))
+        using = join.args.get("using") or []
+        matched |= {(j_alias, u.name.lower()) for u in using}
+        if any(k <= matched for k in j_keys):
+            keys = keys + combined  # many-to-one: each left row matches at most one joined row
+        else:
+            keys = combined
+    return keys
+
+
+def _qualified(cols: list[exp.Expression], select: exp.Select, typer: Typer, ctx: ModelContext) -> set:
+    out = set()
+    sources = typer.sources(select)
+    for node in cols:
+        for col in ([node] if isinstance(node, exp.Column) else list(node.find_all(exp.Column))):
+            name = col.name.lower()
+            if col.table:
+                out.add((col.table.lower(), name))
+                continue
+            for alias, src in sources.items():
+                types = ctx.relation_types(src) if isinstance(src, exp.Table) else None
+                if len(sources) == 1 or (types and name in types):
+                    out.add((alias, name))
+    return out
+
+
 def dedup_order_not_total(ctx: ModelContext) -> list[Hit]:
-    """row_number()/rank() = 1 whose order by is not a total order: ties pick an arbitrary row."""
+    """row_number()/rank() = 1 whose order by is not a total order: ties pick an arbitrary row.
+    Keys are traced through joins: unique on both sides of a cross join, broken by a
+    one-to-many join; ordering by every column of the source is total too."""
     hits = []
     for branch, parsed in ctx.branches():
         for stmt in parsed.statements:
+            typer = Typer(stmt, ctx.relation_types)
             for win in _dedup_windows(stmt):
-                partition = _column_names(win.args.get("partition_by") or [])
+                part_nodes = list(win.args.get("partition_by") or [])
+                partition = _column_names(part_nodes)
                 order = win.args.get("order")
+                order_nodes = [o.this if isinstance(o, exp.Ordered) else o for o in (order.expressions if order else [])]
                 order_cols = _column_names(order.expressions) if order is not None else set()
-                total = any(s <= (order_cols | partition) and not s <= partition for s in ctx.unique_sets)
+                select = win.find_ancestor(exp.Select)
+                joined = select is not None and bool(select.args.get("joins"))
+                total = False
+                if select is not None:
+                    keys = _select_keys(select, ctx, typer)
+                    both = _qualified(order_nodes, select, typer, ctx) | _qualified(part_nodes, select, typer, ctx)
+                    only_part = _qualified(part_nodes, select, typer, ctx)
+                    total = any(k <= both and not k <= only_part for k in keys)
+                    everything = _source_columns(select, ctx, typer)
+                    mentioned = {c.name.lower() for n in order_nodes + part_nodes
+                                 for c in ([n] if isinstance(n, exp.Column) else n.find_all(exp.Column))}
+                    if everything and everything <= mentioned and order is not None:
+                        total = True  # rows equal on every column are interchangeable
+                if not total and not joined:
+                    total = any(s <= (order_cols | partition) and not s <= partition for s in ctx.unique_sets)
                 if total:
                     continue
                 func = win.this.sql().split("(")[0].lower()
                 why = "has no order by" if order is None else \
                     f"orders by {', '.join(sorted(order_cols)) or 'expressions'}, which is not a total order " \
-                    "(no column known to be unique within the partition)"
+                    "(no column known to be unique within the partition" + \
+                    (", after its joins" if joined else "") + ")"
                 hits.append(Hit("dedup-order-not-total",
                                 f"dedup `{_sql(win, ctx, 90)}` = 1 {why}: ties keep an arbitrary row",
                                 branch, (_needle(func),), key=_sql(win, ctx)))
@@ -614,6 +928,20 @@ RULES: dict[str, Rule] = {r.id: r for r in (
          "of the same input differ",
          "Derive the value from the data or pass it in as a var (e.g. the window end); for an audit column, "
          "list it in meta.rerun_safety.ignore_columns.", nondeterministic_function),
+    Rule("clock-window", ERROR,
+         "a filter on the clock (`current_date - 14`, `now() - interval ...`) in an incremental model or one "
+         "that feeds it: the batch depends on when it runs",
+         "Bound the batch by the data, not the clock: a lookback from the watermark of {{ this }} "
+         "(`>= (select max(day) - 14 from {{ this }})`) or the window vars (rerun_safety.window_filter).",
+         clock_window),
+    Rule("self-state", ERROR,
+         "an incremental model whose output reads its own previous output ({{ this }} beyond a watermark or "
+         "`not exists` filter): running totals, previous-day lookups, unions with {{ this }}",
+         "Compute the value from the sources alone (a window function over the source history, or re-read "
+         "the whole lookback), or rebuild the model in full; filter on {{ this }} only for a watermark.",
+         self_state),
+    Rule("config-column-missing", ERROR, "partition_key or unique_key names a column the compiled model lacks",
+         "Fix the spelling in config(), or add the column to the model's select.", config_columns),
     Rule("dedup-order-not-total", ERROR,
          "row_number()/rank()/dense_rank() = 1 used to deduplicate, ordered by columns that can tie "
          "(no order by, or no column known to be unique)",
@@ -635,8 +963,12 @@ RULES: dict[str, Rule] = {r.id: r for r in (
          "plain DuckDB table (warning)",
          "Use partition_overwrite with partition_key and run `rerun-safety init` for the shim; drop unique_key "
          "from DuckDB microbatch models.", adapter_trap),
-    Rule("compile-error", ERROR, "the model failed to compile (full-refresh or incremental branch)",
-         "Fix the model so `dbt compile` succeeds; the other rules could not check it."),
+    Rule("compile-error", WARNING, "the model could not be compiled (full-refresh or incremental branch); "
+         "the message says why",
+         "Fix the model so `dbt compile` succeeds (or, if it needs data the scratch catalog lacks, declare the "
+         "source's columns in YAML); the other rules could not check it."),
+    Rule("python-model", INFO, "a Python model: the SQL rules do not apply to it",
+         "Nothing to do; the game day replays Python models like the others."),
     Rule("sql-parse-error", WARNING, "sqlglot could not parse the compiled SQL in the target's dialect",
          "Check the SQL; if it is valid for the warehouse, suppress with a reason. The other rules skipped "
          "this branch."),
@@ -719,11 +1051,11 @@ def suppressions(ctx: ModelContext) -> tuple[dict[str, str], list[Finding]]:
     return allowed, problems
 
 
-def lint_model(ctx: ModelContext, extra: Iterable[Finding] = ()) -> tuple[list[Finding], list[Finding]]:
+def lint_model(ctx: ModelContext, extra: Iterable[Finding] = (), run: bool = True) -> tuple[list[Finding], list[Finding]]:
     """(findings, suppressed findings) for one model; `extra` are findings made outside the rules
     (compile and parse errors), subject to the same suppressions."""
     allowed, problems = suppressions(ctx)
     kept, suppressed = [], []
-    for f in [*extra, *run_rules(ctx)]:
+    for f in [*extra, *(run_rules(ctx) if run else [])]:
         (suppressed if f.rule in allowed else kept).append(f)
     return kept + problems, suppressed

@@ -1,0 +1,218 @@
+"""What the scratch catalog must hold for the selected models to compile as `dbt compile` would:
+the sources, seeds and snapshots they read (with the columns the user's target has, else those
+their YAML or CSV declares), and which models introspect the catalog at compile time."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Iterable
+
+from .scratch import RelationSpec, TargetProfile
+
+# Jinja that reads the catalog while compiling. `is_incremental()` also does (adapter.get_relation),
+# but the incremental relations exist for that anyway.
+INTROSPECTION = re.compile(
+    r"get_columns_in_relation|get_columns_in_query|run_query|call\s+statement|get_column_values|"
+    r"get_filtered_columns_in_relation|\bstar\s*\(|get_relations_by_|union_relations|information_schema|"
+    r"get_relations_by_pattern|list_relations", re.IGNORECASE)
+
+
+def introspecting(manifest, nodes: Iterable) -> set[str]:
+    """unique_ids of the nodes whose Jinja (or a macro they call, transitively) reads the catalog."""
+    memo: dict[str, bool] = {}
+
+    def macro_reads(uid: str, depth: int = 0) -> bool:
+        if uid in memo:
+            return memo[uid]
+        memo[uid] = False  # cycles
+        macro = manifest.macros.get(uid)
+        if macro is None or depth > 30:
+            return False
+        found = bool(INTROSPECTION.search(macro.macro_sql or ""))
+        if not found:
+            found = any(macro_reads(m, depth + 1) for m in (macro.depends_on.macros or ()))
+        memo[uid] = found
+        return found
+
+    out = set()
+    for node in nodes:
+        if INTROSPECTION.search(node.raw_code or "") or any(
+                macro_reads(m) for m in (getattr(node.depends_on, "macros", None) or ())):
+            out.add(node.unique_id)
+    return out
+
+
+def ancestors(manifest, uids: Iterable[str]) -> set[str]:
+    """Every node and source upstream of `uids` (models, seeds, snapshots, sources)."""
+    seen: set[str] = set()
+    stack = list(uids)
+    while stack:
+        uid = stack.pop()
+        node = manifest.nodes.get(uid)
+        if node is None:
+            continue
+        for parent in getattr(node.depends_on, "nodes", None) or ():
+            if parent not in seen:
+                seen.add(parent)
+                stack.append(parent)
+    return seen
+
+
+def topo_order(manifest, uids: set[str]) -> list[str]:
+    order: list[str] = []
+    done: set[str] = set()
+
+    def visit(u: str, depth: int = 0) -> None:
+        if u in done or depth > 5000:
+            return
+        done.add(u)
+        node = manifest.nodes.get(u)
+        for p in (getattr(node.depends_on, "nodes", None) or ()) if node is not None else ():
+            if p in uids:
+                visit(p, depth + 1)
+        order.append(u)
+
+    for u in sorted(uids):
+        visit(u)
+    return order
+
+
+def _relation(node) -> tuple[str | None, str, str]:
+    ident = getattr(node, "alias", None) or getattr(node, "identifier", None) or node.name
+    return (node.database or None, node.schema, ident)
+
+
+def read_target_columns(tp: TargetProfile, relations: list[tuple[str | None, str, str]]) -> dict:
+    """(schema, name) -> [(column, type)] for those relations that exist in the user's target;
+    read only, and {} when the target cannot be read (a DuckDB file another process writes to)."""
+    if not relations:
+        return {}
+    wanted = {(s.lower(), n.lower()) for _, s, n in relations}
+    try:
+        if tp.adapter_type == "duckdb":
+            rows = _duckdb_columns(tp.output)
+        elif tp.adapter_type == "postgres":
+            rows = _postgres_columns(tp.output)
+        else:
+            rows = []
+    except Exception:  # the target is optional here: YAML columns and the CSV remain
+        return {}
+    out: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    for schema, name, column, kind in rows:
+        key = (str(schema).lower(), str(name).lower())
+        if key in wanted:
+            out.setdefault(key, []).append((str(column), str(kind)))
+    return out
+
+
+def _duckdb_columns(output: dict) -> list[tuple]:
+    import duckdb
+
+    path = str(output.get("path") or "")
+    if not path or path == ":memory:" or path.startswith("md:") or not Path(path).exists():
+        return []
+    con = duckdb.connect(path, read_only=True)
+    try:
+        for att in output.get("attach") or []:
+            apath = str(att.get("path") or "")
+            if apath and Path(apath).exists():
+                alias = att.get("alias") or Path(apath).stem
+                con.execute("attach if not exists ? as " + '"' + str(alias).replace('"', '""') + '" (read_only)',
+                            [apath])
+        return con.execute("select table_schema, table_name, column_name, data_type from information_schema.columns "
+                           "order by table_catalog, table_schema, table_name, ordinal_position").fetchall()
+    finally:
+        con.close()
+
+
+def _postgres_columns(output: dict) -> list[tuple]:
+    import psycopg2
+
+    dsn = {"host": output.get("host"), "port": output.get("port", 5432), "user": output.get("user"),
+           "password": output.get("password") or output.get("pass") or None,
+           "dbname": output.get("dbname") or output.get("database"),
+           "options": "-c default_transaction_read_only=on", "connect_timeout": output.get("connect_timeout", 10)}
+    for key in ("sslmode", "sslcert", "sslkey", "sslrootcert"):
+        if output.get(key) is not None:
+            dsn[key] = output[key]
+    conn = psycopg2.connect(**{k: v for k, v in dsn.items() if v is not None})
+    try:
+        with conn.cursor() as cur:
+            # types outside pg_catalog (enums, domains, extensions) do not exist in the scratch database
+            cur.execute("select n.nspname, c.relname, a.attname, case when tn.nspname = 'pg_catalog' "
+                        "then format_type(a.atttypid, a.atttypmod) else 'text' end "
+                        "from pg_attribute a join pg_class c on c.oid = a.attrelid "
+                        "join pg_namespace n on n.oid = c.relnamespace join pg_type t on t.oid = a.atttypid "
+                        "join pg_namespace tn on tn.oid = t.typnamespace "
+                        "where a.attnum > 0 and not a.attisdropped and c.relkind in ('r', 'v', 'm', 'p', 'f') "
+                        "and n.nspname not in ('pg_catalog', 'information_schema') order by 1, 2, a.attnum")
+            return cur.fetchall()
+    finally:
+        conn.close()
+
+
+def _yaml_columns(node) -> tuple[tuple[str, str], ...]:
+    cols = []
+    for col in (getattr(node, "columns", None) or {}).values():
+        kind = getattr(col, "data_type", None) or "text"
+        cols.append((col.name, str(kind)))
+    return tuple(cols)
+
+
+def _csv_columns(node, project_root: str, dialect: str) -> tuple[tuple[str, str], ...]:
+    """A seed's columns from its CSV (DuckDB's sniffer), with the seed's column_types applied."""
+    import duckdb
+
+    path = Path(getattr(node, "root_path", None) or project_root) / node.original_file_path
+    if not path.exists():
+        return ()
+    overrides = {str(k).lower(): str(v) for k, v in ((node.config.get("column_types") if hasattr(node.config, "get")
+                                                      else None) or {}).items()}
+    con = duckdb.connect()
+    try:
+        rows = con.execute("describe select * from read_csv(?, header = true) limit 0", [str(path)]).fetchall()
+    except Exception:
+        return ()
+    finally:
+        con.close()
+    out = []
+    for row in rows:
+        name, kind = row[0], str(row[1])
+        if name.lower() in overrides:
+            kind = overrides[name.lower()]
+        elif dialect != "duckdb":
+            from sqlglot import exp
+
+            try:
+                kind = exp.DataType.build(kind, dialect="duckdb").sql(dialect=dialect)
+            except Exception:
+                kind = "text"
+        out.append((name, kind))
+    return tuple(out)
+
+
+def base_relations(manifest, tp: TargetProfile, uids: set[str], dialect: str) -> list[RelationSpec]:
+    """Sources, seeds and snapshots among `uids`, as empty relations with their real columns."""
+    nodes: list[Any] = []
+    for uid in sorted(uids):
+        if uid.startswith("source."):
+            node = manifest.sources.get(uid)
+        elif uid.startswith(("seed.", "snapshot.")):
+            node = manifest.nodes.get(uid)
+        else:
+            continue
+        if node is not None:
+            nodes.append(node)
+    found = read_target_columns(tp, [_relation(n) for n in nodes])
+    root = str(getattr(manifest.metadata, "project_root", "") or "")
+    specs = []
+    for node in nodes:
+        database, schema, name = _relation(node)
+        columns = tuple(found.get((schema.lower(), name.lower()), ()))
+        if not columns and node.unique_id.startswith("seed."):
+            columns = _csv_columns(node, root, dialect)
+        if not columns:
+            columns = _yaml_columns(node)
+        if columns:
+            specs.append(RelationSpec(database, schema, name, columns))
+    return specs

@@ -1,0 +1,202 @@
+"""`rerun-safety lint` on a project written as a new user would (ordinary SQL, several sources,
+the package's own `deduplicate`, catalog introspection), on DuckDB and PostgreSQL: it errs on
+exactly the unsafe models, with the right rules, and on nothing else."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from _support import REPO_ROOT, load_duckdb_with, load_postgres_with, write_profiles
+from rerun_safety.cli import main
+
+SHIM = ("{% macro get_incremental_partition_overwrite_sql(arg_dict) %}\n"
+        "  {{ return(rerun_safety.get_incremental_partition_overwrite_sql(arg_dict)) }}\n{% endmacro %}\n")
+
+SOURCES = """version: 2
+sources:
+  - name: shop
+    schema: shop_raw
+    tables:
+      - name: orders
+      - name: customers
+      - name: events
+models:
+  - name: stg_orders
+    columns:
+      - name: order_id
+        data_tests: [unique]
+"""
+
+# model name -> (SQL, rules expected at error severity)
+MODELS: dict[str, tuple[str, list[str]]] = {
+    "stg_orders": ("select order_id, customer_id, amount, ordered_at, updated_at from {{ source('shop', 'orders') }}\n",
+                   []),
+    # the package's own dedup over a source, and over a model
+    "stg_events": ("{{ rerun_safety.deduplicate(source('shop', 'events'), 'event_id', 'loaded_at') }}\n", []),
+    "customers_latest": ("{{ config(materialized='table') }}\n"
+                         "{{ rerun_safety.deduplicate(ref('stg_customers'), 'customer_id', 'updated_at') }}\n", []),
+    "stg_customers": ("select customer_id, name, email, updated_at from {{ source('shop', 'customers') }}\n", []),
+    # the catalog read at compile time, as dbt_utils.star does
+    "orders_columns": ("{{ config(materialized='table') }}\n"
+                       "{%- set cols = adapter.get_columns_in_relation(ref('stg_orders')) -%}\n"
+                       "select {% for c in cols %}{{ c.name }}{% if not loop.last %}, {% endif %}{% endfor %}\n"
+                       "from {{ ref('stg_orders') }}\n", []),
+    "event_types": ("{{ config(materialized='table') }}\n"
+                    "{%- set rows = run_query('select count(*) from ' ~ ref('stg_events')) -%}\n"
+                    "select event_type, count(*) as n from {{ ref('stg_events') }} group by event_type\n", []),
+    # a date-aligned lookback on a DATE partition key: safe
+    "daily_events": ("{{ config(materialized='incremental', incremental_strategy='partition_overwrite',\n"
+                     "           partition_key='event_date') }}\n"
+                     "select cast(event_ts as date) as event_date, event_type, count(*) as n\n"
+                     "from {{ ref('stg_events') }}\n"
+                     "{% if is_incremental() %}\n"
+                     "where cast(event_ts as date) >= (select max(event_date) - 2 from {{ this }})\n"
+                     "{% endif %}\ngroup by 1, 2\n", []),
+    "orders_merged": ("{{ config(materialized='incremental', incremental_strategy='merge', unique_key='order_id') }}\n"
+                      "select * from {{ ref('stg_orders') }}\n"
+                      "{% if is_incremental() %}\n"
+                      "where updated_at >= (select max(updated_at) - interval '3 days' from {{ this }})\n"
+                      "{% endif %}\n", []),
+    # the clock in a table rebuilt in full that feeds nothing incremental: a note, not an error
+    "orders_report": ("{{ config(materialized='table') }}\n"
+                      "select current_date as built_on, count(*) as orders from {{ ref('stg_orders') }}\n", []),
+    # UNSAFE: a running total read back from its own previous output
+    "running_revenue": ("{{ config(materialized='incremental', incremental_strategy='delete+insert',\n"
+                        "           unique_key='order_day') }}\n"
+                        "with daily as (\n"
+                        "  select cast(ordered_at as date) as order_day, sum(amount) as amount\n"
+                        "  from {{ ref('stg_orders') }}\n"
+                        "  {% if is_incremental() %}\n"
+                        "  where ordered_at >= (select max(order_day) from {{ this }})\n"
+                        "  {% endif %}\n"
+                        "  group by 1\n)\n"
+                        "select d.order_day, d.amount,\n"
+                        "{% if is_incremental() %} d.amount + coalesce(p.running_total, 0)\n"
+                        "{% else %} sum(d.amount) over (order by d.order_day) {% endif %} as running_total\n"
+                        "from daily d\n"
+                        "{% if is_incremental() %}left join {{ this }} p on p.order_day = d.order_day - 1{% endif %}\n",
+                        ["self-state"]),
+    # UNSAFE: the batch is the last 14 days before whenever it runs
+    "recent_orders": ("{{ config(materialized='incremental', incremental_strategy='merge', unique_key='order_id') }}\n"
+                      "select * from {{ ref('stg_orders') }}\n"
+                      "where cast(ordered_at as date) >= current_date - 14\n", ["clock-window"]),
+    # UNSAFE: partition_key misspelt
+    "orders_by_day": ("{{ config(materialized='incremental', incremental_strategy='partition_overwrite',\n"
+                      "           partition_key='order_dte') }}\n"
+                      "select cast(ordered_at as date) as order_date, order_id, amount from {{ ref('stg_orders') }}\n"
+                      "{% if is_incremental() %}\n"
+                      "where cast(ordered_at as date) >= (select max(order_date) - 1 from {{ this }})\n"
+                      "{% endif %}\n", ["config-column-missing"]),
+    # UNSAFE: day partitions replaced by a batch that starts 6 hours before the watermark
+    "events_hourly_lookback": ("{{ config(materialized='incremental', incremental_strategy='partition_overwrite',\n"
+                               "           partition_key='event_date') }}\n"
+                               "select event_id, event_ts, cast(event_ts as date) as event_date, event_type\n"
+                               "from {{ ref('stg_events') }}\n"
+                               "{% if is_incremental() %}\n"
+                               "where event_ts >= (select max(event_ts) - interval '6 hours' from {{ this }})\n"
+                               "{% endif %}\n", ["partition-lookback-unaligned"]),
+    # UNSAFE: the latest order per customer, ties on ordered_at broken arbitrarily after a join
+    "last_order": ("{{ config(materialized='table') }}\n"
+                   "select * from (\n"
+                   "  select o.order_id, o.customer_id, c.name, o.ordered_at,\n"
+                   "         row_number() over (partition by o.customer_id order by o.ordered_at desc) as rn\n"
+                   "  from {{ ref('stg_orders') }} o join {{ ref('customers_latest') }} c on c.customer_id = o.customer_id\n"
+                   ") x where rn = 1\n", ["dedup-order-not-total"]),
+}
+
+
+def _load(execute, executemany) -> None:
+    execute("create schema if not exists shop_raw")
+    execute("create table shop_raw.orders (order_id integer, customer_id integer, amount numeric(12, 2), "
+            "ordered_at timestamp, updated_at timestamp)")
+    execute("create table shop_raw.customers (customer_id integer, name varchar, email varchar, updated_at timestamp)")
+    execute("create table shop_raw.events (event_id integer, event_ts timestamp, event_type varchar, "
+            "loaded_at timestamp)")
+    executemany("insert into shop_raw.orders values (%s, %s, %s, %s, %s)",
+                [(i, i % 7, 10 + i, f"2024-01-{1 + i % 20:02d} 10:00:00", f"2024-01-{1 + i % 20:02d} 11:00:00")
+                 for i in range(40)])
+    executemany("insert into shop_raw.customers values (%s, %s, %s, %s)",
+                [(i, f"c{i}", f"c{i}@x.org", "2024-01-01 00:00:00") for i in range(7)])
+    executemany("insert into shop_raw.events values (%s, %s, %s, %s)",
+                [(i % 30, f"2024-01-{1 + i % 20:02d} 0{i % 10}:00:00", "click", f"2024-01-{1 + i % 20:02d} 12:00:00")
+                 for i in range(60)])
+
+
+def _project(root: Path, engine: str) -> Path:
+    project = root / "newshop"
+    (project / "models").mkdir(parents=True)
+    (project / "macros").mkdir()
+    (project / "dbt_project.yml").write_text(
+        "name: newshop\nversion: '1.0.0'\nconfig-version: 2\nprofile: newshop\n"
+        "models:\n  newshop:\n    +materialized: view\n")
+    (project / "packages.yml").write_text(f"packages:\n  - local: {REPO_ROOT}\n")
+    (project / "macros" / "get_incremental_partition_overwrite_sql.sql").write_text(SHIM)
+    (project / "models" / "sources.yml").write_text(SOURCES)
+    for name, (sql, _) in MODELS.items():
+        (project / "models" / f"{name}.sql").write_text(sql)
+    if engine == "duckdb":  # a Python model: one note, never a parse error
+        (project / "models" / "py_scores.py").write_text(
+            "def model(dbt, session):\n    dbt.config(materialized='table')\n"
+            "    return dbt.ref('stg_orders').filter('amount > 20')\n")
+    return project
+
+
+@pytest.fixture
+def newshop(engine, tmp_path, request):
+    project = _project(tmp_path, engine)
+    profiles = tmp_path / "profiles"
+    if engine == "duckdb":
+        path = tmp_path / "newshop.duckdb"
+        load_duckdb_with(str(path), _load)
+        write_profiles(profiles, "newshop", {"type": "duckdb", "path": str(path), "schema": "analytics",
+                                             "threads": 1})
+    else:
+        server = request.getfixturevalue("pg_server")
+        dbname = request.getfixturevalue("pg_database")
+        load_postgres_with(server.dsn(dbname), _load)
+        write_profiles(profiles, "newshop", {"type": "postgres", "host": server.host, "port": server.port,
+                                             "user": server.user, "password": "", "dbname": dbname,
+                                             "schema": "analytics", "threads": 1})
+    from dbt.cli.main import dbtRunner
+
+    res = dbtRunner().invoke(["deps", "--project-dir", str(project), "--profiles-dir", str(profiles),
+                              "--log-path", str(tmp_path / "deps_logs"), "--quiet"])
+    assert res.success, res.exception
+    return project, profiles
+
+
+def _lint(project: Path, profiles: Path, *extra: str):
+    res = CliRunner().invoke(main, ["lint", "--project-dir", str(project), "--profiles-dir", str(profiles),
+                                    "--format", "json", *extra], catch_exceptions=False)
+    return res.exit_code, json.loads(res.output)
+
+
+def test_new_user_project_errs_on_exactly_the_unsafe_models(newshop, engine):
+    project, profiles = newshop
+    code, doc = _lint(project, profiles)
+    errors: dict[str, list[str]] = {}
+    for f in doc["findings"]:
+        if f["severity"] == "error":
+            errors.setdefault(f["model"], []).append(f["rule"])
+    expected = {name: sorted(rules) for name, (_, rules) in MODELS.items() if rules}
+    assert {k: sorted(v) for k, v in errors.items()} == expected, doc["findings"]
+    assert code == 1
+    # no compile problem anywhere: deduplicate, get_columns_in_relation and run_query all compiled
+    assert [f for f in doc["findings"] if f["rule"] in ("compile-error", "sql-parse-error")] == []
+    notes = sorted((f["model"], f["rule"]) for f in doc["findings"] if f["severity"] == "info")
+    expected_notes = [("orders_report", "nondeterministic-function")]
+    if engine == "duckdb":
+        expected_notes = [("orders_report", "nondeterministic-function"), ("py_scores", "python-model")]
+    assert notes == expected_notes
+    assert [f["severity"] for f in doc["findings"] if f["severity"] not in ("error", "info")] == []
+    assert doc["summary"]["models"] == len(MODELS) + (1 if engine == "duckdb" else 0)
+    # the fix text comes with each finding
+    assert all(f["hint"] for f in doc["findings"] if f["severity"] == "error")
+
+    # the safe models alone: exit 0
+    safe = " ".join(name for name, (_, rules) in MODELS.items() if not rules)
+    code, doc = _lint(project, profiles, "--select", safe)
+    assert code == 0, [f for f in doc["findings"] if f["severity"] == "error"]
