@@ -341,3 +341,106 @@ def test_bad_arguments_fail_at_parse_time(tmp_path):
         res = _invoke(project, ["parse"])
         assert not res.success, test_name
         assert message in _error_text(res)
+
+
+# ---------------------------------------------------------------------------------------------
+# The run ledger under dbt --threads 4: several models finish at once and each post-hook would
+# create the ledger. Before the package's on-run-start hook, every round failed on DuckDB
+# ("Catalog write-write conflict on create") and 7 of 8 on Postgres (duplicate key in pg_type).
+
+LEDGER_MODELS = 8
+LEDGER_ROUNDS = 3
+
+
+def _ledger_race_project(tmp_path: Path, engine: str, request, hook: str | None):
+    """Eight independent table models whose post-hook records into the ledger: `hook` is "direct"
+    (rerun_safety.record_batch()), "wrapped" (through a macro of the project) or None."""
+    project = tmp_path / "ledger_race"
+    (project / "models").mkdir(parents=True)
+    (project / "macros").mkdir()
+    models_config: dict = {"+materialized": "table"}
+    if hook:
+        models_config["+post-hook"] = ["{{ audit_batch() }}" if hook == "wrapped" else "{{ rerun_safety.record_batch() }}"]
+    (project / "dbt_project.yml").write_text(yaml.safe_dump({
+        "name": "ledger_race", "version": "1.0.0", "config-version": 2, "profile": "ledger_race",
+        "models": {"ledger_race": models_config}}))
+    (project / "packages.yml").write_text(yaml.safe_dump({"packages": [{"local": str(REPO_ROOT)}]}))
+    # A team's own wrapper: the on-run-start hook cannot see record_batch through it.
+    (project / "macros" / "audit_batch.sql").write_text(
+        "{% macro audit_batch() %}{{ return(rerun_safety.record_batch()) }}{% endmacro %}")
+    for i in range(LEDGER_MODELS):
+        (project / "models" / f"m{i}.sql").write_text(f"select {i} as id")
+    if engine == "duckdb":
+        path = tmp_path / "race.duckdb"
+        write_profiles(project, "ledger_race", duckdb_profile(path, threads=4, keep_open=False))
+
+        def query(sql):
+            import duckdb
+
+            con = duckdb.connect(str(path))
+            try:
+                con.execute(sql)
+                return con.fetchall() if con.description else []
+            finally:
+                con.close()
+    else:
+        server = request.getfixturevalue("pg_server")
+        dbname = request.getfixturevalue("pg_database")
+        write_profiles(project, "ledger_race", postgres_profile(server, dbname, threads=4))
+
+        def query(sql):
+            conn = server.connect(dbname)
+            try:
+                with conn.cursor() as cur:
+                    cur.execute(sql)
+                    return cur.fetchall() if cur.description else []
+            finally:
+                conn.close()
+    assert _invoke(project, ["deps"]).success
+    return project, query
+
+
+def _race_rounds(project: Path, query, vars_: dict) -> list[tuple[int, int, int]]:
+    """Each round starts without the ledger (and its schema) and runs every model at once.
+    Returns per round: models that succeeded, ledger rows of that invocation, distinct models."""
+    out = []
+    for _ in range(LEDGER_ROUNDS):
+        query("drop schema if exists race_audit cascade")
+        res = _invoke(project, ["run", "--threads", "4", "--vars", yaml.safe_dump(vars_)])
+        ok = sum(1 for r in res.result.results
+                 if r.node.resource_type == "model" and str(r.status) == "success") if res.result else 0
+        assert res.success, _error_text(res)
+        rows = query("select count(*), count(distinct model_name), max(invocation_id), min(invocation_id) "
+                     "from race_audit.rerun_safety_ledger")[0]
+        assert rows[2] == rows[3]  # the ledger was created fresh in this round: one invocation
+        out.append((ok, rows[0], rows[1]))
+    return out
+
+
+def test_ledger_created_once_under_threads(engine, tmp_path, request):
+    project, query = _ledger_race_project(tmp_path, engine, request, hook="direct")
+    rounds = _race_rounds(project, query, {"rerun_safety_ledger_schema": "race_audit"})
+    assert rounds == [(LEDGER_MODELS, LEDGER_MODELS, LEDGER_MODELS)] * LEDGER_ROUNDS
+
+
+def test_ledger_created_once_under_threads_through_a_wrapper_macro(engine, tmp_path, request):
+    """record_batch called from the team's own macro: on DuckDB the var tells the hook to create the
+    ledger; on Postgres the post-hooks serialise the creation themselves (no var needed)."""
+    project, query = _ledger_race_project(tmp_path, engine, request, hook="wrapped")
+    vars_ = {"rerun_safety_ledger_schema": "race_audit"}
+    if engine == "duckdb":
+        vars_["rerun_safety_ledger_enabled"] = True
+    rounds = _race_rounds(project, query, vars_)
+    # with the var on, the package's ledger view is a ninth model (it records nothing)
+    models = LEDGER_MODELS + (1 if engine == "duckdb" else 0)
+    assert rounds == [(models, LEDGER_MODELS, LEDGER_MODELS)] * LEDGER_ROUNDS
+
+
+def test_a_run_that_records_nothing_creates_no_ledger(tmp_path):
+    """The on-run-start hook is a no-op when nothing selected records into the ledger."""
+    project, query = _ledger_race_project(tmp_path, "duckdb", None, hook=None)
+    res = _invoke(project, ["run", "--threads", "4", "--vars", "{rerun_safety_ledger_schema: race_audit}"])
+    assert res.success, _error_text(res)
+    assert sum(1 for r in res.result.results if r.node.resource_type == "model") == LEDGER_MODELS
+    assert query("select count(*) from information_schema.schemata where schema_name = 'race_audit'") == [(0,)]
+    assert query("select count(*) from information_schema.tables where table_name = 'rerun_safety_ledger'") == [(0,)]

@@ -9,12 +9,44 @@
 
 
 {#- Create the ledger schema and table if missing, on the current connection (so inside the
-    caller's transaction). -#}
+    caller's transaction). Several models finishing at once (dbt --threads > 1) would race to
+    create it: the package's on-run-start hook (_rs_ledger_on_run_start) creates it before any
+    model runs, so here it normally exists already. When it does not (a record_batch call the hook
+    could not see), Postgres serialises the creation with a transaction-scoped advisory lock. -#}
 {% macro _rs_ensure_ledger() %}
   {%- if not execute -%}{{ return('') }}{%- endif -%}
+  {{ return(adapter.dispatch('_rs_ensure_ledger', 'rerun_safety')()) }}
+{% endmacro %}
+
+{% macro default___rs_ensure_ledger() %}
   {%- set ledger = rerun_safety._rs_ledger_relation() -%}
   {%- do run_query('create schema if not exists ' ~ adapter.quote(ledger.schema)) -%}
   {%- call statement('rerun_safety_ensure_ledger') -%}
+    {{ rerun_safety._rs_create_ledger_sql(ledger) }}
+  {%- endcall -%}
+  {{ return('') }}
+{% endmacro %}
+
+{% macro postgres___rs_ensure_ledger() %}
+  {#- Postgres: two transactions creating the same table both insert it into pg_type and one fails
+      ("duplicate key value violates unique constraint pg_type_typname_nsp_index"), IF NOT EXISTS
+      or not. The lock is held until this transaction commits, so the next creator sees the table. -#}
+  {%- set ledger = rerun_safety._rs_ledger_relation() -%}
+  {#- A plain catalog query, not to_regclass(): a name lookup would leave a negative cache entry
+      in this session that hides the schema another transaction commits while we wait. -#}
+  {%- set found = run_query("select count(*) from pg_catalog.pg_class c join pg_catalog.pg_namespace n on n.oid = c.relnamespace"
+      ~ " where n.nspname = " ~ rerun_safety._rs_sql_string(ledger.schema) ~ " and c.relname = " ~ rerun_safety._rs_sql_string(ledger.identifier)) -%}
+  {%- if found.rows[0][0] > 0 -%}{{ return('') }}{%- endif -%}
+  {%- do run_query("select pg_advisory_xact_lock(hashtext('rerun_safety_ledger'))") -%}
+  {%- do run_query('create schema if not exists ' ~ adapter.quote(ledger.schema)) -%}
+  {%- call statement('rerun_safety_ensure_ledger') -%}
+    {{ rerun_safety._rs_create_ledger_sql(ledger) }}
+  {%- endcall -%}
+  {{ return('') }}
+{% endmacro %}
+
+
+{% macro _rs_create_ledger_sql(ledger) %}
     create table if not exists {{ ledger }} (
       model_name varchar,
       relation_name varchar,
@@ -26,8 +58,39 @@
       status varchar,
       recorded_at timestamp
     )
-  {%- endcall -%}
+{% endmacro %}
+
+
+{#- on-run-start hook of the package (dbt_project.yml): create the ledger once, committed, before
+    any model runs, when this invocation builds something that records into it (a selected node
+    whose post-hook calls record_batch, or var rerun_safety_ledger_enabled is true: set it when
+    record_batch is called from a macro of your own, which the hook cannot see). Otherwise it does
+    nothing, so a plain install creates nothing. DuckDB has no lock to serialise concurrent
+    creators (a second one fails with "Catalog write-write conflict"): this hook is what makes
+    --threads > 1 safe there. -#}
+{% macro _rs_ledger_on_run_start() %}
+  {%- if not execute or not rerun_safety._rs_ledger_wanted() -%}{{ return('') }}{%- endif -%}
+  {#- Hooks start outside a transaction; open one so that the commit below always has one. -#}
+  {%- call statement('rerun_safety_ledger_on_run_start', auto_begin=true) -%}select 1{%- endcall -%}
+  {%- do rerun_safety._rs_ensure_ledger() -%}
+  {%- do adapter.commit() -%}
   {{ return('') }}
+{% endmacro %}
+
+{% macro _rs_ledger_wanted() %}
+  {%- if flags.WHICH not in ('run', 'build', 'seed', 'snapshot', 'retry') -%}{{ return(false) }}{%- endif -%}
+  {%- if var('rerun_safety_ledger_enabled', false) -%}{{ return(true) }}{%- endif -%}
+  {%- set selected = selected_resources if selected_resources is defined and selected_resources is not none else none -%}
+  {%- for node in graph.nodes.values() -%}
+    {%- if selected is none or node.unique_id in selected -%}
+      {%- if node.unique_id == 'model.rerun_safety.rerun_safety_run_ledger' -%}{{ return(true) }}{%- endif -%}
+      {%- for hook in (node.config.get('post-hook') or node.config.get('post_hook') or []) -%}
+        {%- set sql = hook.sql if hook is mapping else hook -%}
+        {%- if 'record_batch' in (sql | string) -%}{{ return(true) }}{%- endif -%}
+      {%- endfor -%}
+    {%- endif -%}
+  {%- endfor -%}
+  {{ return(false) }}
 {% endmacro %}
 
 
