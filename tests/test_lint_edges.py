@@ -1,0 +1,162 @@
+"""`rerun-safety lint` at its edges, on DuckDB and PostgreSQL: a selection that matches nothing and a
+broken profiles.yml exit 2 with one line and no secret; the password never lands in a file; SIGTERM
+removes the scratch folder and database; what a SIGKILL left is swept by the next run."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from _support import load_duckdb_with, load_postgres_with, write_profiles
+from rerun_safety.cli import main
+from test_lint_project import _load, _project
+
+PASSWORD = "pw-Zq8-never-in-a-file"
+RERUN_SAFETY = str(Path(sys.executable).parent / "rerun-safety")
+
+
+@pytest.fixture
+def small(engine, tmp_path, request):
+    """The new-user project (dbt deps done), a profile with a password, and a private TMPDIR."""
+    project = _project(tmp_path, engine)
+    profiles = tmp_path / "profiles"
+    if engine == "duckdb":
+        path = tmp_path / "newshop.duckdb"
+        load_duckdb_with(str(path), _load)
+        output = {"type": "duckdb", "path": str(path), "schema": "analytics", "threads": 1}
+        server = None
+    else:
+        server = request.getfixturevalue("pg_server")
+        dbname = request.getfixturevalue("pg_database")
+        load_postgres_with(server.dsn(dbname), _load)
+        # the test server trusts local connections: the password is sent and ignored
+        output = {"type": "postgres", "host": server.host, "port": server.port, "user": server.user,
+                  "password": PASSWORD, "dbname": dbname, "schema": "analytics", "threads": 1}
+    write_profiles(profiles, "newshop", output)
+    from dbt.cli.main import dbtRunner
+
+    res = dbtRunner().invoke(["deps", "--project-dir", str(project), "--profiles-dir", str(profiles),
+                              "--log-path", str(tmp_path / "deps_logs"), "--quiet"])
+    assert res.success, res.exception
+    tmp = tmp_path / "tmpdir"
+    tmp.mkdir()
+    return project, profiles, tmp, server
+
+
+def _scratch_databases(server) -> list[str]:
+    conn = server.connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute("select datname from pg_database where starts_with(datname, 'rerun_safety_lint_')")
+            return sorted(r[0] for r in cur.fetchall())
+    finally:
+        conn.close()
+
+
+def _files_holding(root: Path, needle: str) -> list[str]:
+    found = []
+    for path in root.rglob("*"):
+        try:
+            if path.is_file() and needle.encode() in path.read_bytes():
+                found.append(str(path))
+        except OSError:
+            continue
+    return found
+
+
+def _start(project: Path, profiles: Path, tmp: Path) -> subprocess.Popen:
+    env = {**os.environ, "TMPDIR": str(tmp)}
+    return subprocess.Popen([RERUN_SAFETY, "lint", "--project-dir", str(project), "--profiles-dir", str(profiles)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def _wait_for_scratch(proc: subprocess.Popen, tmp: Path) -> Path:
+    """The run folder once its scratch profile is written (the scratch database exists by then)."""
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        for profile in tmp.glob("rerun_safety_lint_*/scratch_profile/profiles.yml"):
+            return profile.parent.parent
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.05)
+    raise AssertionError("the lint never wrote its scratch profile")
+
+
+def test_selection_matching_nothing_exits_2(small):
+    project, profiles, _, _ = small
+    res = CliRunner().invoke(main, ["lint", "--project-dir", str(project), "--profiles-dir", str(profiles),
+                                    "--select", "no_such_model"])
+    assert res.exit_code == 2
+    lines = [ln for ln in res.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "matches no model" in lines[0] and "no_such_model" in lines[0]
+
+
+def test_broken_profiles_exit_2_without_the_secret(small, tmp_path):
+    project, _, _, _ = small
+    bad = tmp_path / "bad_profiles"
+    bad.mkdir()
+    (bad / "profiles.yml").write_text("newshop:\n  target: dev\n  outputs:\n    dev:\n      type: postgres\n"
+                                      f"      password: {PASSWORD}\n      host: [unclosed\n")
+    res = CliRunner().invoke(main, ["lint", "--project-dir", str(project), "--profiles-dir", str(bad)])
+    assert res.exit_code == 2
+    lines = [ln for ln in res.output.splitlines() if ln.strip()]
+    assert len(lines) == 1, res.output
+    assert "profiles.yml" in lines[0] and "is not valid YAML at line " in lines[0]
+    assert PASSWORD not in res.output and "Traceback" not in res.output
+    # a profile whose target is missing: one line too
+    (bad / "profiles.yml").write_text(f"newshop:\n  target: prod\n  outputs:\n    dev:\n      password: {PASSWORD}\n")
+    res = CliRunner().invoke(main, ["lint", "--project-dir", str(project), "--profiles-dir", str(bad)])
+    assert res.exit_code == 2 and len(res.output.strip().splitlines()) == 1 and PASSWORD not in res.output
+
+
+def test_sigterm_cleans_up_and_the_password_stays_out_of_files(small, engine):
+    project, profiles, tmp, server = small
+    proc = _start(project, profiles, tmp)
+    try:
+        run_dir = _wait_for_scratch(proc, tmp)
+        if engine == "postgres":
+            assert _scratch_databases(server) == [run_dir.name]
+        # while the lint runs: its files (scratch profile included) and the project hold no password
+        assert _files_holding(tmp, PASSWORD) == []
+        assert _files_holding(project, PASSWORD) == []
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 143, (out, err)
+    assert "Traceback" not in err and PASSWORD not in out + err
+    assert [p.name for p in tmp.iterdir()] == []
+    if engine == "postgres":
+        assert _scratch_databases(server) == []
+
+
+def test_sigkill_leftovers_are_swept_by_the_next_run(small, engine):
+    project, profiles, tmp, server = small
+    proc = _start(project, profiles, tmp)
+    try:
+        run_dir = _wait_for_scratch(proc, tmp)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert run_dir.exists()
+    if engine == "postgres":
+        deadline = time.time() + 30  # the server notices the dead client's connections
+        while _scratch_databases(server) != [run_dir.name] and time.time() < deadline:
+            time.sleep(0.1)
+        assert _scratch_databases(server) == [run_dir.name]
+    env = {**os.environ, "TMPDIR": str(tmp)}
+    res = subprocess.run([RERUN_SAFETY, "lint", "--project-dir", str(project), "--profiles-dir", str(profiles),
+                          "--select", "stg_orders"], capture_output=True, text=True, env=env, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert "Traceback" not in res.stderr and res.stderr.strip() == ""
+    assert [p.name for p in tmp.iterdir()] == []
+    if engine == "postgres":
+        assert _scratch_databases(server) == []
