@@ -167,3 +167,51 @@
   {%- endif -%}
   {{ return(out) }}
 {% endmacro %}
+
+
+{#- Float columns: equal within a relative tolerance, as the runner's diff (DEFAULT_FLOAT_TOLERANCE
+    in python_runner/rerun_safety/diff.py): a and b are equal when
+    |a - b| <= tolerance * max(|a|, |b|, 1). Integers, decimals and other types stay exact. -#}
+{% macro _rs_default_float_tolerance() %}
+  {{ return(1e-9) }}
+{% endmacro %}
+
+
+{#- The float_tolerance argument: none is the default, else a number >= 0 and < 1 (0: exact). -#}
+{% macro _rs_float_tolerance_arg(caller_name, value) %}
+  {%- if value is none -%}
+    {{ return(rerun_safety._rs_default_float_tolerance()) }}
+  {%- endif -%}
+  {%- set tolerance = rerun_safety._rs_number(caller_name, 'float_tolerance', value, minimum=0) -%}
+  {%- if tolerance >= 1 -%}
+    {{ exceptions.raise_compiler_error(caller_name ~ ": argument 'float_tolerance' is relative and must be < 1; got " ~ value ~ ". Fix: float_tolerance: 1e-9 (or 0 to compare floats exactly)") }}
+  {%- endif -%}
+  {{ return(tolerance) }}
+{% endmacro %}
+
+
+{#- {lower-case column name: its tolerance} for the float columns of a relation (execution time
+    only; empty when tolerance is 0). 32-bit floats (real; FLOAT on DuckDB) get at least 2^-20,
+    eight times their own rounding. -#}
+{% macro _rs_float_tolerances(relation, tolerance) %}
+  {%- set out = {} -%}
+  {%- if not execute or tolerance <= 0 -%}{{ return(out) }}{%- endif -%}
+  {%- for col in adapter.get_columns_in_relation(relation) -%}
+    {%- if col.is_float() -%}
+      {%- do out.update({col.name | lower: ([tolerance, 2 ** -20] | max) if (col.dtype | lower) in ['real', 'float4', 'float'] else tolerance}) -%}
+    {%- endif -%}
+  {%- endfor -%}
+  {{ return(out) }}
+{% endmacro %}
+
+
+{#- A SQL condition: floats `a` and `b` equal within `tolerance` (expressions; NULL only equals
+    NULL, NaN and infinities only themselves). -#}
+{% macro _rs_floats_close_sql(a, b, tolerance) %}
+  {{ return(adapter.dispatch('_rs_floats_close_sql', 'rerun_safety')(a, b, tolerance)) }}
+{% endmacro %}
+
+{% macro default___rs_floats_close_sql(a, b, tolerance) %}
+  {#- (a - b) * 0 = 0 is false for infinities and NaN, whose difference is no measure of closeness. -#}
+  {{- return("coalesce((" ~ a ~ " is null and " ~ b ~ " is null) or " ~ a ~ " = " ~ b ~ " or ((" ~ a ~ " - " ~ b ~ ") * 0 = 0 and abs(" ~ a ~ " - " ~ b ~ ") <= " ~ tolerance ~ " * greatest(abs(" ~ a ~ "), abs(" ~ b ~ "), 1)), false)") -}}
+{% endmacro %}

@@ -1,12 +1,16 @@
 {#- Per group: sum(column) in the model vs in compare_to. Fails a group when the sums differ by
     more than tolerance (absolute). A group present on one side only sums to 0 on the other;
-    NULL values count as 0. -#}
-{% test reconcile_sums(model, compare_to, column, group_by=none, tolerance=0) %}
-  {{ return(adapter.dispatch('test_reconcile_sums', 'rerun_safety')(model, compare_to, column, group_by, tolerance)) }}
+    NULL values count as 0. A float column (double, real) also tolerates float rounding:
+    float_tolerance (relative, default 1e-9, 0 for exact) times the larger sum of absolute values
+    (at least 1), the scale of a float sum's rounding error, so that the same rows summed in
+    another order pass. Integer and decimal columns stay exact. -#}
+{% test reconcile_sums(model, compare_to, column, group_by=none, tolerance=0, float_tolerance=none) %}
+  {{ return(adapter.dispatch('test_reconcile_sums', 'rerun_safety')(model, compare_to, column, group_by, tolerance, float_tolerance)) }}
 {% endtest %}
 
-{% macro default__test_reconcile_sums(model, compare_to, column, group_by, tolerance) %}
+{% macro default__test_reconcile_sums(model, compare_to, column, group_by, tolerance, float_tolerance=none) %}
   {%- set args = rerun_safety._rs_reconcile_args('reconcile_sums', model, compare_to, group_by, tolerance) -%}
+  {%- set float_tolerance = rerun_safety._rs_float_tolerance_arg('reconcile_sums', float_tolerance) -%}
   {%- set cols = rerun_safety._rs_as_list('reconcile_sums', 'column', column) -%}
   {%- if cols | length != 1 -%}
     {{ exceptions.raise_compiler_error("reconcile_sums: argument 'column' must name one numeric column; got " ~ cols ~ ". Fix: column: amount") }}
@@ -14,18 +18,25 @@
   {{ config(fail_calc='count(*)') }}
   {%- if not execute -%}{{ return('') }}{%- endif -%}
   {%- set tolerance, model_groups, compare_groups = args.tolerance, args.model_groups, args.compare_groups -%}
-  {%- set model_col = adapter.quote(rerun_safety._rs_resolve_columns('reconcile_sums', 'column', model, cols)[0]) -%}
-  {%- set compare_col = adapter.quote(rerun_safety._rs_resolve_columns('reconcile_sums', 'column (in compare_to)', compare_to, cols)[0]) -%}
+  {%- set model_name = rerun_safety._rs_resolve_columns('reconcile_sums', 'column', model, cols)[0] -%}
+  {%- set compare_name = rerun_safety._rs_resolve_columns('reconcile_sums', 'column (in compare_to)', compare_to, cols)[0] -%}
+  {%- set model_col, compare_col = adapter.quote(model_name), adapter.quote(compare_name) -%}
+  {#- a float on either side: the sums are floats -#}
+  {%- set loose = [rerun_safety._rs_float_tolerances(model, float_tolerance).get(model_name | lower, 0),
+                   rerun_safety._rs_float_tolerances(compare_to, float_tolerance).get(compare_name | lower, 0)] | max -%}
+  {%- set metrics = ['total', 'n_rows', 'abs_total'] if loose > 0 else ['total', 'n_rows'] -%}
   {%- set model_sql -%}
     select {% for g in model_groups %}{{ g }}, {% endfor %}coalesce(sum({{ model_col }}), 0) as total, count(*) as n_rows
+      {%- if loose > 0 %}, coalesce(sum(abs({{ model_col }})), 0) as abs_total{% endif %}
     from {{ model }} {% if model_groups %}group by {{ model_groups | join(', ') }}{% endif %}
   {%- endset -%}
   {%- set compare_sql -%}
     select {% for g in compare_groups %}{{ g }} as {{ model_groups[loop.index0] }}, {% endfor %}coalesce(sum({{ compare_col }}), 0) as total, count(*) as n_rows
+      {%- if loose > 0 %}, coalesce(sum(abs({{ compare_col }})), 0) as abs_total{% endif %}
     from {{ compare_to }} {% if compare_groups %}group by {{ compare_groups | join(', ') }}{% endif %}
   {%- endset %}
 with per_group as (
-  select * from {{ rerun_safety._rs_align_groups_sql(model_sql, compare_sql, model_groups, ['total', 'n_rows']) }} as _rs_groups
+  select * from {{ rerun_safety._rs_align_groups_sql(model_sql, compare_sql, model_groups, metrics) }} as _rs_groups
 ),
 validation_errors as (
   select {% for g in model_groups %}{{ g }}, {% endfor %}
@@ -36,6 +47,7 @@ validation_errors as (
     compare_n_rows as compare_rows
   from per_group
   where abs(model_total - compare_total) > {{ tolerance }}
+  {%- if loose > 0 %} + {{ loose }} * greatest(model_abs_total, compare_abs_total, 1){% endif %}
 )
 select * from validation_errors
 {%- endmacro %}
