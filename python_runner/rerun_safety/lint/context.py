@@ -170,9 +170,9 @@ class ModelContext:
         kwargs.setdefault("catalog", cat)
         if keys:
             rk = {}
-            for rel, sets in keys.items():
+            for rel, rel_sets in keys.items():
                 schema, _, rname = rel.lower().rpartition(".")
-                rk[(schema, rname)] = [frozenset(c.lower() for c in _as_tuple(k)) for k in sets]
+                rk[(schema, rname)] = [frozenset(c.lower() for c in _as_tuple(k)) for k in rel_sets]
             kwargs.setdefault("relation_keys", rk)
         this_ = this or ("", "", name)
         if "columns" not in kwargs and (this_[1].lower(), this_[2].lower()) in cat:

@@ -115,9 +115,14 @@ class Typer:
     """Grains of expressions inside one statement. `relation_types(table)` gives a Table's
     {column: type} (the scratch catalog's), or None when unknown."""
 
-    def __init__(self, root: exp.Expression, relation_types: Callable[[exp.Table], dict | None]):
+    def __init__(self, root: exp.Expression, relation_types: Callable[[exp.Table], dict | None],
+                 is_this: Callable[[exp.Table], bool] | None = None):
+        """`is_this`: tells the model's own relation, whose columns are defined by the outer select
+        (`date_trunc('hour', ts) as hour` has hour grain, whatever its type)."""
         self.root = root
         self.relation_types = relation_types
+        self.is_this = is_this
+        self.outer = root if isinstance(root, exp.Select) else None
         self.ctes: dict[str, exp.Expression] = {}
         for cte in root.find_all(exp.CTE):
             self.ctes[cte.alias_or_name.lower()] = cte.this
@@ -224,6 +229,10 @@ class Typer:
 
     def _from_source(self, src: exp.Expression, name: str, depth: int) -> str | None:
         if isinstance(src, exp.Table):
+            if self.is_this is not None and self.outer is not None and self.is_this(src) and depth < 20:
+                g = self._from_source(self.outer, name, depth + 20)
+                if g is not None:
+                    return g
             types = self.relation_types(src)
             if types and name in types:
                 return type_grain(types[name])

@@ -379,7 +379,7 @@ def partition_lookback_unaligned(ctx: ModelContext) -> list[Hit]:
     columns, declared = _partition_spec(ctx)
     hits = []
     for stmt in ctx.incremental.statements:
-        typer = Typer(stmt, ctx.relation_types)
+        typer = Typer(stmt, ctx.relation_types, lambda t: _is_this(t, ctx))
         part = _partition_grain(ctx, stmt, typer, columns, declared)
         if part is None or part == INSTANT:
             continue  # unknown grain, or one partition per timestamp: nothing to misalign

@@ -1,0 +1,215 @@
+"""Grains by type and expression (partition-lookback-unaligned), and the rules about reruns
+(clock-window, self-state, config-column-missing, keys traced through joins, scope), on SQL strings
+parsed in the DuckDB and the PostgreSQL dialect, with column types as the scratch catalog gives them."""
+from __future__ import annotations
+
+import pytest
+
+from rerun_safety.lint.context import ModelContext
+from rerun_safety.lint.rules import run_rules
+
+THIS = ("warehouse", "analytics", "daily")
+T = '"warehouse"."analytics"."daily"'
+SRC = '"warehouse"."raw"."events"'
+TYPES = {"raw.events": {"event_id": "integer", "event_ts": "timestamp", "event_date": "date", "amount": "integer"},
+         "analytics.daily": {"event_date": "date", "event_ts": "timestamp", "event_hour": "timestamp",
+                             "n": "bigint", "event_id": "integer", "total": "bigint"}}
+
+pytestmark = pytest.mark.parametrize("adapter", ["duckdb", "postgres"])
+
+
+def po(adapter, where, key="event_date", select="cast(event_ts as date) as event_date, event_ts, event_id"):
+    sql = f"select {select} from {SRC} where {where}"
+    return ModelContext.from_sql("daily", adapter, f"select {select} from {SRC}", sql, materialized="incremental",
+                                 incremental_strategy="partition_overwrite", partition_key=key, this=THIS,
+                                 types=TYPES)
+
+
+def errors(ctx) -> list[str]:
+    assert ctx.incremental is None or ctx.incremental.ok, ctx.incremental.error
+    return sorted(f.rule for f in run_rules(ctx) if f.severity == "error")
+
+
+ALIGNED_DAY = [  # partition_key a DATE column: whole days
+    f"cast(event_ts as date) >= (select max(event_date) - 2 from {T})",
+    f"cast(event_ts as date) > (select max(event_date) - 2 from {T})",
+    f"event_ts >= (select max(event_date) - 2 from {T})",
+    f"event_ts >= (select cast(max(event_ts) as date) - interval '2 days' from {T})",
+    f"event_ts >= (select date_trunc('day', max(event_ts)) - interval '1 day' from {T})",
+    f"event_ts >= (select date_trunc('month', max(event_ts)) from {T})",
+    f"event_ts >= (select coalesce(max(event_date), '1900-01-01') from {T})",
+    f"event_date >= (select max(event_date) from {T})",
+    f"cast(event_ts as date) >= (select max(event_ts) - interval '9 seconds' from {T})",  # a date column: whole days
+    f"event_ts >= (select max(event_date) from {T}) - 3",
+    f"date_trunc('day', event_ts) >= (select max(event_ts) - interval '5 hours' from {T})",
+]
+UNALIGNED_DAY = [
+    f"event_ts >= (select max(event_ts) - interval '9 seconds' from {T})",
+    f"event_ts >= (select max(event_ts) - interval '2 days' from {T})",
+    f"event_ts >= (select date_trunc('hour', max(event_ts)) from {T})",
+    f"event_ts >= (select max(event_date) - interval '6 hours' from {T})",
+    f"event_ts >= (select max(event_hour) from {T})",
+    f"event_ts > (select date_trunc('day', max(event_ts)) from {T})",  # skips the first instant of the day
+    f"date_trunc('hour', event_ts) >= (select max(event_ts) - interval '1 day' from {T})",
+]
+
+
+@pytest.mark.parametrize("where", ALIGNED_DAY)
+def test_aligned_shapes_are_clean(adapter, where):
+    assert errors(po(adapter, where)) == []
+
+
+@pytest.mark.parametrize("where", UNALIGNED_DAY)
+def test_unaligned_shapes_are_flagged(adapter, where):
+    assert errors(po(adapter, where)) == ["partition-lookback-unaligned"]
+
+
+def test_grain_from_declared_granularity_and_definitions(adapter):
+    month = {"field": "event_date", "granularity": "month"}
+    # day-aligned is not month-aligned
+    assert errors(po(adapter, f"event_ts >= (select max(event_date) - 2 from {T})", key=month)) == \
+        ["partition-lookback-unaligned"]
+    assert errors(po(adapter, f"event_ts >= (select date_trunc('month', max(event_ts)) - interval '1 month' "
+                              f"from {T})", key=month)) == []
+    # hour partitions defined by date_trunc: an hour-aligned lookback is fine, a 30-minute one is not
+    hourly = "date_trunc('hour', event_ts) as event_hour, event_ts, event_id"
+    assert errors(po(adapter, f"event_ts >= (select max(event_hour) - interval '3 hours' from {T})",
+                     key="event_hour", select=hourly)) == []
+    assert errors(po(adapter, f"event_ts >= (select max(event_ts) - interval '30 minutes' from {T})",
+                     key="event_hour", select=hourly)) == ["partition-lookback-unaligned"]
+    # a raw timestamp partition key: one partition per instant, nothing to misalign
+    assert errors(po(adapter, f"event_ts >= (select max(event_ts) - interval '9 seconds' from {T})",
+                     key="event_ts")) == []
+    # a watermark through a CTE, aligned and not
+    cte = (f"with wm as (select max(event_date) - 1 as lo from {T}) select cast(event_ts as date) as event_date, "
+           f"event_ts, event_id from {SRC} cross join wm where event_ts >= wm.lo")
+    ctx = ModelContext.from_sql("daily", adapter, f"select * from {SRC}", cte, materialized="incremental",
+                                incremental_strategy="partition_overwrite", partition_key="event_date", this=THIS,
+                                types=TYPES)
+    assert errors(ctx) == []
+    bad = cte.replace("max(event_date) - 1", "max(event_ts) - interval '1 hour'")
+    ctx = ModelContext.from_sql("daily", adapter, f"select * from {SRC}", bad, materialized="incremental",
+                                incremental_strategy="partition_overwrite", partition_key="event_date", this=THIS,
+                                types=TYPES)
+    assert errors(ctx) == ["partition-lookback-unaligned"]
+
+
+# --- clock-window and the scope of clock use -----------------------------------------------------
+
+def _model(adapter, sql, materialized="incremental", strategy="merge", key="event_id", **kw):
+    return ModelContext.from_sql("daily", adapter, sql, sql if materialized == "incremental" else None,
+                                 materialized=materialized, incremental_strategy=strategy if materialized ==
+                                 "incremental" else None, unique_key=key, this=THIS, types=TYPES, **kw)
+
+
+def test_clock_window(adapter):
+    for where in ("event_date >= current_date - 14", "event_ts > now() - interval '3 days'",
+                  "event_ts >= current_timestamp - interval '1 hour'"):
+        found = run_rules(_model(adapter, f"select * from {SRC} where {where}"))
+        assert [(f.rule, f.severity) for f in found] == [("clock-window", "error")], where
+        assert found[0].hint
+    # a view that feeds an incremental model: the same hazard
+    view = _model(adapter, f"select * from {SRC} where event_date >= current_date - 14", materialized="view",
+                  feeds_incremental=True)
+    assert [f.rule for f in run_rules(view)] == ["clock-window"]
+
+
+def test_clock_in_a_full_rebuild_is_a_note(adapter):
+    table = _model(adapter, f"select *, current_date as built_on from {SRC} where event_date >= current_date - 14",
+                   materialized="table")
+    found = run_rules(table)
+    assert sorted((f.rule, f.severity) for f in found) == [("nondeterministic-function", "info")] * 2
+    # random() stays an error: two builds of the same input differ
+    rnd = _model(adapter, f"select *, random() as r from {SRC}", materialized="table")
+    assert [(f.rule, f.severity) for f in run_rules(rnd)] == [("nondeterministic-function", "error")]
+    # in an incremental model, the clock in a column is non-deterministic (not a window)
+    inc = _model(adapter, f"select *, now() as loaded_at from {SRC} where event_ts >= (select max(event_ts) from {T})")
+    assert errors(inc) == ["nondeterministic-function"]
+
+
+# --- self-state --------------------------------------------------------------------------------
+
+def test_self_state(adapter):
+    running = (f"select s.event_date, s.n, s.n + coalesce(p.total, 0) as total from {SRC} s "
+               f"left join {T} p on p.event_date = s.event_date - 1 "
+               f"where s.event_date >= (select max(event_date) from {T})")
+    assert errors(_model(adapter, running, strategy="delete+insert", key="event_date")) == ["self-state"]
+    scalar = (f"select s.*, (select max(total) from {T}) + s.amount as total from {SRC} s "
+              f"where s.event_ts >= (select max(event_ts) from {T})")
+    assert errors(_model(adapter, scalar)) == ["self-state"]
+    union = f"select event_id, event_ts from {SRC} union all select event_id, event_ts from {T}"
+    assert "self-state" in errors(_model(adapter, union))
+    prev = (f"with prev as (select event_date, total from {T}) select s.event_date, s.amount + prev.total as total "
+            f"from {SRC} s join prev on prev.event_date = s.event_date - 1")
+    assert "self-state" in errors(_model(adapter, prev, key="event_date"))
+
+
+def test_self_state_near_misses(adapter):
+    # {{ this }} read only to filter: watermark, not exists, not in, anti join
+    for sql in (f"select * from {SRC} where event_ts >= (select max(event_ts) from {T})",
+                f"select * from {SRC} s where not exists (select 1 from {T} t where t.event_id = s.event_id)",
+                f"select * from {SRC} where event_id not in (select event_id from {T})",
+                f"select s.* from {SRC} s left join {T} t on t.event_id = s.event_id where t.event_id is null",
+                f"with wm as (select max(event_ts) as lo from {T}) select s.* from {SRC} s cross join wm "
+                f"where s.event_ts >= wm.lo"):
+        assert errors(_model(adapter, sql)) == [], sql
+
+
+# --- config-column-missing ---------------------------------------------------------------------
+
+def test_config_columns(adapter):
+    sql = f"select event_id, cast(event_ts as date) as event_date from {SRC} where event_ts >= (select max(event_ts) from {T})"
+    typo = _model(adapter, sql, key="event_idd")
+    found = [f for f in run_rules(typo) if f.rule == "config-column-missing"]
+    assert len(found) == 1 and "unique_key names column 'event_idd'" in found[0].message
+    ctx = ModelContext.from_sql("daily", adapter, sql, sql, materialized="incremental",
+                                incremental_strategy="partition_overwrite", partition_key="evnt_date", this=THIS)
+    assert "config-column-missing" in errors(ctx)
+    ok = ModelContext.from_sql("daily", adapter, sql, sql, materialized="incremental",
+                               incremental_strategy="partition_overwrite",
+                               partition_key={"field": "event_date", "granularity": "day"}, this=THIS)
+    assert "config-column-missing" not in errors(ok)
+    # `select *` without catalog types: unknown, no finding
+    star = ModelContext.from_sql("x", adapter, f"select * from {SRC}", f"select * from {SRC}",
+                                 materialized="incremental", incremental_strategy="merge", unique_key="nope",
+                                 this=("warehouse", "analytics", "x"))
+    assert "config-column-missing" not in errors(star)
+
+
+# --- ties traced through joins -----------------------------------------------------------------
+
+KEYS = {"raw.events": [["event_id"]], "raw.users": [["user_id"]], "raw.items": [["item_id"]]}
+
+
+def _table(adapter, sql):
+    return ModelContext.from_sql("t", adapter, sql, materialized="table", this=("warehouse", "analytics", "t"),
+                                 types=TYPES, keys=KEYS)
+
+
+def test_ties_through_joins(adapter):
+    # a self cross join on a unique key keeps a unique pair
+    cross = (f"select * from (select a.event_id as a_id, b.event_id as b_id, row_number() over "
+             f"(partition by a.event_id order by b.event_ts, b.event_id) as rn from {SRC} a cross join {SRC} b) x "
+             "where rn = 1")
+    assert errors(_table(adapter, cross)) == []
+    # ...but ordering only by the other side's timestamp ties
+    assert errors(_table(adapter, cross.replace(", b.event_id)", ")"))) == ["dedup-order-not-total"]
+    # a one-to-many join breaks the left side's key
+    items = '"warehouse"."raw"."items"'
+    fan = (f"select * from (select e.event_id, i.item_id, row_number() over (partition by e.amount "
+           f"order by e.event_id) as rn from {SRC} e join {items} i on i.event_id = e.event_id) x where rn = 1")
+    assert errors(_table(adapter, fan)) == ["dedup-order-not-total"]
+    # a many-to-one join (the joined side's key equated) keeps it
+    users = '"warehouse"."raw"."users"'
+    lookup = (f"select * from (select e.event_id, u.user_id, row_number() over (partition by e.amount "
+              f"order by e.event_id) as rn from {SRC} e join {users} u on u.user_id = e.amount) x where rn = 1")
+    assert errors(_table(adapter, lookup)) == []
+    # ordering by every column of the source is total (rows equal on all of them are interchangeable)
+    every = (f"select * from (select *, row_number() over (partition by amount order by event_ts, event_date, "
+             f"event_id) as rn from {SRC}) x where rn = 1")
+    assert errors(_table(adapter, every.replace(", event_id)", ")").replace("event_ts, event_date",
+                                                                            "event_ts, event_date"))) == \
+        ["dedup-order-not-total"]
+    no_key = ModelContext.from_sql("t", adapter, every.replace(", event_id)", ", event_id, amount)"),
+                                   materialized="table", this=("warehouse", "analytics", "t"), types=TYPES)
+    assert errors(no_key) == []
