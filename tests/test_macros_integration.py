@@ -46,6 +46,12 @@ EXPECTED_FAILURES = {
     "expect_fail_half_missing_volume_within_band": 2,  # distinct below band + duplicate rows
     "expect_fail_half_missing_reconcile_counts": 1,
     "expect_fail_short_history_volume_within_band": 1,  # insufficient_history
+    # volume_within_band leaves out the current period (the one containing as_of, default now)
+    "doubled_current_day_not_judged_volume_within_band": 0,           # 2026-02-08 tested: clean
+    "expect_fail_doubled_current_day_included_volume_within_band": 1,  # 2026-02-09: duplicate_rows
+    "relative_yesterday_volume_within_band": 0,                     # yesterday: 21 keys, in band
+    "expect_fail_relative_today_included_volume_within_band": 1,    # today: 3 keys, below band
+    "expect_fail_stalled_yesterday_volume_within_band": 1,          # yesterday: 0 keys, below band
     "expect_fail_equal_multiset_xxy_vs_xyy": 2,     # x: 2 vs 1, y: 1 vs 2
     "expect_fail_unique_key_composite_nulls": 3,    # (1,NULL) twice, (2,NULL), (3,3) twice
     "expect_fail_unique_key_composite_allow_null": 2,  # (1,NULL) twice, (3,3) twice
@@ -197,6 +203,32 @@ def test_volume_band_reasons(built):
     assert [(r[3], r[-1]) for r in short] == [(2, "insufficient_history")]
 
 
+def test_volume_band_leaves_out_the_current_period(built):
+    import datetime as dt
+
+    # as_of 2026-02-09 14:00: 2026-02-09 is current; the test checks 2026-02-08 (DAY_COUNTS[38]
+    # keys, 30 training days) and passes; included, the doubled current day fails on duplicates.
+    node = _by_name(built.build)["doubled_current_day_not_judged_volume_within_band"].node
+    code = node.compiled_code
+    checked = code[:code.rindex("select * from validation_errors")] + "select * from checks"
+    rows = built.query(f"select * from ({checked}) as t")
+    assert [(str(r[0])[:10], r[1], r[2], r[3]) for r in rows] == [("2026-02-08", 25, 25, 30)]
+    assert DAY_COUNTS[38] == 25
+    assert _failing_rows(built, "doubled_current_day_not_judged_volume_within_band") == []
+    included = _failing_rows(built, "expect_fail_doubled_current_day_included_volume_within_band")
+    assert [(str(r[0])[:10], r[1], r[2], r[3], r[-1]) for r in included] == [
+        ("2026-02-09", 46, 23, 30, "duplicate_rows")]
+    # Relative to the clock: today (3 keys so far) is left out; included, it is below the band of
+    # the 20 days before it. A stalled load (no rows yesterday) fails as 0 keys below the band.
+    today = built.query("select cast(cast(current_timestamp as timestamp) as date)")[0][0]
+    rows = _failing_rows(built, "expect_fail_relative_today_included_volume_within_band")
+    assert [(str(r[0])[:10], r[1], r[2], r[3], r[-1]) for r in rows] == [
+        (str(today), 3, 3, 20, "distinct_keys_below_band")]
+    rows = _failing_rows(built, "expect_fail_stalled_yesterday_volume_within_band")
+    assert [(str(r[0])[:10], r[1], r[2], r[3], r[-1]) for r in rows] == [
+        (str(today - dt.timedelta(days=1)), 0, 0, 19, "distinct_keys_below_band")]
+
+
 def test_reconcile_rows_name_the_partition(built):
     rows = _failing_rows(built, "expect_fail_half_missing_reconcile_counts")
     assert [(str(r[0])[:10], r[1], r[2], r[3], r[4], r[5], r[6]) for r in rows] == [
@@ -318,6 +350,10 @@ def test_unknown_column_fails_at_compile_time(built):
 
 
 BAD_ARGUMENTS = [
+    ("volume_within_band", {"time_column": "d", "key": "id", "include_current_period": "yes"},
+     "volume_within_band: argument 'include_current_period' must be true or false; got 'yes'"),
+    ("volume_within_band", {"time_column": "d", "key": "id", "as_of": "yesterday'; drop table m; --"},
+     "volume_within_band: argument 'as_of' must be an ISO-8601 date or timestamp"),
     ("reconcile_counts", {"compare_to": "ref('m')", "key": "id", "group_by": "d", "tolerance": "five"},
      "reconcile_counts: argument 'tolerance' must be a number; got 'five' (a string). Fix: write it unquoted"),
     ("reconcile_counts", {"compare_to": "ref('m')", "group_by": "d"},

@@ -52,6 +52,20 @@
 {% endmacro %}
 
 
+{#- The test's "now" as SQL: as_of (an ISO-8601 date or timestamp, UTC 'Z' / '+00:00' allowed)
+    as a timestamp literal, or the warehouse's current_timestamp as a timestamp. The value is
+    checked against a strict pattern before it reaches SQL. -#}
+{% macro _rs_as_of_sql(caller_name, as_of) %}
+  {%- if as_of is none -%}{{ return("cast(current_timestamp as timestamp)") }}{%- endif -%}
+  {%- set text = (as_of | string) | trim -%}
+  {%- set m = modules.re.match('^(\\d{4}-\\d{2}-\\d{2})(?:[T ](\\d{2}:\\d{2}(?::\\d{2}(?:\\.\\d{1,6})?)?))?(?:Z|[+-]00:?00)?$', text) -%}
+  {%- if not m -%}
+    {{ exceptions.raise_compiler_error(caller_name ~ ": argument 'as_of' must be an ISO-8601 date or timestamp in the time column's zone; got '" ~ text ~ "'. Fix: as_of: '2026-02-10' or as_of: '2026-02-10T06:00:00', or leave it out to use the current time") }}
+  {%- endif -%}
+  {{ return("cast('" ~ m.group(1) ~ " " ~ (m.group(2) or '00:00:00') ~ "' as timestamp)") }}
+{% endmacro %}
+
+
 {#- Resolve names against the relation's columns (case-insensitive) and return the names as
     the warehouse spells them. An unknown name raises a message listing the real columns.
     Only at execution time: at parse time the relation may not exist yet. -#}
