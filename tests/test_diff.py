@@ -277,10 +277,10 @@ def test_property_matches_except_all(engine, mode, request, tmp_path, monkeypatc
     if engine == "duckdb" and mode == "across":
         pytest.skip("two DuckDB files share one connection (covered by test_two_duckdb_files)")
     # Small buckets, so that several buckets exist and only some of them differ.
-    monkeypatch.setattr(diffmod, "RANGE_ROWS_PER_BUCKET", 2)
-    monkeypatch.setattr(diffmod, "PG_RANGE_ROWS_PER_BUCKET", 2)
-    monkeypatch.setattr(diffmod, "HASH_ROWS_PER_BUCKET", 2)
-    monkeypatch.setattr(diffmod, "CHUNK_ROWS", 5)
+    monkeypatch.setattr(diffmod.limits, "RANGE_ROWS_PER_BUCKET", 2)
+    monkeypatch.setattr(diffmod.limits, "PG_RANGE_ROWS_PER_BUCKET", 2)
+    monkeypatch.setattr(diffmod.limits, "HASH_ROWS_PER_BUCKET", 2)
+    monkeypatch.setattr(diffmod.limits, "CHUNK_ROWS", 5)
     rng = random.Random(20261130)
     if engine == "duckdb":
         lcon = rcon = DuckDBConnection(":memory:")
@@ -389,7 +389,7 @@ def test_values_swapped_between_rows_of_one_bucket(env, monkeypatch):
     hashes over a bucket holding just the two rows stayed the same for two swaps in three.
     """
     for name in ("RANGE_ROWS_PER_BUCKET", "PG_RANGE_ROWS_PER_BUCKET", "HASH_ROWS_PER_BUCKET"):
-        monkeypatch.setattr(diffmod, name, 2)  # one swapped pair per bucket
+        monkeypatch.setattr(diffmod.limits, name, 2)  # one swapped pair per bucket
     rows = [(i, f"v{i}") for i in range(40)]
     swapped = [(i, f"v{i + 1 if i % 2 == 0 else i - 1}") for i in range(40)]
     make(env, "a", rows, "id int, v varchar(10)")
@@ -469,11 +469,12 @@ def test_postgres_samples_from_views_and_moved_rows(pg_server, pg_database):
         for right in ("b", "bv"):
             got = compare(Side(con, table("public", "a")), Side(con, table("public", right)), key=("id",))
             assert sorted((r["_diff"], r["id"], r["v"]) for r in got.sample) == [("extra", 7, -1), ("missing", 7, 7)]
-        plan = diffmod._plan(Side(con, table("public", "a")), Side(con, table("public", "b")), ("id",), (), None, True)
-        assert diffmod._set_range_buckets(plan)
+        plan = diffmod.plan._plan(Side(con, table("public", "a")), Side(con, table("public", "b")), ("id",), (), None,
+                                  True)
+        assert diffmod.plan._set_range_buckets(plan)
         row = con.fetchone(f"select {plan.rb}, {plan.rh}, cast(ctid as text) from b where id = 7")
         stale = (int(row[0]), int(row[1]), "(0,1)")  # the address of another row
-        rows = diffmod._fetch_sample(plan, plan.right, plan.rb, plan.rh, [stale], "extra")
+        rows = diffmod.rows._fetch_sample(plan, plan.right, plan.rb, plan.rh, [stale], "extra")
         assert [(r["id"], r["v"]) for r in rows] == [(7, -1)]
     finally:
         con.close()
@@ -484,8 +485,9 @@ def test_postgres_buckets_sized_from_statistics(pg_server, pg_database, monkeypa
     outside the sampled range (even at the ends of bigint) and NULL keys still compare exactly."""
     con = PgConnection({"host": pg_server.host, "port": pg_server.port, "user": pg_server.user}, pg_database)
     got_stats: list = []
-    real = diffmod._pg_stats_row
-    monkeypatch.setattr(diffmod, "_pg_stats_row", lambda side, cands: got_stats.append(real(side, cands)) or got_stats[-1])
+    real = diffmod.plan._pg_stats_row
+    monkeypatch.setattr(diffmod.plan, "_pg_stats_row",
+                        lambda side, cands: got_stats.append(real(side, cands)) or got_stats[-1])
     try:
         con.execute("create table a (id bigint, v int)")
         con.execute("insert into a select i, i % 7 from generate_series(1, 2000) i")
@@ -513,3 +515,26 @@ def test_postgres_buckets_sized_from_statistics(pg_server, pg_database, monkeypa
         assert got_stats == [None, None] and (d.missing_rows, d.extra_rows) == expected == (2, 3)
     finally:
         con.close()
+
+
+# ----------------------------------------------------------------------------- the package
+
+def test_package_keeps_every_import():
+    """`rerun_safety.diff` is a package split by concern; every import of the single module still works."""
+    import importlib
+
+    import rerun_safety.diff as pkg
+    from rerun_safety.diff import (DEFAULT_FLOAT_TOLERANCE, SAMPLE_ROWS, DiffError, DiffResult, Side, columns_of,
+                                   compare, diff_relations, parse_where, row_hash)
+    from rerun_safety.errors import RerunSafetyError
+
+    users = {name: importlib.import_module(f"rerun_safety.{name}") for name in ("diff_command", "verdict", "gameday")}
+    assert users["diff_command"].compare is compare and users["diff_command"].DiffError is DiffError
+    assert users["verdict"].DiffResult is DiffResult is pkg.results.DiffResult
+    assert users["gameday"].diff_relations is diff_relations is pkg.core.diff_relations
+    assert issubclass(DiffError, RerunSafetyError) and Side is pkg.results.Side
+    assert (columns_of, parse_where, row_hash) == (pkg.sql.columns_of, pkg.sql.parse_where, pkg.sql.row_hash)
+    assert (DEFAULT_FLOAT_TOLERANCE, SAMPLE_ROWS) == (1e-9, 5)
+    assert all(hasattr(pkg, name) for name in pkg.__all__)
+    sizes = {p.name: len(p.read_text().splitlines()) for p in Path(pkg.__file__).parent.glob("*.py")}
+    assert len(sizes) == 9 and max(sizes.values()) <= 500, sizes

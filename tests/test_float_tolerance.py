@@ -13,10 +13,8 @@ import struct
 
 import duckdb
 import pytest
-from click.testing import CliRunner
 
 from rerun_safety import diff as diffmod
-from rerun_safety.cli import main
 from rerun_safety.diff import DEFAULT_FLOAT_TOLERANCE, Side, compare, diff_relations, floats_close
 from rerun_safety.sandbox.base import table
 from rerun_safety.sandbox.duckdb import DuckDBConnection
@@ -122,7 +120,7 @@ def test_values_across_a_rounding_boundary(env, monkeypatch):
     are then paired by their exact values and the tables are identical. Real changes among them
     (same bucket, same other columns) are still counted exactly."""
     for name in ("RANGE_ROWS_PER_BUCKET", "PG_RANGE_ROWS_PER_BUCKET", "HASH_ROWS_PER_BUCKET"):
-        monkeypatch.setattr(diffmod, name, 4)
+        monkeypatch.setattr(diffmod.limits, name, 4)
     pairs = [boundary_pair(k * 1000) for k in range(12)]
     rounded = _rounded(env, [v for p in pairs for v in p])
     assert all(rounded[2 * i] != rounded[2 * i + 1] for i in range(12))  # really across a boundary
@@ -216,8 +214,8 @@ def test_diff_relations_takes_the_tolerance(engine, tmp_path, request):
 
 def test_two_postgres_databases_pair_floats(pg_server, tmp_path, monkeypatch):
     """Two connections: the unmatched rows are read from each database and paired in Python."""
-    monkeypatch.setattr(diffmod, "PG_RANGE_ROWS_PER_BUCKET", 4)
-    monkeypatch.setattr(diffmod, "CHUNK_ROWS", 8)
+    monkeypatch.setattr(diffmod.limits, "PG_RANGE_ROWS_PER_BUCKET", 4)
+    monkeypatch.setattr(diffmod.limits, "CHUNK_ROWS", 8)
     pairs = [boundary_pair(k * 1000) for k in range(10)]
     left = [(i, i % 2, x) for i, (x, _y) in enumerate(pairs)]
     right = [(i, i % 2, y) for i, (_x, y) in enumerate(pairs)]

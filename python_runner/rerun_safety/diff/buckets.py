@@ -1,0 +1,102 @@
+"""Bucket checksums of both sides, and the buckets whose checksums differ."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from . import limits
+from .plan import _pair, _Plan
+from .results import Side
+from .sql import _hash_sql, _int_sum
+
+
+def _bucket_query(plan: _Plan, side: Side, b: str, h: str, p: str) -> str:
+    d = plan.dialect
+    if plan.mode == "column":
+        return (f"select {_hash_sql(['p'], d)} as b, p, c, s from (select {p} as p, count(*) as c, "
+                f"{_int_sum(h, d)} as s from {plan.src(side)} group by 1) g")
+    if plan.mode == "range" and d == "duckdb":
+        return (f"select coalesce(b, -1) as b, null as p, c, s from (select {plan.extra['range_raw']} as b, "
+                f"count(*) as c, {_int_sum(h, d)} as s from {plan.src(side)} group by 1) g")
+    return (f"select {b} as b, null as p, count(*) as c, {_int_sum(h, d)} as s "
+            f"from {plan.src(side)} group by 1")
+
+
+def _pg_bucket_groups(plan: _Plan, sides: Sequence[tuple[int, Side, str, str, str]]) -> str:
+    """PostgreSQL bucket checksums of one or both sides in one aggregate that can run in parallel.
+
+    The sides are one UNION ALL: its output column has no statistics, so the planner expects few
+    buckets and picks a Partial HashAggregate under a Gather (a GROUP BY on an expression of a
+    unique key is estimated at one group per row, and that plan is never parallel). One side alone
+    gets an empty second branch (`and false`) for the same reason.
+    """
+    col = plan.mode == "column"
+    branches = [f"select {s} as s, {p if col else b} as g, {h} as h from {plan.src(side)}"
+                for s, side, b, h, p in sides]
+    if len(sides) == 1:
+        s, side, b, h, p = sides[0]
+        branches.append(f"select {s}, {p if col else b}, {h} from {plan.src(side, 'false')}")
+    grouped = (f"select g, count(*) filter (where s = 0) as lc, count(*) filter (where s = 1) as rc, "
+               f"sum(h) filter (where s = 0) as ls, sum(h) filter (where s = 1) as rs "
+               f"from ({' union all '.join(branches)}) u group by g")
+    if col:
+        return f"select {_hash_sql(['g'], plan.dialect)} as b, cast(g as text) as p, lc, rc, ls, rs from ({grouped}) x"
+    return f"select g as b, cast(null as text) as p, lc, rc, ls, rs from ({grouped}) x"
+
+
+def _pg_differing_buckets_same(plan: _Plan) -> tuple[int, int, int, list[tuple]]:
+    g = _pg_bucket_groups(plan, ((0, plan.left, plan.lb, plan.lh, plan.lp), (1, plan.right, plan.rb, plan.rh, plan.rp)))
+    differ = "lc <> rc or ls is distinct from rs"
+    rows = plan.left.con.fetchall(
+        f"with g as materialized ({g}) select t.lt, t.rt, t.nb, t.nj, j.b, j.p, j.lc, j.rc from "
+        f"(select coalesce(sum(lc), 0) as lt, coalesce(sum(rc), 0) as rt, count(*) as nb, "
+        f"count(*) filter (where {differ}) as nj from g) t left join "
+        f"(select b, p, lc, rc from g where {differ} order by b limit {limits.MAX_LISTED_BUCKETS + 1}) j on true")
+    lt, rt, nb, nj = (int(v) for v in rows[0][:4])
+    if plan.mode == "column":
+        plan.buckets = nb
+    return lt, rt, nj, [(r[4], r[5], int(r[6]), int(r[7])) for r in rows if r[4] is not None]
+
+
+def _differing_buckets_same(plan: _Plan) -> tuple[int, int, int, list[tuple]]:
+    """One query: both sides' bucket checksums, joined in the warehouse; returns the differing ones."""
+    if plan.dialect == "postgres":
+        return _pg_differing_buckets_same(plan)
+    lq = _bucket_query(plan, plan.left, plan.lb, plan.lh, plan.lp)
+    rq = _bucket_query(plan, plan.right, plan.rb, plan.rh, plan.rp)
+    label = "cast(coalesce(l.p, r.p) as varchar)" if plan.dialect == "duckdb" else "cast(coalesce(l.p, r.p) as text)"
+    sql = (f"with l as materialized ({lq}), r as materialized ({rq}), "
+           f"j as (select coalesce(l.b, r.b) as b, {label} as p, coalesce(l.c, 0) as lc, coalesce(r.c, 0) as rc "
+           f"from l full outer join r on l.b = r.b where l.c is distinct from r.c or l.s is distinct from r.s) "
+           f"select t.lt, t.rt, t.nb, t.nj, j.b, j.p, j.lc, j.rc from (select "
+           f"(select coalesce(sum(c), 0) from l) as lt, (select coalesce(sum(c), 0) from r) as rt, "
+           f"(select count(*) from l) + (select count(*) from r) as nb, (select count(*) from j) as nj) t "
+           f"left join (select * from j order by b limit {limits.MAX_LISTED_BUCKETS + 1}) j on true")
+    rows = plan.left.con.fetchall(sql)
+    lt, rt, nb, nj = (int(v) for v in rows[0][:4])
+    if plan.mode == "column":
+        plan.buckets = nb // 2
+    listed = [(r[4], r[5], int(r[6]), int(r[7])) for r in rows if r[4] is not None]
+    return lt, rt, nj, listed
+
+
+def _differing_buckets_across(plan: _Plan) -> tuple[int, int, int, list[tuple]]:
+    def fetch(side: Side, b: str, h: str, p: str):
+        if plan.dialect == "postgres":
+            sql = f"select b, p, lc, ls from ({_pg_bucket_groups(plan, [(0, side, b, h, p)])}) x"
+        else:
+            sql = _bucket_query(plan, side, b, h, p)
+        return {r[0]: (r[1], int(r[2]), r[3]) for r in side.con.fetchall(sql)}
+
+    lmap, rmap = _pair(plan, lambda: fetch(plan.left, plan.lb, plan.lh, plan.lp),
+                       lambda: fetch(plan.right, plan.rb, plan.rh, plan.rp))
+    if plan.mode == "column":
+        plan.buckets = len(set(lmap) | set(rmap))
+    listed = []
+    for b in set(lmap) | set(rmap):
+        lv, rv = lmap.get(b), rmap.get(b)
+        if lv is None or rv is None or lv[1:] != rv[1:]:
+            label = (lv or rv)[0]
+            listed.append((b, None if label is None else str(label), lv[1] if lv else 0, rv[1] if rv else 0))
+    listed.sort(key=lambda t: t[0])
+    return (sum(v[1] for v in lmap.values()), sum(v[1] for v in rmap.values()), len(listed), listed)

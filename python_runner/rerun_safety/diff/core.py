@@ -1,0 +1,155 @@
+"""The entry points: `compare` two sides, `diff_relations` on one connection (the game day's)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Sequence
+
+from sqlglot import exp
+
+from ..sandbox.base import Connection, ident
+from . import limits
+from .buckets import _differing_buckets_across, _differing_buckets_same
+from .floats import float_tolerance_of, round_float_sql
+from .plan import _plan, _set_hash_buckets, _set_range_buckets, _totals
+from .results import DiffError, DiffResult, Side
+from .rows import _fetch_sample, _rows_across, _rows_same, _sample_columns
+from .sql import _TEMPORAL, _hash_sql, _int_sum, _q, _src, columns_of, parse_where, row_hash
+
+
+def compare(left: Side, right: Side, *, key: Sequence[str] = (), ignore_columns: Sequence[str] = (),
+            bucket_column: str | None = None, strict: bool = True,
+            float_tolerance: float | None = None) -> DiffResult:
+    """Compare two sides; on one connection everything runs in the warehouse.
+
+    Float columns are equal within `float_tolerance` (relative; None: DEFAULT_FLOAT_TOLERANCE,
+    0: exact), see the module's docstring.
+    """
+    same = left.con is right.con
+    if left.con.dialect != right.con.dialect:
+        raise DiffError(f"cannot compare a {left.con.dialect} relation with a {right.con.dialect} relation")
+    plan = _plan(left, right, key, ignore_columns, bucket_column, strict, float_tolerance)
+    d = plan.dialect
+    if d == "postgres":
+        # Bucket aggregates with the default 4MB spill to disk; a read-only session may SET.
+        for con in {id(left.con): left.con, id(right.con): right.con}.values():
+            con.execute("set work_mem = '128MB'")
+    if plan.mode in ("hash", "rowhash"):
+        # Identical tables cost one checksum scan: a plain count(*), sum(row hash) of both sides
+        # first. On PostgreSQL range buckets are as cheap as that scan (a parallel aggregate), so
+        # they go first there; on DuckDB grouping 10M rows into range buckets costs ~1.8x the
+        # scan, so the plain totals (and only then the min/max of the candidate keys) come first.
+        ranged = False if d == "duckdb" else _set_range_buckets(plan)
+        if not ranged:
+            lt, rt, ls, rs = _totals(plan, same)
+            plan.counts = (lt, rt)
+            if lt == rt and ls == rs and not plan.schema_message:
+                return DiffResult(lt, rt, True, keyed=bool(plan.key), type_changes=plan.type_changes,
+                                  bucketing=plan.mode, buckets=1, float_tolerance=plan.tolerance)
+            if d != "duckdb" or not _set_range_buckets(plan):
+                _set_hash_buckets(plan)
+    lt, rt, nj, listed = (_differing_buckets_same if same else _differing_buckets_across)(plan)
+    result = dict(reference_rows=lt, rows=rt, keyed=bool(plan.key), schema_message=plan.schema_message,
+                  type_changes=plan.type_changes, bucketing=plan.mode, buckets=plan.buckets, buckets_differing=nj,
+                  float_tolerance=plan.tolerance)
+    if nj == 0:
+        return DiffResult(identical=not plan.schema_message, **result)
+    if plan.mode == "column":
+        parts = sorted((("NULL" if p is None else str(p)), lc, rc) for _b, p, lc, rc in listed)
+        result["differing_partitions"] = tuple(parts[:limits.MAX_PARTITIONS])
+    if same:
+        counts, lpick, rpick = _rows_same(plan, [b for b, *_ in listed] if nj <= limits.MAX_LISTED_BUCKETS else None)
+    else:
+        counts, lpick, rpick = _rows_across(plan, listed)  # every differing bucket is listed
+    sample = (_fetch_sample(plan, plan.right, plan.rb, plan.rh, rpick, "extra")
+              + _fetch_sample(plan, plan.left, plan.lb, plan.lh, lpick, "missing"))
+    result.update(
+        identical=False, extra_rows=counts["only_r"], missing_rows=counts["only_l"], extra_copies=counts["copies_r"],
+        sample=tuple(sample), differing_columns=tuple(_sample_columns(sample, plan.key, plan.columns,
+                                                                      dict(plan.floats))))
+    if plan.key:
+        result.update(duplicate_keys=counts["dup_r"], reference_duplicate_keys=counts["dup_l"],
+                      missing_keys=counts["keys_only_l"], extra_keys=counts["keys_only_r"],
+                      changed_rows=counts["changed_rows"], changed_keys=counts["changed_keys"])
+    else:
+        result["changed_rows"] = min(counts["only_r"] - counts["copies_r"], counts["only_l"])
+    if not plan.schema_message and not counts["only_l"] and not counts["only_r"]:
+        result["identical"] = True  # only possible on a 64-bit checksum collision between buckets
+    return DiffResult(**result)
+
+
+def diff_relations(con: Connection, reference: tuple[str, ...], current: tuple[str, ...], *,
+                   key: tuple[str, ...] = (), ignore_columns: tuple[str, ...] = (),
+                   partition_column: str | None = None, column_detail: bool = False,
+                   where: str | exp.Expression | None = None, bucket_column: str | None = None,
+                   float_tolerance: float | None = None) -> DiffResult:
+    """Compare `current` with `reference` ((schema, table) or (catalog, schema, table)) on one connection.
+
+    A key that is not a column of both sides is ignored (the comparison is then unkeyed).
+    `partition_column` adds rows per partition of both sides; `column_detail` lists the columns
+    whose values differ anywhere (one more scan). Float columns are equal within
+    `float_tolerance` (relative; None: DEFAULT_FLOAT_TOLERANCE, 0: exact).
+    """
+    d = con.dialect
+    cond = parse_where(where, d) if isinstance(where, str) else where
+    left, right = Side(con, _table(reference), cond), Side(con, _table(current), cond)
+    result = compare(left, right, key=key, ignore_columns=ignore_columns, bucket_column=bucket_column,
+                     strict=False, float_tolerance=float_tolerance)
+    if result.identical:
+        return result
+    extra: dict = {}
+    ltypes = dict(columns_of(con, left.table))
+    rtypes = dict(columns_of(con, right.table))
+    cols = [c for c in ltypes if c.lower() not in {i.lower() for i in ignore_columns} and c in rtypes]
+    if column_detail or result.changed_rows:
+        loose = {c: t for c in cols if ltypes[c].lower() == rtypes[c].lower()
+                 and (t := float_tolerance_of(ltypes[c], result.float_tolerance)) is not None}
+        extra["differing_columns"] = tuple(_differing_columns(con, left, right, cols, loose))
+    if partition_column:
+        types = {c.lower(): t.lower() for c, t in columns_of(con, right.table)}
+        part = _partition_expr(partition_column, types, d)
+        if part:
+            extra["partition_column"] = partition_column
+            extra["partitions"] = tuple(_partitions(con, left, right, part))
+    return replace(result, **extra) if extra else result
+
+
+def _table(parts: tuple[str, ...]) -> exp.Table:
+    if len(parts) == 3:
+        return exp.Table(this=ident(parts[2]), db=ident(parts[1]), catalog=ident(parts[0]))
+    schema, name = parts
+    return exp.Table(this=ident(name), db=ident(schema) if schema else None)
+
+
+def _differing_columns(con: Connection, left: Side, right: Side, columns: list[str],
+                       floats: dict[str, float]) -> list[str]:
+    """Columns whose sum of value hashes differs (floats rounded as in the row hash)."""
+    d = con.dialect
+    if not columns:
+        return []
+    parts = []
+    for i, c in enumerate(columns):
+        hc = _hash_sql([round_float_sql(_q(c, d), d, floats[c])], d) if c in floats else row_hash([c], d)
+        parts.append(f"(select {_int_sum(hc, d)} from {_src(left, d)}) as r{i}, "
+                     f"(select {_int_sum(hc, d)} from {_src(right, d)}) as c{i}")
+    row = con.fetchone("select " + ", ".join(parts))
+    return [c for i, c in enumerate(columns) if row[2 * i] != row[2 * i + 1]]
+
+
+def _partition_expr(column: str, types: dict[str, str], dialect: str) -> str | None:
+    ctype = types.get(column.lower())
+    if ctype is None:
+        return None
+    q = _q(column, dialect)
+    if any(t in ctype for t in _TEMPORAL):
+        return f"cast(cast({q} as date) as varchar)"
+    return f"cast({q} as varchar)"
+
+
+def _partitions(con: Connection, left: Side, right: Side, part: str) -> list[tuple[str, int, int]]:
+    d = con.dialect
+    rows = con.fetchall(
+        f"select p, sum(1 - rs_side), sum(rs_side) from ("
+        f"select 0 as rs_side, {part} as p from {_src(left, d)} union all "
+        f"select 1 as rs_side, {part} as p from {_src(right, d)}) u group by p order by p limit {limits.MAX_PARTITIONS}")
+    return [("NULL" if p is None else str(p), int(r), int(c)) for p, r, c in rows]

@@ -1,0 +1,14 @@
+"""Sizes and limits of the diff. Read at call time (`limits.X`), so a test can set them."""
+
+SAMPLE_ROWS = 5
+MAX_PARTITIONS = 400
+MAX_BUCKETS = 1 << 18
+RANGE_ROWS_PER_BUCKET = 256
+
+# PostgreSQL's aggregate cost barely depends on the number of groups: smaller buckets there
+# mean fewer rows to read again.
+PG_RANGE_ROWS_PER_BUCKET = 64
+HASH_ROWS_PER_BUCKET = 128
+MAX_LISTED_BUCKETS = 50_000  # more differing buckets than this: compare every row instead
+CHUNK_ROWS = 200_000  # two connections: rows per side held in memory at once
+MAX_TOLERANCE_ROWS = 200_000  # unmatched rows read back for the float pairing, at most

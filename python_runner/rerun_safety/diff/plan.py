@@ -1,0 +1,266 @@
+"""Planning: which columns are hashed how, and how both sides are cut into buckets."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from sqlglot import exp
+
+from . import limits
+from .floats import check_float_tolerance, float_tolerance_of, round_float_sql
+from .results import DiffError, Side
+from .sql import (_INTEGER, _PG_TEXT_HASHED, _TEMPORAL, _hash_sql, _int_sum, _is_base_table, _pg_hash, _q,
+                  columns_of)
+
+
+@dataclass
+class _Plan:
+    dialect: str
+    left: Side
+    right: Side
+    columns: list[str]
+    key: tuple[str, ...]
+    lh: str = ""  # row hash over the compared columns, per side
+    rh: str = ""
+    mode: str = "hash"
+    lb: str = ""  # bucket expression per side
+    rb: str = ""
+    lp: str = ""  # partition label (column mode)
+    rp: str = ""
+    buckets: int = 0
+    schema_message: str = ""
+    type_changes: tuple[str, ...] = ()
+    counts: tuple[int, int] = (0, 0)
+    extra: dict = field(default_factory=dict)
+    tolerance: float = 0.0
+    floats: list[tuple[str, float]] = field(default_factory=list)  # (column, its tolerance), compared loosely
+    lnh: str = ""  # hash of the columns compared exactly (not the floats), per side
+    rnh: str = ""
+
+    def src(self, side: Side, extra_cond: str | None = None, after: str | None = None) -> str:
+        """FROM ... WHERE for a side; `extra_cond` selects buckets, `after` filters the selected rows."""
+        if after:
+            if self.dialect == "postgres":
+                # The fence makes PostgreSQL pick the bucket's rows before hashing any of them.
+                return f"(select * from {self.src(side, extra_cond)} offset 0) as picked where {after}"
+            return f"{self.src(side, extra_cond)} and {after}"
+        if extra_cond and self.dialect == "duckdb" and _is_base_table(side):
+            # Late materialization: find the rowids reading only the bucket's columns, then fetch
+            # whole rows for those alone (about half the cost of filtering whole rows).
+            inner = self.src(side)
+            return (f"{side.table.sql(dialect=self.dialect)} where rowid in "
+                    f"(select rowid from {inner}{' and ' if side.where is not None else ' where '}{extra_cond})")
+        conds = []
+        if side.where is not None:
+            conds.append(f"({side.where.sql(dialect=self.dialect)})")
+        if extra_cond:
+            conds.append(extra_cond)
+        where = f" where {' and '.join(conds)}" if conds else ""
+        return f"{side.table.sql(dialect=self.dialect)}{where}"
+
+    @property
+    def keys_sql(self) -> list[str]:
+        return [_q(k, self.dialect) for k in self.key]
+
+
+def _plan(left: Side, right: Side, key: Sequence[str], ignore_columns: Sequence[str],
+          bucket_column: str | None, strict: bool, float_tolerance: float | None = None) -> _Plan:
+    d = left.con.dialect
+    tolerance = check_float_tolerance(float_tolerance)
+    lcols, rcols = columns_of(left.con, left.table), columns_of(right.con, right.table)
+    for side, cols in ((left, lcols), (right, rcols)):
+        if not cols:
+            raise DiffError(f"relation {side.label} does not exist (or has no columns)")
+    ignore = {c.lower() for c in ignore_columns}
+    ltypes = {c: t.lower() for c, t in lcols}
+    rtypes = {c: t.lower() for c, t in rcols}
+    lnames = [c for c, _ in lcols if c.lower() not in ignore]
+    rnames = {c for c, _ in rcols if c.lower() not in ignore}
+    schema_message = ""
+    if set(lnames) != rnames:
+        added = sorted(rnames - set(lnames))
+        removed = sorted(set(lnames) - rnames)
+        schema_message = "columns differ:" + "".join(f" +{c}" for c in added) + "".join(f" -{c}" for c in removed)
+    columns = [c for c in lnames if c in rnames]
+    type_changes = tuple(f"{c}: {ltypes[c]} -> {rtypes[c]}" for c in columns if ltypes[c] != rtypes[c])
+    key = tuple(key)
+    if key and not all(k in ltypes and k in rtypes for k in key):
+        if strict:
+            bad = next(k for k in key if k not in ltypes or k not in rtypes)
+            where = left.label if bad not in ltypes else right.label
+            raise DiffError(f"key column '{bad}' is not a column of {where}")
+        key = ()
+    if bucket_column and not (bucket_column in ltypes and bucket_column in rtypes):
+        if strict:
+            where = left.label if bucket_column not in ltypes else right.label
+            raise DiffError(f"partition column '{bucket_column}' is not a column of {where}")
+        bucket_column = None
+
+    # Floats of the same type on both sides are compared within their tolerance (keys exactly).
+    loose = {c: t for c in columns if c not in key and ltypes[c] == rtypes[c]
+             and (t := float_tolerance_of(ltypes[c], tolerance)) is not None}
+
+    def col(c: str, types: dict[str, str], rounded: bool = True) -> tuple[str, str]:
+        q = _q(c, d)
+        if rounded and c in loose:
+            return round_float_sql(q, d, loose[c]), "double precision"
+        if ltypes[c] != rtypes[c]:
+            return f"cast({q} as {'varchar' if d == 'duckdb' else 'text'})", "text"
+        if d == "postgres" and (types[c] in _PG_TEXT_HASHED or types[c].startswith(_PG_TEXT_HASHED)):
+            return f"cast({q} as text)", "text"
+        return q, types[c]
+
+    def hashed(cols: Sequence[str], types: dict[str, str], rounded: bool = True) -> str:
+        items = [col(c, types, rounded) for c in cols]
+        return _pg_hash(items) if d == "postgres" else _hash_sql([e for e, _ in items], d)
+
+    plan = _Plan(d, left, right, columns, key, schema_message=schema_message, type_changes=type_changes,
+                 tolerance=tolerance, floats=list(loose.items()))
+    plan.lh = hashed(columns, ltypes)
+    plan.rh = hashed(columns, rtypes)
+    if loose:
+        exact = [c for c in columns if c not in loose]
+        plan.lnh, plan.rnh = hashed(exact, ltypes), hashed(exact, rtypes)
+    if bucket_column:
+        plan.mode = "column"
+        q = _q(bucket_column, d)
+        temporal = any(t in ltypes[bucket_column] for t in _TEMPORAL) and any(t in rtypes[bucket_column] for t in _TEMPORAL)
+        plan.lp = plan.rp = f"cast({q} as date)" if temporal else q
+        if ltypes[bucket_column] != rtypes[bucket_column] and not temporal:
+            plan.lp = plan.rp = f"cast({q} as {'varchar' if d == 'duckdb' else 'text'})"
+        plan.lb = plan.rb = _hash_sql([plan.lp], d)
+    else:
+        # Range buckets need a column whose equal rows (or keys) always share a value: a key
+        # column when keyed, any compared column otherwise; integers only.
+        pool = key if key else tuple(columns)
+        plan.extra["range_candidates"] = [c for c in pool if ltypes[c] in _INTEGER and rtypes[c] in _INTEGER]
+        if key:
+            plan.mode = "hash"
+            plan.lb = plan.rb = hashed(key, ltypes, rounded=False)
+        else:
+            plan.mode = "rowhash"
+            plan.lb, plan.rb = plan.lh, plan.rh
+    return plan
+
+
+def _pair(plan: _Plan, left, right) -> tuple:
+    """Call `left()` and `right()`; two PostgreSQL connections run at the same time (two backends)."""
+    if plan.dialect == "postgres" and plan.left.con is not plan.right.con:
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            later = pool.submit(right)
+            return left(), later.result()
+    return left(), right()
+
+
+def _totals(plan: _Plan, same: bool) -> tuple[int, int, object, object]:
+    d = plan.dialect
+    parts = {}
+    for name, side, h in (("l", plan.left, plan.lh), ("r", plan.right, plan.rh)):
+        parts[name] = f"select count(*) as c, {_int_sum(h, d)} as s from {plan.src(side)}"
+    if same:
+        row = plan.left.con.fetchone(f"select l.c, l.s, r.c, r.s from ({parts['l']}) l, ({parts['r']}) r")
+        return int(row[0]), int(row[2]), row[1], row[3]
+    a, b = _pair(plan, lambda: plan.left.con.fetchone(parts["l"]), lambda: plan.right.con.fetchone(parts["r"]))
+    return int(a[0]), int(b[0]), a[1], b[1]
+
+
+def _pg_stats_row(side: Side, cands: Sequence[str]) -> tuple | None:
+    """(rows, min, max per candidate) of a PostgreSQL table from its statistics, or None.
+
+    Only for a plain table without a filter, analyzed since its last 10% of changes, with a
+    histogram or common values for every candidate. The numbers are a sample's: they only size
+    the buckets, and any cut into buckets gives the same answer.
+    """
+    if side.where is not None or not _is_base_table(side):
+        return None
+    lit = lambda v: exp.Literal.string(v).sql(dialect="postgres")  # noqa: E731
+    rows = side.con.fetchall(
+        f"select c.reltuples, s.n_mod_since_analyze, st.attname, cast(st.histogram_bounds as text), "
+        f"cast(st.most_common_vals as text) from pg_catalog.pg_class c "
+        f"join pg_catalog.pg_namespace n on n.oid = c.relnamespace "
+        f"left join pg_catalog.pg_stat_user_tables s on s.relid = c.oid "
+        f"left join pg_catalog.pg_stats st on st.schemaname = n.nspname and st.tablename = c.relname "
+        f"and not st.inherited and st.attname in ({', '.join(lit(c) for c in cands)}) "
+        f"where c.relkind = 'r' and n.nspname = {lit(side.table.db or 'public')} and c.relname = {lit(side.table.name)}")
+    if not rows or rows[0][0] is None or rows[0][0] < 1 or rows[0][1] is None or rows[0][1] > 0.1 * rows[0][0]:
+        return None
+    found = {}
+    for _n, _m, att, hist, mcv in rows:
+        try:
+            values = [int(v) for text in (hist, mcv) if text for v in text.strip("{}").split(",") if v != "NULL"]
+        except ValueError:
+            return None
+        if att is None or not values:
+            return None
+        found[att] = (min(values), max(values))
+    if set(found) != set(cands):
+        return None
+    return (int(rows[0][0]), *(v for c in cands for v in found[c]))
+
+
+def _set_range_buckets(plan: _Plan) -> bool:
+    """Pick an integer column whose range spreads the rows over enough buckets; False if none."""
+    d, cands = plan.dialect, plan.extra.get("range_candidates") or []
+    if not cands:
+        return False
+    rows = None
+    if d == "postgres":
+        rows = list(_pair(plan, lambda: _pg_stats_row(plan.left, cands), lambda: _pg_stats_row(plan.right, cands)))
+        rows = None if None in rows else rows
+    from_stats = rows is not None
+    if rows is None:
+        sel = ", ".join(f"min({_q(c, d)}), max({_q(c, d)})" for c in cands)
+        lq, rq = (f"select count(*), {sel} from {plan.src(side)}" for side in (plan.left, plan.right))
+        if d == "postgres" and plan.left.con is plan.right.con:
+            both = plan.left.con.fetchone(f"select * from ({lq}) l cross join ({rq}) r")
+            rows = [both[:len(both) // 2], both[len(both) // 2:]]
+        else:
+            rows = list(_pair(plan, lambda: plan.left.con.fetchone(lq), lambda: plan.right.con.fetchone(rq)))
+    plan.counts = (int(rows[0][0]), int(rows[1][0]))
+    per_bucket = limits.RANGE_ROWS_PER_BUCKET if d == "duckdb" else limits.PG_RANGE_ROWS_PER_BUCKET
+    wanted = max(1, min(limits.MAX_BUCKETS, -(-max(plan.counts) // per_bucket)))
+    for i, c in enumerate(cands):
+        mins = [r[1 + 2 * i] for r in rows if r[1 + 2 * i] is not None]
+        maxs = [r[2 + 2 * i] for r in rows if r[2 + 2 * i] is not None]
+        lo, hi = (int(min(mins)), int(max(maxs))) if mins else (0, 0)
+        if hi - lo + 1 < wanted and len(cands) > 1 and i < len(cands) - 1:
+            continue  # too few distinct values to cut the rows finely: try the next column
+        if hi - lo + 1 < wanted and wanted > 1:
+            return False
+        span = hi - lo + 1
+        # Aim at per_bucket values per bucket (a dense unique key puts one row on each
+        # value), so a sparse region of the key does not widen the buckets of a dense one.
+        width = max(1, -(-span // limits.MAX_BUCKETS),
+                    min(per_bucket, -(-span * per_bucket // max(1, max(plan.counts)))))
+        plan.buckets = -(-(hi - lo + 1) // width) + 1
+        div = "//" if d == "duckdb" else "/"
+        q = _q(c, d)
+        # Integers computed here, not user text; NULL gets its own bucket.
+        # Values lie in [lo, hi]: `q - lo` cannot overflow when the span fits 31 bits. A bare
+        # column expression keeps DuckDB's statistics, so its aggregate stays cheap.
+        operand = q if hi - lo < 2**31 else f"cast({q} as {'hugeint' if d == 'duckdb' else 'numeric'})"
+        raw = f"({operand} - ({lo})) {div} {width}"
+        if d == "postgres" and operand != q:
+            # numeric `/` keeps the fraction; the span is at least 2**31, so the width is at least
+            # 2**13 and the quotient fits a bigint.
+            raw = f"cast(div({operand} - ({lo}), {width}) as bigint)"
+        if from_stats:
+            # Values may lie outside the sampled range: no offset, so nothing can overflow (and
+            # NULL may share bucket -1 with values just below zero, which changes no answer).
+            raw = f"{q} / {width}"
+        plan.extra["range_raw"] = raw
+        plan.lb = plan.rb = f"coalesce({raw}, -1)"
+        plan.mode = "range"
+        plan.extra["range_column"] = c
+        return True
+    return False
+
+
+def _set_hash_buckets(plan: _Plan) -> None:
+    n = 1
+    while n < limits.MAX_BUCKETS and n * limits.HASH_ROWS_PER_BUCKET < max(plan.counts):
+        n *= 2
+    plan.buckets = n
+    plan.lb, plan.rb = f"(({plan.lb}) & {n - 1})", f"(({plan.rb}) & {n - 1})"

@@ -1,0 +1,276 @@
+"""Row level: the rows of the differing buckets compared as multisets, and the sample rows."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Iterable
+
+from . import limits
+from .floats import _Loose, _pair_floats, _sort_key, floats_close, round_float_sql
+from .plan import _pair, _Plan
+from .results import Side, _jsonable
+from .sql import _TID, _hash_type, _in_list, _is_base_table, _q
+
+
+_COUNT_FIELDS = ("only_l", "only_r", "copies_r", "keys_only_l", "keys_only_r", "changed_rows",
+                 "changed_keys", "dup_l", "dup_r")
+
+
+def _rows_same(plan: _Plan, buckets: list[int] | None) -> tuple[dict, list, list]:
+    """Row-level multiset comparison of the differing buckets, in one query in the warehouse."""
+    d, ht = plan.dialect, _hash_type(plan.dialect)
+    ks = plan.keys_sql
+    kcols = "".join(f", {k} as k{i}" for i, k in enumerate(ks))
+    knames = "".join(f"k{i}, " for i in range(len(ks)))
+    # PostgreSQL base tables: keep one row address (ctid) per differing (bucket, key, hash), so
+    # that the sample rows are then fetched by address instead of by another scan.
+    pg = d == "postgres"
+    # Floats: the hash of the exact columns and the rounded floats ride along (both follow from
+    # the row hash, so the groups stay the same), to find unmatched rows that may pair.
+    fl = "".join(f", {round_float_sql(_q(c, d), d, t)} as r{i}" for i, (c, t) in enumerate(plan.floats))
+    fnames = "".join(f", r{i}" for i in range(len(plan.floats)))
+    fnames = f", nh{fnames}" if plan.floats else ""
+    parts = []
+    for s, side, b, h, nh in ((0, plan.left, plan.lb, plan.lh, plan.lnh), (1, plan.right, plan.rb, plan.rh, plan.rnh)):
+        cond = _in_list(b, buckets, d) if buckets is not None else None
+        tid = (", cast(ctid as text) as t" if _is_base_table(side) else ", cast(null as text) as t") if pg else ""
+        fcols = f", {nh} as nh{fl}" if plan.floats else ""
+        parts.append(f"select {s} as s, {b} as b, {h} as h{kcols}{fcols}{tid} from {plan.src(side, cond)}")
+    nb = f"cast(null as {'hugeint' if d == 'duckdb' else 'numeric'})"
+    z = "cast(0 as bigint)"
+    nt = ", cast(null as text)" if pg else ""
+
+    def i(x: str) -> str:
+        return f"cast(coalesce(sum({x}), 0) as bigint)"
+
+    tids = ", min(t) filter (where s = 0) as tl, min(t) filter (where s = 1) as tr" if pg else ""
+    sql = (f"with u as ({parts[0]} union all {parts[1]}), "
+           f"p as materialized (select b, {knames}h{fnames}, sum(1 - s) as lc, sum(s) as rc{tids} from u "
+           f"group by b, {knames}h{fnames}) ")
+    counts = (f"select 'rows' as kind, {i('case when lc > rc then lc - rc else 0 end')} as a1, "
+              f"{i('case when rc > lc then rc - lc else 0 end')} as a2, "
+              f"{i('case when lc > 0 and rc > lc then rc - lc else 0 end')} as a3, "
+              f"{z} as a4, {z} as a5, {z} as a6, {z} as a7, {z} as a8, {z} as a9, "
+              f"{nb} as b, cast(null as {ht}) as h{nt} from p")
+    selects = [counts]
+    if ks:
+        sql += (f", k as (select {knames}sum(lc) as kl, sum(rc) as kr, "
+                f"max(case when lc <> rc then 1 else 0 end) as dif from p group by {knames.rstrip(', ')}) ")
+        selects.append(
+            f"select 'keys', {z}, {z}, {z}, {i('case when kr = 0 then 1 else 0 end')}, "
+            f"{i('case when kl = 0 then 1 else 0 end')}, "
+            f"{i('case when dif = 1 and kl = 1 and kr = 1 then 1 else 0 end')}, "
+            f"{i('case when dif = 1 and kl = kr then 1 else 0 end')}, "
+            f"{i('case when kl > 1 and kl > kr then 1 else 0 end')}, "
+            f"{i('case when kr > 1 and kr > kl then 1 else 0 end')}, {nb}, cast(null as {ht}){nt} from k")
+    for kind, cond in (("l", "lc > rc"), ("r", "rc > lc")):
+        selects.append(f"select * from (select '{kind}', {z}, {z}, {z}, {z}, {z}, {z}, {z}, {z}, {z}, "
+                       f"cast(b as {'hugeint' if d == 'duckdb' else 'numeric'}), h{', t' + kind if pg else ''} "
+                       f"from p where {cond} order by b, h limit {limits.SAMPLE_ROWS}) x{kind}")
+    if plan.floats:
+        # Buckets holding a left-unmatched and a right-unmatched group with the same exact
+        # columns and rounded floats within two tolerances (each value is within half of one of
+        # its rounding): only there may rows pair.
+        near = " and ".join(f"(l.r{i} is not distinct from r.r{i} or abs(l.r{i} - r.r{i}) <= "
+                            f"{2.01 * t!r} * greatest(abs(l.r{i}), abs(r.r{i}), 1))" for i, (_c, t) in enumerate(plan.floats))
+        num = "hugeint" if d == "duckdb" else "numeric"
+        sql += (f", c as (select l.b as lb, r.b as rb from p l join p r on l.nh = r.nh "
+                f"where l.lc > l.rc and r.rc > r.lc and {near}) ")
+        selects.append(f"select * from (select 'c', {z}, {z}, {z}, {z}, {z}, {z}, {z}, {z}, {z}, cast(x as {num}), "
+                       f"cast(null as {ht}){nt} from (select lb as x from c union select rb from c) cb "
+                       f"limit {limits.MAX_LISTED_BUCKETS + 1}) xc")
+    rows = plan.left.con.fetchall(sql + " union all ".join(selects))
+    out = dict.fromkeys(_COUNT_FIELDS, 0)
+    lsample, rsample, near_buckets = [], [], []
+    for kind, a1, a2, a3, a4, a5, a6, a7, a8, a9, b, h, *tid in rows:
+        if kind == "c":
+            near_buckets.append(int(b))
+        elif kind == "rows":
+            out.update(only_l=int(a1), only_r=int(a2), copies_r=int(a3))
+        elif kind == "keys":
+            out.update(keys_only_l=int(a4), keys_only_r=int(a5), changed_rows=int(a6), changed_keys=int(a7),
+                       dup_l=int(a8), dup_r=int(a9))
+        elif kind == "l":
+            lsample.append((int(b), int(h), *tid))
+        else:
+            rsample.append((int(b), int(h), *tid))
+    if near_buckets:
+        within = buckets if len(near_buckets) > limits.MAX_LISTED_BUCKETS else near_buckets
+        loose = _loose_rows_same(plan, within)
+        if loose is not None:
+            lrest, rrest = _pair_floats(plan, loose, out)
+            # samples: the rows that stay unmatched, also those outside the buckets read here
+            seen = set(within) if within is not None else None
+            lsample, rsample = (sorted([p for p in picks if seen is not None and p[0] not in seen] + rest,
+                                       key=lambda p: p[:2])[:limits.SAMPLE_ROWS]
+                                for picks, rest in ((lsample, lrest), (rsample, rrest)))
+    return out, lsample, rsample
+
+
+def _loose_rows_same(plan: _Plan, buckets: list[int] | None) -> list[_Loose] | None:
+    """The rows left unmatched by the row hash, with their exact floats (None: too many).
+
+    Within a (bucket, key, row hash) group the rows on the side with more of them are numbered in
+    float order; those past the other side's count are the unmatched ones.
+    """
+    d = plan.dialect
+    ks = plan.keys_sql
+    kcols = "".join(f", {k} as k{i}" for i, k in enumerate(ks))
+    knames = "".join(f"k{i}, " for i in range(len(ks)))
+    fcols = ", ".join(f"{_q(c, d)} as f{i}" for i, (c, _t) in enumerate(plan.floats))
+    fnames = ", ".join(f"f{i}" for i in range(len(plan.floats)))
+    pg = d == "postgres"
+    parts = []
+    for s, side, b, h, nh in ((0, plan.left, plan.lb, plan.lh, plan.lnh), (1, plan.right, plan.rb, plan.rh, plan.rnh)):
+        cond = _in_list(b, buckets, d) if buckets is not None else None
+        tid = (", cast(ctid as text) as t" if _is_base_table(side) else ", cast(null as text) as t") if pg else ""
+        parts.append(f"select {s} as s, {b} as b, {h} as h, {nh} as nh{kcols}, {fcols}{tid} from {plan.src(side, cond)}")
+    group = f"partition by b, {knames}h"
+    per_key = (f"sum(1 - s) over (partition by b, {knames.rstrip(', ')}) as kl, "
+               f"sum(s) over (partition by b, {knames.rstrip(', ')}) as kr" if ks else "0 as kl, 0 as kr")
+    sql = (f"with u as ({parts[0]} union all {parts[1]}), w as (select *, sum(1 - s) over ({group}) as lc, "
+           f"sum(s) over ({group}) as rc, {per_key}, row_number() over ({group}, s order by {fnames}) as rn from u) "
+           f"select s, b, h, nh, lc, kl, kr, {knames}{fnames}{', t' if pg else ''} from w "
+           f"where (s = 0 and rn > rc) or (s = 1 and rn > lc) limit {limits.MAX_TOLERANCE_ROWS + 1}")
+    rows = plan.left.con.fetchall(sql)
+    if len(rows) > limits.MAX_TOLERANCE_ROWS:
+        return None
+    nk, nf = len(ks), len(plan.floats)
+    return [_Loose(int(r[0]), int(r[1]), int(r[2]), tuple(r[7:7 + nk]), int(r[3]), tuple(r[7 + nk:7 + nk + nf]),
+                   int(r[4]), int(r[5]), int(r[6]), r[7 + nk + nf] if pg else None) for r in rows]
+
+
+def _chunks(listed: list[tuple]) -> Iterable[list]:
+    chunk, rows = [], 0
+    for b, _p, lc, rc in listed:
+        if chunk and rows + max(lc, rc) > limits.CHUNK_ROWS:
+            yield chunk
+            chunk, rows = [], 0
+        chunk.append(b)
+        rows += max(lc, rc)
+    if chunk:
+        yield chunk
+
+
+def _rows_across(plan: _Plan, listed: list[tuple]) -> tuple[dict, list, list]:
+    """Two connections: per chunk of differing buckets, (bucket, key, row hash) counts from each side."""
+    d = plan.dialect
+    ks = plan.keys_sql
+    kcols = "".join(f"{k}, " for k in ks)
+    out = dict.fromkeys(_COUNT_FIELDS, 0)
+    lsample: list[tuple[int, int]] = []
+    rsample: list[tuple[int, int]] = []
+    unmatched: dict[tuple, tuple[int, int]] = {}  # (bucket, key..., row hash) -> (lc, rc), for the floats
+    key_rows: dict[tuple, tuple[int, int]] = {}
+    for chunk in _chunks(listed):
+        def fetch(side: Side, b: str, h: str, chunk=chunk) -> Counter:
+            sql = (f"select {b} as b, {kcols}{h} as h, count(*) from {plan.src(side, _in_list(b, chunk, d))} "
+                   f"group by {', '.join(str(i + 1) for i in range(len(ks) + 2))}")
+            return Counter({tuple(r[:-1]): int(r[-1]) for r in side.con.fetchall(sql)})
+
+        lcount, rcount = _pair(plan, lambda: fetch(plan.left, plan.lb, plan.lh),
+                               lambda: fetch(plan.right, plan.rb, plan.rh))
+        per_key: dict[tuple, list[int]] = {}
+        for item in set(lcount) | set(rcount):
+            lc, rc = lcount.get(item, 0), rcount.get(item, 0)
+            if lc > rc:
+                out["only_l"] += lc - rc
+                if len(lsample) < limits.SAMPLE_ROWS:
+                    lsample.append((int(item[0]), int(item[-1])))
+            elif rc > lc:
+                out["only_r"] += rc - lc
+                out["copies_r"] += rc - lc if lc > 0 else 0
+                if len(rsample) < limits.SAMPLE_ROWS:
+                    rsample.append((int(item[0]), int(item[-1])))
+            if lc != rc and plan.floats and len(unmatched) <= limits.MAX_TOLERANCE_ROWS:
+                unmatched[item] = (lc, rc)
+            if ks:
+                acc = per_key.setdefault(item[:-1], [0, 0, 0])
+                acc[0] += lc
+                acc[1] += rc
+                acc[2] |= lc != rc
+        if plan.floats:
+            key_rows.update({k: (v[0], v[1]) for k, v in per_key.items() if v[2]})
+        for kl, kr, dif in per_key.values():
+            out["keys_only_l"] += kr == 0
+            out["keys_only_r"] += kl == 0
+            out["changed_rows"] += bool(dif and kl == 1 and kr == 1)
+            out["changed_keys"] += bool(dif and kl == kr)
+            out["dup_l"] += kl > 1 and kl > kr
+            out["dup_r"] += kr > 1 and kr > kl
+    if plan.floats and out["only_l"] and out["only_r"] and len(unmatched) <= limits.MAX_TOLERANCE_ROWS:
+        loose = _loose_rows_across(plan, unmatched, key_rows)
+        if loose is not None:
+            lsample, rsample = (picks[:limits.SAMPLE_ROWS] for picks in _pair_floats(plan, loose, out))
+    return out, lsample, rsample
+
+
+def _loose_rows_across(plan: _Plan, unmatched: dict[tuple, tuple[int, int]],
+                       key_rows: dict[tuple, tuple[int, int]]) -> list[_Loose] | None:
+    """Two connections: the unmatched rows of `_loose_rows_same`, read per side and picked in Python."""
+    d, nk = plan.dialect, len(plan.key)
+    kcols = "".join(f"{k}, " for k in plan.keys_sql)
+    fcols = ", ".join(_q(c, d) for c, _t in plan.floats)
+    width = nk + 3 + len(plan.floats)
+    buckets = sorted({item[0] for item in unmatched})
+
+    def fetch(side: Side, b: str, h: str, nh: str) -> dict[tuple, list]:
+        sql = (f"select {b} as b, {kcols}{h} as h, {nh} as nh, {fcols}, count(*) "
+               f"from {plan.src(side, _in_list(b, buckets, d))} group by {', '.join(str(i + 1) for i in range(width))}")
+        found: dict[tuple, list] = {}
+        for r in side.con.fetchall(sql):
+            found.setdefault(tuple(r[:nk + 2]), []).extend([(int(r[nk + 2]), tuple(r[nk + 3:width]))] * int(r[-1]))
+        return found
+
+    lrows, rrows = _pair(plan, lambda: fetch(plan.left, plan.lb, plan.lh, plan.lnh),
+                         lambda: fetch(plan.right, plan.rb, plan.rh, plan.rnh))
+    out: list[_Loose] = []
+    for item, (lc, rc) in unmatched.items():
+        s, found, n = (0, lrows, lc - rc) if lc > rc else (1, rrows, rc - lc)
+        b, key, h = int(item[0]), tuple(item[1:-1]), int(item[-1])
+        kl, kr = key_rows.get(item[:-1], (0, 0))
+        # in float order, as the one-connection query numbers them
+        for nh, floats in sorted(found.get(tuple(item), []), key=lambda x: [_sort_key(v) for v in x[1]])[-n:]:
+            out.append(_Loose(s, b, h, key, nh, floats, lc, kl, kr))
+        if len(out) > limits.MAX_TOLERANCE_ROWS:
+            return None
+    return out
+
+
+def _fetch_sample(plan: _Plan, side: Side, b: str, h: str, picks: list[tuple], label: str) -> list[dict]:
+    """Rows of `side` with the picked (bucket, row hash); (bucket, hash, ctid) picks are read by address."""
+    if not picks:
+        return []
+    d = plan.dialect
+    cols = ", ".join(_q(c, d) for c in plan.columns) or "*"
+    bucket, hashed = _in_list(b, {p[0] for p in picks}, d), _in_list(h, {p[1] for p in picks}, d)
+    tids = [p[2] for p in picks if len(p) > 2 and p[2] is not None and _TID.match(p[2])]
+    # One row per row hash (json has no `=`, so no DISTINCT over the columns on PostgreSQL).
+    distinct = f"distinct on ({h})" if d == "postgres" else "distinct"
+    rows = []
+    if d == "postgres" and len(tids) == len(picks):
+        # A row that moved since (a concurrent update) is not found there, or fails the bucket
+        # and hash conditions: then the scan below finds the rows.
+        addr = f"ctid = any(array[{', '.join(repr(t) for t in tids)}]::tid[])"
+        rows = side.con.fetch_dicts(f"select {distinct} {cols} from {plan.src(side, f'{addr} and {bucket}', hashed)} "
+                                    f"limit {limits.SAMPLE_ROWS}")
+    if len(rows) < len({p[:2] for p in picks}):
+        rows = side.con.fetch_dicts(f"select {distinct} {cols} from {plan.src(side, bucket, hashed)} "
+                                    f"limit {limits.SAMPLE_ROWS}")
+    return [{"_diff": label, **{k: _jsonable(v) for k, v in r.items()}} for r in rows]
+
+
+def _sample_columns(sample: list[dict], key: tuple[str, ...], columns: list[str],
+                    floats: dict[str, float] | None = None) -> list[str]:
+    """Columns that differ between the sampled left and right rows of the same key (floats beyond tolerance)."""
+    floats = floats or {}
+    if not key:
+        return []
+    left = {tuple(r.get(k) for k in key): r for r in sample if r["_diff"] == "missing"}
+    found: set[str] = set()
+    for r in sample:
+        other = left.get(tuple(r.get(k) for k in key)) if r["_diff"] == "extra" else None
+        if other:
+            found.update(c for c in columns if (not floats_close(r.get(c), other.get(c), floats[c]) if c in floats
+                                                else r.get(c) != other.get(c)))
+    return [c for c in columns if c in found]

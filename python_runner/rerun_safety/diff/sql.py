@@ -1,0 +1,175 @@
+"""The engines' SQL pieces: quoting, row hashes per engine, catalog lookups, the user's filter."""
+
+from __future__ import annotations
+
+import re
+from typing import Iterable, Sequence
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError, TokenError
+from sqlglot.tokens import TokenType
+
+from ..sandbox.base import Connection, ident
+from .results import DiffError, Side
+
+
+_TEMPORAL = ("date", "timestamp", "datetime")
+_TID = re.compile(r"^\(\d+,\d+\)$")
+_INTEGER = {"tinyint", "smallint", "integer", "bigint", "int", "int2", "int4", "int8"}
+
+# PostgreSQL types without an extended hash function: hashed through their text form.
+_PG_TEXT_HASHED = ("json", "xml", "point", "line", "lseg", "box", "path", "polygon", "circle",
+                   "user-defined", "money")
+
+
+def _q(name: str, dialect: str) -> str:
+    return ident(name).sql(dialect=dialect)
+
+
+def _rel(schema: str, name: str, dialect: str) -> str:
+    return f"{_q(schema, dialect)}.{_q(name, dialect)}"
+
+
+def _hash_sql(parts: Sequence[str], dialect: str) -> str:
+    if not parts:
+        return "cast(0 as ubigint)" if dialect == "duckdb" else "cast(0 as bigint)"
+    if dialect == "duckdb":
+        # hash(a, b) XORs b's hash into a mix of a's: hashed once more, values swapped between
+        # two rows of a bucket no longer keep the bucket's sum (a sum of XORs mostly does).
+        return f"hash(hash({', '.join(parts)}))" if len(parts) > 1 else f"hash({parts[0]})"
+    # Uses each type's hash opclass, so it agrees with `=`: -0.0 = 0.0, 1.0 = 1.00, NaN = NaN.
+    return f"hash_record_extended(row({', '.join(parts)}), 0)"
+
+
+# PostgreSQL: the extended hash function of each type's default hash opclass (the one
+# `hash_record_extended` and hash joins use, so it agrees with `=`: -0.0 = 0.0, 1.0 = 1.00,
+# 'a ' = 'a' in char(n)), called per column; a row() record costs about twice as much.
+_PG_HASH_FUNCS = {
+    "smallint": "hashint2extended", "integer": "hashint4extended",
+    "text": "hashtextextended", "character varying": "hashtextextended", "character": "hashbpcharextended",
+    "real": "hashfloat4extended", "double precision": "hashfloat8extended", "numeric": "hash_numeric_extended",
+    "uuid": "uuid_hash_extended", "jsonb": "jsonb_hash_extended", "interval": "interval_hash_extended",
+    "timestamp without time zone": "timestamp_hash_extended", "time without time zone": "time_hash_extended",
+}
+
+
+def _pg_const(i: int) -> int:
+    """A fixed 64-bit constant per column position (the hash of NULL there), as a signed bigint."""
+    v = ((i + 1) * 0x9E3779B97F4A7C15) & (2**64 - 1)
+    return v - 2**64 if v >= 2**63 else v
+
+
+def _pg_hash(items: Sequence[tuple[str, str]]) -> str:
+    """A 64-bit PostgreSQL hash of (expression, information_schema data_type) pairs.
+
+    Each column is hashed by its own type's hash function seeded by its position (NULL: a constant
+    per position), the column hashes are XORed, and the result goes through one more hash of all
+    its 64 bits. That last step matters for sums: `hash_record_extended` combines its columns
+    linearly (h = 31 h + hash(col)), so swapping one column's values between two rows of a bucket
+    keeps the sum of their hashes, up to wraparound (two thirds of such swaps went unseen).
+    bigint is hashed from all 64 bits (its own hash folds them to 32 first); types without a
+    function here share one `hash_record_extended(row(...))`.
+    """
+    if not items:
+        return "cast(0 as bigint)"
+    terms, rest = [], []
+    for i, (expr, typ) in enumerate(items):
+        if typ == "bigint":
+            term = f"hashint4extended({i + 1}, {expr})"  # the value as the seed: all 64 bits mixed
+        elif typ == "boolean":
+            term = f"hashint4extended(cast({expr} as integer), {i + 1})"
+        elif typ in _PG_HASH_FUNCS:
+            term = f"{_PG_HASH_FUNCS[typ]}({expr}, {i + 1})"
+        else:
+            rest.append(expr)
+            continue
+        terms.append(f"coalesce({term}, ({_pg_const(i)}))")
+    if rest:
+        terms.append(f"hash_record_extended(row({', '.join(rest)}), {len(items) + 1})")
+    return f"hashint4extended(0, {' # '.join(terms)})"
+
+
+def row_hash(columns: list[str], dialect: str, alias: str | None = None) -> str:
+    return _hash_sql([(f"{alias}." if alias else "") + _q(c, dialect) for c in columns], dialect)
+
+
+def _hash_type(dialect: str) -> str:
+    return "ubigint" if dialect == "duckdb" else "bigint"
+
+
+def _int_sum(expr: str, dialect: str) -> str:
+    return f"cast(coalesce(sum({expr}), 0) as {'hugeint' if dialect == 'duckdb' else 'numeric'})"
+
+
+def _in_list(expr: str, ints: Iterable[int], dialect: str) -> str:
+    ints = [int(v) for v in ints]
+    values = ", ".join(str(v) for v in ints)
+    if len(ints) <= 64:  # a constant list is a cheap filter; a long one is better as a semi-join
+        cast = "hugeint" if dialect == "duckdb" else "numeric"
+        return f"cast({expr} as {cast}) in ({values})" if any(v >= 2**63 or v < -2**63 for v in ints) \
+            else f"{expr} in ({values})"
+    if dialect == "duckdb":
+        return f"{expr} in (select unnest([{values}]::hugeint[]))"
+    # A constant array is hashed once (PostgreSQL 14+) and, unlike a semi-join, filters inside the
+    # workers of a parallel scan.
+    wide = any(v >= 2**63 or v < -2**63 for v in ints)
+    return f"{expr} = any(array[{values}]::{'numeric' if wide else 'bigint'}[])"
+
+
+def parse_where(sql: str | None, dialect: str) -> exp.Expression | None:
+    """A user filter: exactly one boolean expression, no statements, subqueries or semicolons."""
+    if sql is None or not sql.strip():
+        return None
+    try:
+        tokens = sqlglot.tokenize(sql, read=dialect)
+        statements = sqlglot.parse(sql, read=dialect)
+    except (ParseError, TokenError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else "parse error"
+        raise DiffError(f"--where is not valid {dialect} SQL: {first}") from None
+    if any(t.token_type == TokenType.SEMICOLON for t in tokens) or len(statements) != 1 or statements[0] is None:
+        raise DiffError("--where must be one boolean expression, without semicolons")
+    cond = statements[0]
+    forbidden = (exp.Query, exp.Subquery, exp.Command, exp.DDL, exp.DML, exp.AggFunc, exp.Window,
+                 exp.Set, exp.Use, exp.Transaction, exp.Commit, exp.Rollback)
+    bad = cond.find(*forbidden) if not isinstance(cond, forbidden) else cond
+    if bad is not None:
+        raise DiffError(f"--where must be a plain boolean expression: {type(bad).__name__.lower()} is not "
+                        "allowed (no subqueries, statements, aggregates or window functions)")
+    inner = cond.unnest() if isinstance(cond, exp.Paren) else cond
+    if not isinstance(inner, (exp.Predicate, exp.Connector, exp.Not, exp.Boolean, exp.Column, exp.Func)) \
+            or isinstance(inner, (exp.Literal,)):
+        raise DiffError(f"--where must be a boolean condition, got: {cond.sql(dialect=dialect)}")
+    return cond
+
+
+def _is_base_table(side: Side) -> bool:
+    cache = side.con.__dict__.setdefault("_rs_base_tables", {})
+    key = side.table.sql(dialect="duckdb")
+    if key not in cache:
+        t = side.table
+        conds = [exp.column("table_schema").eq(exp.Literal.string(t.db or ("main" if side.con.dialect == "duckdb"
+                                                                              else "public"))),
+                 exp.column("table_name").eq(exp.Literal.string(t.name))]
+        if t.catalog:
+            conds.append(exp.column("table_catalog").eq(exp.Literal.string(t.catalog)))
+        row = side.con.fetchone(exp.select("table_type").from_(exp.Table(this=ident("tables"), db=ident("information_schema")))
+                                .where(exp.and_(*conds)))
+        cache[key] = bool(row) and str(row[0]).upper() == "BASE TABLE"
+    return cache[key]
+
+
+def columns_of(con: Connection, table: exp.Table) -> list[tuple[str, str]]:
+    conds = [exp.column("table_schema").eq(exp.Literal.string(table.db or ("main" if con.dialect == "duckdb" else "public"))),
+             exp.column("table_name").eq(exp.Literal.string(table.name))]
+    if table.catalog:
+        conds.append(exp.column("table_catalog").eq(exp.Literal.string(table.catalog)))
+    q = (exp.select("column_name", "data_type")
+         .from_(exp.Table(this=ident("columns"), db=ident("information_schema")))
+         .where(exp.and_(*conds)).order_by("ordinal_position"))
+    return [(r[0], str(r[1])) for r in con.fetchall(q)]
+
+
+def _src(side: Side, d: str) -> str:
+    where = f" where {side.where.sql(dialect=d)}" if side.where is not None else ""
+    return f"{side.table.sql(dialect=d)}{where}"
