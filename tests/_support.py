@@ -87,7 +87,8 @@ class PgServer:
         shutil.rmtree(self.base, ignore_errors=True)
 
 
-def start_pg_server() -> PgServer:
+def start_pg_server(extra_opts: str = "") -> PgServer:
+    """`extra_opts`: more server settings, e.g. "-c autovacuum_naptime=1"."""
     base = tempfile.mkdtemp(prefix="rerun_safety_pg_")
     os.chmod(base, 0o777)
     datadir = os.path.join(base, "data")
@@ -102,7 +103,7 @@ def start_pg_server() -> PgServer:
                                  "--encoding=UTF8", "--no-sync"]),
                    check=True, capture_output=True)
     port = free_port()
-    opts = f"-p {port} -k {base} -c listen_addresses=127.0.0.1 -c max_connections=200 -c fsync=off"
+    opts = f"-p {port} -k {base} -c listen_addresses=127.0.0.1 -c max_connections=200 -c fsync=off {extra_opts}"
     subprocess.run(_as_postgres([_pg_bin("pg_ctl"), "-D", datadir, "-o", opts, "-l",
                                  os.path.join(base, "server.log"), "-w", "start"]),
                    check=True, capture_output=True)
@@ -116,6 +117,22 @@ def start_pg_server() -> PgServer:
             if time.time() > deadline:
                 raise
             time.sleep(0.2)
+
+
+def create_role(server: PgServer, name: str | None = None, *, password: str | None = None,
+                attributes: str = "login createdb") -> str:
+    """A role without superuser (by default CREATEDB only, as a CI role usually is); returns its name."""
+    from psycopg2 import sql as pgsql
+
+    name = name or f"rs_role_{uuid.uuid4().hex[:8]}"
+    conn = server.connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute(pgsql.SQL("create role {} " + attributes + (" password %s" if password else ""))
+                        .format(pgsql.Identifier(name)), [password] if password else None)
+    finally:
+        conn.close()
+    return name
 
 
 def duckdb_profile(path: str | Path, schema: str = "main", **extra) -> dict:

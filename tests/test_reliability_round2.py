@@ -120,3 +120,108 @@ def test_partition_values_from_data_are_safe_without_standard_conforming_strings
         assert po.rows("po_inject") == Counter([("a", 1), ("b", 20), (CRAFTED, 31), ("it's", 41)])
     finally:
         po.drop_warehouse()
+
+
+# ------------------------------------------------------------------ 3. a role without superuser
+
+@pytest.fixture(scope="module")
+def vacuum_server():
+    """A server whose autovacuum visits every database each second and works slowly there (cost delay
+    100 ms, limit 1), so that a worker is inside a fresh sandbox whenever it is dropped: the race a
+    CREATEDB role lost 1 run in 3 with a short naptime happens on nearly every drop here."""
+    from _support import start_pg_server
+
+    server = start_pg_server("-c autovacuum_naptime=1 -c autovacuum_vacuum_cost_delay=100 "
+                             "-c autovacuum_vacuum_cost_limit=1")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def _role_target(server, tmp: Path):
+    from _support import create_role
+
+    role = create_role(server)  # LOGIN CREATEDB, no superuser
+    return role, payments_target("postgres", tmp, server=server, role=role)
+
+
+def _databases_of(server, role: str) -> list[str]:
+    conn = server.connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute("select datname from pg_database where starts_with(datname, %s) and "
+                        "pg_get_userbyid(datdba) = %s order by 1", [PREFIX, role])
+            return [r[0] for r in cur.fetchall()]
+    finally:
+        conn.close()
+
+
+# The game days of this section: the payments fixture's incremental merge model and its view.
+ROLE_ARGS = (*CHEAP, "--select", "payments_merged")
+
+
+def test_createdb_role_ten_game_days_finish_and_leave_nothing(vacuum_server, tmp_path):
+    role, target = _role_target(vacuum_server, tmp_path / "proj")
+    outcomes = []
+    for i in range(10):
+        proc = spawn_gameday(target, tmp_path / f"run{i}", *ROLE_ARGS)
+        _, err = proc.communicate(timeout=600)
+        report = load_report(proc.out_dir) if (proc.out_dir / "report.json").exists() else None
+        outcomes.append((proc.returncode, report and {m["name"]: m["verdict"] for m in report["models"]},
+                         _databases_of(vacuum_server, role), leftover_folders(tmp_path / f"run{i}"),
+                         err.strip().splitlines()[-1:] if proc.returncode else []))
+    expected = (0, {"payments_current": "safe", "payments_merged": "safe"}, [], [], [])
+    assert outcomes == [expected] * 10
+
+
+def test_two_roles_on_one_server_never_break_each_other(vacuum_server, tmp_path):
+    import test_reliability_support as support
+
+    role_a, a = _role_target(vacuum_server, tmp_path / "a")
+    role_b, b = _role_target(vacuum_server, tmp_path / "b")
+    # A is killed mid-run: its sandboxes stay (its next run sweeps them)
+    proc = spawn_gameday(a, tmp_path / "run_a", *ROLE_ARGS)
+    assert wait_until(lambda: phase(tmp_path / "run_a", vacuum_server) in ("reference", "scenario"), 240, proc)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=60)
+    stale_a = _databases_of(vacuum_server, role_a)
+    assert stale_a
+    # B's game day (whose sweep sees A's dead sandboxes) finishes, and leaves A's alone
+    proc = spawn_gameday(b, tmp_path / "run_b", *ROLE_ARGS)
+    _, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err
+    assert {m["name"]: m["verdict"] for m in load_report(proc.out_dir)["models"]} == {
+        "payments_current": "safe", "payments_merged": "safe"}
+    assert _databases_of(vacuum_server, role_b) == []
+    assert _databases_of(vacuum_server, role_a) == stale_a
+    # A's own sweep removes them
+    assert support.next_run_sweep(a, tmp_path / "run_a") >= len(stale_a)  # + its run and parse folders
+    assert leftover_databases(vacuum_server) == [] and leftover_folders(tmp_path / "run_a") == []
+
+
+def test_interrupt_never_claims_removed_while_a_sandbox_stays(vacuum_server, tmp_path):
+    """A session the role may not end (a superuser's) holds a sandbox open during Ctrl-C: the run says
+    which sandbox stayed instead of "sandboxes removed", and the next run removes it."""
+    import test_reliability_support as support
+
+    role, target = _role_target(vacuum_server, tmp_path / "proj")
+    proc = spawn_gameday(target, tmp_path / "run", *ROLE_ARGS)
+    assert wait_until(lambda: any(n.endswith("_reference") for n in _databases_of(vacuum_server, role)), 240, proc)
+    held = next(n for n in _databases_of(vacuum_server, role) if n.endswith("_reference"))
+    holder = vacuum_server.connect(held)
+    try:
+        os.kill(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        holder.close()
+    lines = [ln for ln in err.splitlines() if ln.strip() and not ln.startswith(("rerun-safety: game day",
+                                                                              "rerun-safety: scenario"))]
+    assert proc.returncode == 2, err
+    assert "sandboxes removed" not in err and "Traceback" not in err, err
+    assert len(lines) == 1 and lines[0].startswith("rerun-safety: error: cannot drop sandbox database"), err
+    assert held in lines[0] and "being accessed by other users" in lines[0], err
+    assert lines[0].endswith("the next game day removes what is left"), err
+    assert held in _databases_of(vacuum_server, role)
+    support.next_run_sweep(target, tmp_path / "run")
+    assert _databases_of(vacuum_server, role) == [] and leftover_folders(tmp_path / "run") == []

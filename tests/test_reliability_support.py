@@ -43,7 +43,9 @@ class Target:
         return pg_fingerprint(self.server, self.dbname)
 
 
-def payments_target(engine: str, dest: Path, server=None, output_extra: dict | None = None) -> Target:
+def payments_target(engine: str, dest: Path, server=None, output_extra: dict | None = None,
+                    role: str | None = None) -> Target:
+    """`role` (PostgreSQL): the database is owned and loaded by that role, and the profile uses it."""
     dest.mkdir(parents=True, exist_ok=True)
     project = copy_project(FIXTURES / "payments", dest / "payments")
     if engine == "duckdb":
@@ -55,7 +57,15 @@ def payments_target(engine: str, dest: Path, server=None, output_extra: dict | N
         dbt_deps(project, profiles)
         return Target(engine, project, profiles, output)
     dbname = server.create_database("payments")
-    load_data.load_postgres(server.dsn(dbname))
+    dsn = server.dsn(dbname)
+    if role:
+        conn = server.connect()
+        with conn.cursor() as cur:
+            cur.execute(f'alter database "{dbname}" owner to "{role}"')
+        conn.close()
+        dsn = f"{dsn} user={role}"
+        output_extra = {"user": role, **(output_extra or {})}
+    load_data.load_postgres(dsn)
     output = postgres_profile(server, dbname, schema="analytics", **(output_extra or {}))
     profiles = dest / "profiles"
     write_profiles(profiles, "payments", output, target="local")

@@ -12,6 +12,7 @@ from typing import Any, Iterable, Sequence
 import sqlglot
 from sqlglot import exp
 
+from ..errors import SandboxError
 from ..project import SourceTable
 
 # Every sandbox (file, folder or database) starts with this, so a later run can find leftovers.
@@ -165,13 +166,19 @@ class Engine(abc.ABC):
         return removed
 
     def cleanup(self) -> None:
+        """Remove every sandbox of this run; raises SandboxError naming one that stays (after
+        trying all of them), so that nobody is told that sandboxes were removed when one was not."""
+        failed: list[str] = []
         for sandbox in list(self.sandboxes):
             try:
                 self.drop(sandbox)
-            except Exception:  # keep removing the others; sweep() catches what is left
-                pass
+            except Exception as err:  # keep removing the others; sweep() catches what is left
+                text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+                failed.append(text if sandbox.location in text else f"could not remove sandbox {sandbox.location}: {text}")
         if not self.attached:
             shutil.rmtree(self.run_dir, ignore_errors=True)
+        if failed:
+            raise SandboxError(failed[0] + (f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""))
 
     def close(self) -> None:
         """Release run-level resources (locks)."""

@@ -167,29 +167,74 @@ class PostgresEngine(Engine):
         self.sandboxes.append(sandbox)
         return sandbox
 
-    def _drop_database(self, name: str) -> None:
+    def _drop_database(self, name: str, attempts: int = 3) -> None:
+        """Drop a sandbox database, also as a role without superuser while autovacuum works in it.
+
+        `WITH (FORCE)` must be allowed to terminate every other session in the database, and a
+        role without superuser may not terminate an autovacuum worker ("must be a member of the
+        role whose process is being terminated"). Then: end this role's own sessions there and
+        drop without FORCE, which stops autovacuum workers itself and waits up to 5 s for the
+        rest; a few times, in case a worker starts again in between."""
         if name == self.user_db or not name.startswith(PREFIX):
             raise SandboxError(f"refusing to drop database {name}: not a sandbox")
-        with self.admin.raw.cursor() as cur:
-            cur.execute(pgsql.SQL("drop database if exists {} with (force)").format(pgsql.Identifier(name)))
+        ident = pgsql.Identifier(name)
+        try:
+            with self.admin.raw.cursor() as cur:
+                cur.execute(pgsql.SQL("drop database if exists {} with (force)").format(ident))
+            return
+        except (psycopg2.errors.InsufficientPrivilege, psycopg2.errors.ObjectInUse) as err:
+            if isinstance(err, psycopg2.errors.InsufficientPrivilege) and "owner" in str(err):
+                raise SandboxError(f"cannot drop sandbox database {name}: {str(err).strip().splitlines()[0]}") from None
+            last = str(err).strip().splitlines()[0]
+        except psycopg2.Error as err:
+            raise SandboxError(f"cannot drop sandbox database {name}: {str(err).strip().splitlines()[0]}") from None
+        for attempt in range(attempts):
+            try:
+                with self.admin.raw.cursor() as cur:
+                    cur.execute("select pg_terminate_backend(pid) from pg_stat_activity where datname = %s "
+                                "and pid <> pg_backend_pid() and usename = current_user", [name])
+                    cur.execute(pgsql.SQL("drop database if exists {}").format(ident))
+                return
+            except psycopg2.errors.ObjectInUse as err:  # still in use after PostgreSQL's own 5 s
+                last = str(err).strip().splitlines()[0]
+                time.sleep(0.2 * (attempt + 1))
+            except psycopg2.Error as err:
+                raise SandboxError(f"cannot drop sandbox database {name}: {str(err).strip().splitlines()[0]}") from None
+        raise SandboxError(f"cannot drop sandbox database {name}: {last}")
 
     def drop(self, sandbox: Sandbox) -> None:
         self._drop_database(sandbox.location)
         if sandbox in self.sandboxes:
             self.sandboxes.remove(sandbox)
 
-    def cleanup(self) -> None:
-        super().cleanup()
-        if self.attached:
-            return
-        # Workers create sandboxes this process never saw: drop everything with this run's prefix.
+    def _leftovers(self) -> list[str]:
+        # Workers create sandboxes this process never saw: everything with this run's prefix.
         mine = f"{PREFIX}{self.run_id}_"
-        for (name,) in self.admin.fetchall("select datname from pg_database"):
-            if name.startswith(mine):
-                try:
-                    self._drop_database(name)
-                except Exception:
-                    pass
+        try:
+            return [name for (name,) in self.admin.fetchall("select datname from pg_database")
+                    if name.startswith(mine)]
+        except Exception as err:  # the connection is gone: the next run's sweep removes them
+            raise SandboxError(f"cannot list this run's sandbox databases: {str(err).strip().splitlines()[0]}; "
+                               "the next game day removes them") from None
+
+    def cleanup(self) -> None:
+        failed: list[str] = []
+        try:
+            super().cleanup()
+        except SandboxError as err:
+            failed.append(str(err))
+        if not self.attached:
+            try:
+                for name in self._leftovers():
+                    try:
+                        self._drop_database(name)
+                    except SandboxError as err:
+                        failed.append(str(err))
+            except SandboxError as err:
+                failed.append(str(err))
+        if failed:
+            self.close()  # releases the run's advisory lock: the next run's sweep may drop them
+            raise SandboxError(f"{failed[0]}; the next game day removes what is left")
 
     def connect(self, sandbox: Sandbox) -> PgConnection:
         if sandbox.location == self.user_db:
@@ -218,9 +263,13 @@ class PostgresEngine(Engine):
                         sandbox.location, schema, ident.replace('"', '""'))
 
     def sweep(self) -> int:
+        """Drop the sandbox databases of dead runs of this role. Another role's are left alone: only
+        their owner may drop them (and its own next run does), and trying must not fail this run."""
         removed = super().sweep()
-        rows = self.admin.fetchall(
-            "select datname from pg_database where datname like 'rerun\\_safety\\_sbx\\_%%'".replace("%%", "%"))
+        with self.admin.raw.cursor() as cur:
+            cur.execute("select datname from pg_database where starts_with(datname, %s) "
+                        "and datdba = (select oid from pg_roles where rolname = current_user)", [PREFIX])
+            rows = cur.fetchall()
         by_run: dict[str, list[str]] = {}
         for (name,) in rows:
             run = name[len(PREFIX):].split("_", 1)[0]
@@ -232,8 +281,11 @@ class PostgresEngine(Engine):
                 continue  # its run is alive
             try:
                 for name in names:
-                    self._drop_database(name)
-                    removed += 1
+                    try:
+                        self._drop_database(name)
+                        removed += 1
+                    except SandboxError:
+                        continue  # e.g. still in use by another role's session: a later run retries
             finally:
                 self.admin.execute("select pg_advisory_unlock(%s)", [key])
         return removed
