@@ -108,6 +108,10 @@ def test_clock_window(adapter):
         found = run_rules(_model(adapter, f"select * from {SRC} where {where}"))
         assert [(f.rule, f.severity) for f in found] == [("clock-window", "error")], where
         assert found[0].hint
+    # an upper bound on the clock only delays future-stamped rows: a warning
+    upper = run_rules(_model(adapter, f"select * from {SRC} where event_ts >= (select max(event_ts) from {T}) "
+                                      "and event_ts < now()"))
+    assert [(f.rule, f.severity) for f in upper] == [("clock-window", "warning")]
     # a view that feeds an incremental model: the same hazard
     view = _model(adapter, f"select * from {SRC} where event_date >= current_date - 14", materialized="view",
                   feeds_incremental=True)

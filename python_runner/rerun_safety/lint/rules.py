@@ -483,6 +483,23 @@ def nondeterministic_function(ctx: ModelContext) -> list[Hit]:
     return hits
 
 
+def _clock_starts_window(node: exp.Expression) -> bool:
+    """The clock sets where the batch starts (`col >= clock - 14`, `clock - 14 <= col`,
+    `between clock - 14 and ...`), not only an upper bound (`col < now()`)."""
+    child, parent = node, node.parent
+    while parent is not None and not isinstance(parent, (exp.Where, exp.Join, exp.Having, exp.Qualify)):
+        if isinstance(parent, exp.Between):
+            return child.arg_key == "low"
+        if isinstance(parent, (exp.GT, exp.GTE)):
+            return child.arg_key == "expression"
+        if isinstance(parent, (exp.LT, exp.LTE)):
+            return child.arg_key == "this"
+        if isinstance(parent, (exp.EQ, exp.In)):
+            return True  # one day picked by the clock
+        child, parent = parent, parent.parent
+    return True
+
+
 def clock_window(ctx: ModelContext) -> list[Hit]:
     """A filter on the clock (`where day >= current_date - 14`) in an incremental model or one
     that feeds it: which rows a batch holds depends on when it runs, so a rerun, a late run or a
@@ -505,11 +522,14 @@ def clock_window(ctx: ModelContext) -> list[Hit]:
                     cond = cond.parent
                 text = _sql(cond, ctx, 90)
                 what = "an incremental model" if ctx.is_incremental else "a model that feeds an incremental one"
+                start = _clock_starts_window(node)
                 hits.append(Hit("clock-window",
                                 f"`{text}` in {where} of {what}: the rows of a batch depend on when it runs, so "
-                                "a rerun, a late run or a backfill reads a different window",
+                                "a rerun, a late run or a backfill reads a different window" if start else
+                                f"`{text}` in {where} of {what} bounds the batch by the clock from above: rows "
+                                "stamped later than the run wait for a later run",
                                 branch, tuple(_needle(n) for n in _NONDET_NEEDLES.get(name, (name,))),
-                                key=f"{text}|{where}"))
+                                severity="" if start else WARNING, key=f"{text}|{where}"))
     return hits
 
 
