@@ -62,12 +62,13 @@ def test_boundary_row_appended_again_on_each_step(payments_run):
     m = by_name(payments_run["report"])["payments_appended"]
     assert m["root_cause"] is True
     replay = scenario(m, "replay")
-    # `>=` on the watermark re-reads exactly the newest row at each of the 2 incremental steps
-    assert (replay["reference_rows"], replay["rows"], replay["duplicate_keys"], replay["missing_rows"]) == (600, 602, 2, 0)
+    # `>=` on the watermark re-reads exactly the newest row at each of the 3 daily batches
+    assert (replay["reference_rows"], replay["rows"], replay["duplicate_keys"], replay["missing_rows"]) == (600, 603, 3, 0)
     rerun = scenario(m, "rerun")
-    # each of the 4 incremental runs re-appends the newest row it finds: 166, 383, 383, 600
-    assert (rerun["rows"], rerun["extra_rows"], rerun["duplicate_keys"]) == (604, 4, 3)
-    assert sorted({r["payment_no"] for r in rerun["sample"]}) == [166, 383, 600]
+    # each of the 6 incremental runs re-appends the newest row it finds: the first build's newest (155),
+    # then each day's newest twice (360, 566) and the last one once more (600)
+    assert (rerun["rows"], rerun["extra_rows"], rerun["duplicate_keys"]) == (606, 6, 4)
+    assert sorted({r["payment_no"] for r in rerun["sample"]}) == [155, 360, 566, 600]
     partial = scenario(m, "partial")
     assert partial["verdict"] == "loss" and partial["missing_rows"] > 0
 
@@ -128,9 +129,13 @@ def test_source_without_time_column(payments_project, tmp_path):
     src = project / "models" / "sources.yml"
     src.write_text(src.read_text().replace("        loaded_at_field: ingested_at\n", ""))
     code, _, err = _gameday(project, "--select", "payments_appended")
-    assert code == 2
-    line = _one_line(err)
-    assert "payments_appended" in line and "ingest.payments" in line and "event_time" in line
+    assert code == 2 and "Traceback" not in err
+    # one line per source without a time column, each with the fix
+    assert err.strip().splitlines() == [
+        "rerun-safety: error: 1 source(s) read by incremental models have no time column, so no rows can arrive "
+        "batch by batch:",
+        "  source ingest.payments (read by payments_appended): set `config: {event_time: <column>}` on it in its "
+        "sources .yml, or `time_columns: {ingest.payments: <column>}` in rerun_safety.yml"]
 
 
 def test_unsupported_adapter(payments_project, tmp_path):

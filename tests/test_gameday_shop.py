@@ -43,9 +43,10 @@ def test_append_with_lookback_duplicates(shop_run):
         m = models[name]
         assert (m["verdict"], m["root_cause"], m["contaminated_by"]) == ("duplicates", True, [])
         replay = scenario(m, "replay")
-        # 4,800 events; each of 3 incremental steps re-appends the 3-day lookback
-        assert (replay["reference_rows"], replay["rows"], replay["missing_rows"]) == (4800, 10787, 0)
-        assert (replay["extra_rows"], replay["duplicate_keys"]) == (5987, 3587)
+        # 4,800 events over 6 days; the first build holds 2 days, then each of 4 daily batches
+        # re-appends the 3-day lookback (1,600 + 2,400 + 3,200 + 3,2xx + 3,2xx rows)
+        assert (replay["reference_rows"], replay["rows"], replay["missing_rows"]) == (4800, 13602, 0)
+        assert (replay["extra_rows"], replay["duplicate_keys"]) == (8802, 4000)
         rerun = scenario(m, "rerun")
         assert rerun["rows"] > replay["rows"] and rerun["duplicate_keys"] == 4800
 
@@ -95,4 +96,8 @@ def test_summary(shop_run):
         "events_append_lookback", "events_keyed_append", "events_watermark",
         "events_partition_overwrite_unaligned", "events_scored"])
     assert summary["exit_code"] == 1
-    assert summary["dbt_invocations"] == 23  # 1 + 4 + 7 + 5 + 5 + 1 with --steps 4
+    # --steps 4 daily batches: reference 1, replay 5 and backfill 1 more in the same sandbox, rerun 9,
+    # partial 6, determinism 1; no isolation run (the contaminated marts are tables)
+    assert summary["dbt_invocations"] == 1 + 5 + 1 + 9 + 6 + 1
+    assert summary["cutoffs"] == ["2026-03-03 00:00:00", "2026-03-04 00:00:00", "2026-03-05 00:00:00",
+                                  "2026-03-06 00:00:00", "2026-03-07 00:00:00"]

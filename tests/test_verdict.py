@@ -4,7 +4,6 @@ import datetime as dt
 import pytest
 
 from rerun_safety.diff import DiffResult
-from rerun_safety.scenarios import Arrive, Reset, Run, count_runs, make_timeline, scenario_steps
 from rerun_safety.verdict import model_verdict, root_causes, scenario_verdict
 
 
@@ -59,21 +58,3 @@ def test_root_cause_is_per_scenario():
     roots, contaminated = root_causes(verdicts, parents)
     assert roots == {"parent", "child"}
     assert contaminated == {}
-
-
-def test_timeline_and_steps():
-    t = make_timeline(dt.datetime(2026, 3, 1), dt.datetime(2026, 3, 5), 4)
-    assert t.cutoffs == (dt.datetime(2026, 3, 2), dt.datetime(2026, 3, 3), dt.datetime(2026, 3, 4))
-    # windows overlap: each starts half a step before the previous one ended
-    assert t.window(3) == (dt.datetime(2026, 3, 2, 12), dt.datetime(2026, 3, 4))
-    assert t.window(4)[1] == dt.datetime(2026, 3, 5, 0, 0, 1)
-    replay = scenario_steps("replay", t)
-    assert isinstance(replay[0], Reset) and replay[0].cutoff == dt.datetime(2026, 3, 2)
-    assert [type(s).__name__ for s in replay] == ["Reset", "Run", "Arrive", "Run", "Arrive", "Run", "Arrive", "Run"]
-    assert replay[-2] == Arrive(dt.datetime(2026, 3, 4), None)
-    partial = scenario_steps("partial", t)
-    parts = [s.part for s in partial if isinstance(s, Arrive)]
-    assert parts == [None, "first", "rest", None]
-    backfill = scenario_steps("backfill", t)
-    assert backfill[-1] == Run(False, t.window(2), "backfill of step 2")
-    assert count_runs(["reference", "replay", "rerun", "partial", "backfill", "determinism"], t) == 23

@@ -43,6 +43,16 @@ def _fail(err: BaseException, debug: bool) -> None:
     sys.exit(2)
 
 
+def _fail_unexpected(err: BaseException, debug: bool) -> None:
+    """Anything that is not a verdict exits 2 with one line (the traceback with --debug)."""
+    if debug:
+        raise err
+    first = next((ln.strip() for ln in str(err).splitlines() if ln.strip()), "")
+    click.secho(f"rerun-safety: error: {type(err).__name__}: {first[:400]} (run with --debug for the traceback)",
+                fg="red", err=True)
+    sys.exit(2)
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 @click.version_option(package_name="rerun-safety")
@@ -57,8 +67,16 @@ def main(ctx: click.Context, debug: bool) -> None:
 @click.option("--select", "-s", multiple=True, help="dbt selection (default: the whole project).")
 @click.option("--exclude", multiple=True, help="dbt exclusion.")
 @click.option("--vars", "vars_yaml", default=None, help="YAML dict passed to dbt as --vars.")
-@click.option("--steps", default=4, show_default=True, type=click.IntRange(2, 50),
-              help="How many cutoffs the snapshot's time range is cut into.")
+@click.option("--batch-size", default="day", show_default=True,
+              help="The simulated schedule: hour, day, week, month, year, or a duration such as 6h, 2d.")
+@click.option("--steps", default=4, show_default=True, type=click.IntRange(1, 1000),
+              help="How many batches at the end of the data are replayed (everything before them is "
+                   "present for the first build).")
+@click.option("--since", default=None, help="Copy only rows from this time on (ISO-8601): the game day costs "
+                                            "what the slice costs.")
+@click.option("--until", default=None, help="Copy only rows before this time (ISO-8601).")
+@click.option("--float-tolerance", default=None, type=float,
+              help="Relative tolerance for float columns (default suits float rounding).")
 @click.option("--scenarios", default="all", show_default=True,
               help="Comma-separated: reference,replay,rerun,partial,backfill,determinism.")
 @click.option("--output-dir", default=None, type=click.Path(file_okay=False),
@@ -67,8 +85,8 @@ def main(ctx: click.Context, debug: bool) -> None:
               help="Scenarios run in this many worker processes.")
 @click.option("--keep-sandboxes", is_flag=True, help="Do not remove sandboxes (for debugging).")
 @click.pass_context
-def gameday(ctx, project_dir, profiles_dir, target, select, exclude, vars_yaml, steps, scenarios,
-            output_dir, threads, keep_sandboxes):
+def gameday(ctx, project_dir, profiles_dir, target, select, exclude, vars_yaml, batch_size, steps, since, until,
+            float_tolerance, scenarios, output_dir, threads, keep_sandboxes):
     """Replay every incremental model in sandboxes and diff it against a clean reference build."""
     from .gameday import GamedayOptions, run_gameday
     from .report import write_reports
@@ -80,7 +98,8 @@ def gameday(ctx, project_dir, profiles_dir, target, select, exclude, vars_yaml, 
         options = GamedayOptions.build(
             project_dir=project_dir, profiles_dir=profiles_dir, target=target, select=select,
             exclude=exclude, vars_yaml=vars_yaml, steps=steps, scenarios=scenarios,
-            output_dir=output_dir, threads=threads, keep_sandboxes=keep_sandboxes)
+            output_dir=output_dir, threads=threads, keep_sandboxes=keep_sandboxes, batch_size=batch_size,
+            since=since, until=until, float_tolerance=float_tolerance)
         with TerminalProgress() as progress:
             report = run_gameday(options, progress=progress)
         paths = write_reports(report, options.output_dir)
@@ -91,6 +110,9 @@ def gameday(ctx, project_dir, profiles_dir, target, select, exclude, vars_yaml, 
         name = "SIGTERM" if isinstance(err, Terminated) else "SIGINT"
         click.secho(f"rerun-safety: interrupted by {name}; sandboxes removed", fg="red", err=True)
         sys.exit(143 if isinstance(err, Terminated) else 130)
+    except Exception as err:  # noqa: BLE001 - not a verdict: exit 2 with one line, never 1
+        _fail_unexpected(err, debug)
+        return
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

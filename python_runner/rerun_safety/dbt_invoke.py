@@ -78,6 +78,8 @@ class DbtResult:
     nodes: tuple[NodeResult, ...] = ()
     wall_time: float = 0.0
     raw: Any = field(default=None, compare=False, repr=False)
+    # (node unique_id, clock reads simulated, clock reads left as they are) for SQL that read the clock
+    clock_reads: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = ()
 
     def node(self, unique_id: str) -> NodeResult | None:
         for n in self.nodes:
@@ -95,6 +97,12 @@ def _first_line(text: str) -> str:
     return " ".join(lines[:3])[:500] if lines else ""
 
 
+def _whole_message(text: str) -> str:
+    """dbt's whole message for a node (a failing model's database error names the line and the
+    cause over several lines), without blank lines."""
+    return "\n".join(ln.rstrip() for ln in str(text).strip().splitlines() if ln.strip())
+
+
 def _node_results(result: Any) -> tuple[NodeResult, ...]:
     out = []
     for r in getattr(result, "results", None) or ():
@@ -103,7 +111,7 @@ def _node_results(result: Any) -> tuple[NodeResult, ...]:
         out.append(NodeResult(
             unique_id=getattr(node, "unique_id", "") if node is not None else "",
             status=str(getattr(status, "value", status)),
-            message=_first_line(getattr(r, "message", "") or ""),
+            message=_whole_message(getattr(r, "message", "") or ""),
             execution_time=float(getattr(r, "execution_time", 0.0) or 0.0),
             failures=getattr(r, "failures", None),
         ))
@@ -138,8 +146,12 @@ class DbtSession:
         return args
 
     def invoke(self, command: Sequence[str], *, profiles_dir: str | None = None,
-               vars_yaml: str | None = None, use_manifest: bool = True) -> DbtResult:
+               vars_yaml: str | None = None, use_manifest: bool = True, clock: Any = None,
+               dialect: str = "") -> DbtResult:
+        """`clock`: a naive datetime the invocation runs at (see clock.py), in `dialect`'s SQL."""
         from dbt.cli.main import dbtRunner
+
+        from .clock import simulated
 
         args = [*command, *self._common(profiles_dir or self.profiles_dir)]
         if command[0] in ("run", "seed", "build", "compile"):
@@ -154,23 +166,33 @@ class DbtSession:
         started = time.perf_counter()
         buffer = io.StringIO()
         logging.getLogger("dbt").setLevel(logging.ERROR)
+        reads: dict[str, tuple[set, set]] = {}
+
+        def record(node: str, used: tuple[str, ...], kept: tuple[str, ...]) -> None:
+            seen = reads.setdefault(node, (set(), set()))
+            seen[0].update(used)
+            seen[1].update(kept)
+
         try:
-            with redirect_stdout(buffer):
+            with redirect_stdout(buffer), simulated(clock, dialect, record):
                 res = runner.invoke(args)
         finally:
             trim_behavior_flags()
+        clock_reads = tuple((node, tuple(sorted(u)), tuple(sorted(k))) for node, (u, k) in sorted(reads.items()))
         wall = time.perf_counter() - started
         if isinstance(res.exception, KeyboardInterrupt):
             raise res.exception  # dbtRunner swallows Ctrl-C/SIGTERM: let the caller clean up
         nodes = _node_results(res.result)
         if res.exception is not None:
-            result = DbtResult(tuple(args), False, True, _first_line(str(res.exception)), nodes, wall, res.result)
+            result = DbtResult(tuple(args), False, True, _first_line(str(res.exception)), nodes, wall, res.result,
+                               clock_reads)
         elif not res.success:
             failed = [n for n in nodes if n.status in ("error", "fail", "runtime error")]
-            msg = "; ".join(f"{n.unique_id}: {n.message}" for n in failed[:3]) or _first_line(buffer.getvalue())
-            result = DbtResult(tuple(args), False, False, msg, nodes, wall, res.result)
+            msg = "; ".join(f"{n.unique_id}: {_first_line(n.message)}" for n in failed[:3]) or \
+                _first_line(buffer.getvalue())
+            result = DbtResult(tuple(args), False, False, msg, nodes, wall, res.result, clock_reads)
         else:
-            result = DbtResult(tuple(args), True, False, "", nodes, wall, res.result)
+            result = DbtResult(tuple(args), True, False, "", nodes, wall, res.result, clock_reads)
         self.invocations.append(result)
         return result
 

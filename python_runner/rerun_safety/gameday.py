@@ -1,32 +1,49 @@
 """The game day: snapshot the sources, replay the project in sandboxes, diff, judge."""
 from __future__ import annotations
 
-import dataclasses
+import contextlib
 import datetime as dt
 import os
 import shutil
 import tempfile
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import yaml
 from sqlglot import exp
 
+from . import clock
 from .diff import DiffResult, diff_relations
 from .errors import ConfigError
+from .plan import Plan, batch_condition, cut_slice, make_plan, partition_column, plan_timeline, time_expr
 from .preflight import check_columns, check_config
-from .project import Model, Project
-from .results import GamedayReport, ModelVerdict, PartitionCount, ScenarioResult
-from .sandbox import PREFIX, Engine, Sandbox, engine_for
+from .project import Project
+from .results import VERDICT_ORDER, GamedayReport, ModelVerdict, PartitionCount, ScenarioResult
+from .sandbox import Engine, Sandbox, engine_for
+from .sandbox.base import check_writable_dir, private_work_root
 from .sandbox.base import (PARSE_PREFIX, REFERENCE_SCHEMA, SNAPSHOT_SCHEMA, Connection, make_locked_dir,
                            snapshot_table, table, ts_literal)
-from .scenarios import ALL_SCENARIOS, Arrive, Reset, Run, Timeline, count_runs, make_timeline, scenario_steps
-from .verdict import model_verdict, root_causes, scenario_verdict
+from .scenarios import ALL_SCENARIOS, Arrive, Batch, Reset, Run, count_runs, scenario_steps
+from .verdict import differs, model_verdict, root_causes, scenario_verdict
+from .workers import kill_pool, run_parallel, start_pool
 
 PASSWORD_ENV = "RERUN_SAFETY_SANDBOX_PASSWORD"
+
+
+def _timestamp_option(value: Any, option: str) -> dt.datetime | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, dt.datetime):
+        return value.replace(tzinfo=None)
+    try:
+        parsed = dt.datetime.fromisoformat(str(value).strip())
+    except ValueError:
+        raise ConfigError(f"{option} '{value}' is not a date or timestamp (use ISO-8601, e.g. 2026-03-01 "
+                          "or 2026-03-01T06:00)") from None
+    return parsed.astimezone(dt.timezone.utc).replace(tzinfo=None) if parsed.tzinfo else parsed
 
 
 @dataclass(frozen=True)
@@ -42,12 +59,16 @@ class GamedayOptions:
     output_dir: Path
     threads: int = 1
     keep_sandboxes: bool = False
-    work_root: Path = field(default_factory=lambda: Path(tempfile.gettempdir()) / "rerun_safety")
+    work_root: Path = field(default_factory=lambda: Path(tempfile.gettempdir()) / f"rerun_safety-{os.getuid()}")
+    batch_size: Batch = field(default_factory=lambda: Batch.parse("day"))
+    since: dt.datetime | None = None
+    until: dt.datetime | None = None
+    float_tolerance: float | None = None
 
     @classmethod
     def build(cls, *, project_dir, profiles_dir=None, target=None, select=(), exclude=(), vars_yaml=None,
               steps=4, scenarios="all", output_dir=None, threads=1, keep_sandboxes=False,
-              work_root=None) -> "GamedayOptions":
+              work_root=None, batch_size="day", since=None, until=None, float_tolerance=None) -> "GamedayOptions":
         project_dir = Path(project_dir).resolve()
         if isinstance(scenarios, str):
             names = ALL_SCENARIOS if scenarios.strip() in ("", "all") else tuple(
@@ -57,15 +78,22 @@ class GamedayOptions:
         unknown = [s for s in names if s not in ALL_SCENARIOS]
         if unknown:
             raise ConfigError(f"unknown scenario '{unknown[0]}' (known: {', '.join(ALL_SCENARIOS)})")
-        if steps < 2:
-            raise ConfigError("--steps must be at least 2")
+        if steps < 1:
+            raise ConfigError("--steps must be at least 1")
+        since_t, until_t = _timestamp_option(since, "--since"), _timestamp_option(until, "--until")
+        if since_t and until_t and until_t <= since_t:
+            raise ConfigError(f"--until ({until_t}) must be after --since ({since_t})")
+        if float_tolerance is not None and not float(float_tolerance) >= 0:
+            raise ConfigError("--float-tolerance must be a number >= 0 (a relative tolerance such as 1e-9)")
         names = tuple(s for s in ALL_SCENARIOS if s in names or s == "reference")
         out = Path(output_dir).resolve() if output_dir else project_dir / "target" / "rerun_safety"
         kwargs: dict[str, Any] = {}
         if work_root:
             kwargs["work_root"] = Path(work_root)
+        batch = batch_size if isinstance(batch_size, Batch) else Batch.parse(batch_size)
         return cls(project_dir, profiles_dir, target, tuple(select), tuple(exclude), vars_yaml, steps, names,
-                   out, threads, keep_sandboxes, **kwargs)
+                   out, threads, keep_sandboxes, batch_size=batch, since=since_t, until=until_t,
+                   float_tolerance=None if float_tolerance is None else float(float_tolerance), **kwargs)
 
 
 class _NoProgress:
@@ -74,59 +102,12 @@ class _NoProgress:
     def scenario(self, name: str) -> None: ...
 
 
-@dataclass
-class Plan:
-    project: Project
-    judged: list[Model]  # in topological order
-    build: list[Model]  # every model dbt builds (judged + ephemeral/other upstream)
-    seeds: list[Model]
-    timed_sources: list
-    static_sources: list
-    timeline: Timeline
-    microbatch: bool
-    ref_names: dict[str, str]  # model unique_id -> table name in the reference schema
-    stateful: list[Model] = field(default_factory=list)  # incremental models and tables they read
-    reference_rows: dict[str, int] = field(default_factory=dict)
-
-    def parents_in_judged(self, m: Model) -> tuple[str, ...]:
-        judged = {j.unique_id for j in self.judged}
-        out: list[str] = []
-        stack = list(m.parents)
-        seen: set[str] = set()
-        while stack:
-            p = stack.pop()
-            if p in seen:
-                continue
-            seen.add(p)
-            if p in judged:
-                out.append(p)
-            elif p in self.project.models:
-                stack.extend(self.project.models[p].parents)  # look through ephemeral models
-        return tuple(sorted(out))
-
-
-def _partition_column(m: Model) -> str | None:
-    pk = m.partition_key
-    if isinstance(pk, dict) and pk.get("field"):
-        return str(pk["field"])
-    if isinstance(pk, str):
-        return pk
-    if isinstance(pk, (list, tuple)) and pk:
-        return str(pk[0])
-    return m.event_time
-
-
-def _to_datetime(value: Any, where: str) -> dt.datetime | None:
-    if value is None:
-        return None
-    if isinstance(value, dt.datetime):
-        return value.replace(tzinfo=None) if value.tzinfo is None else value.astimezone(dt.timezone.utc).replace(tzinfo=None)
-    if isinstance(value, dt.date):
-        return dt.datetime.combine(value, dt.time())
-    try:
-        return dt.datetime.fromisoformat(str(value))
-    except ValueError:
-        raise ConfigError(f"{where} holds values that are not timestamps (e.g. {str(value)[:40]!r})") from None
+def _chains(scenarios: list[str]) -> list[list[str]]:
+    """Scenarios that continue one another share a sandbox: backfill is replay plus one more run,
+    so replay is judged on the way."""
+    chains = [[s] for s in scenarios if s not in ("replay", "backfill")]
+    tail = [s for s in ("replay", "backfill") if s in scenarios]
+    return ([tail] if tail else []) + chains
 
 
 class Gameday:
@@ -136,61 +117,6 @@ class Gameday:
         self.run_id = run_id or uuid.uuid4().hex[:12]
         self.engine: Engine | None = None
         self.project: Project | None = None
-
-    # ---------------------------------------------------------------- planning
-    def _plan(self, project: Project) -> Plan:
-        selected = project.select(self.options.select, self.options.exclude)
-        if not selected:
-            raise ConfigError("the selection matches no model" if (self.options.select or self.options.exclude)
-                              else "the project has no models")
-        if not any(project.models[u].incremental for u in selected):
-            raise ConfigError("no incremental model is selected: the game day replays incremental models "
-                              "(select at least one, e.g. --select config.materialized:incremental+)")
-        build_ids = set(selected) | project.ancestors(selected)
-        order = project.topo_order(build_ids)
-        build = [project.models[u] for u in order if project.models[u].resource_type == "model"]
-        seeds = [project.models[u] for u in order if project.models[u].resource_type == "seed"]
-        judged = [m for m in build if m.judged]
-        source_ids = sorted({s for m in build for s in m.sources})
-        sources = [project.sources[s] for s in source_ids]
-        timed = [s for s in sources if s.time_column]
-        static = [s for s in sources if not s.time_column]
-        for m in build:
-            if m.incremental:
-                ups = {s for u in ({m.unique_id} | project.ancestors([m.unique_id])) for s in project.models[u].sources}
-                if ups and not any(project.sources[s].time_column for s in ups):
-                    names = ", ".join(sorted(project.sources[s].name for s in ups))
-                    raise ConfigError(f"model {m.name} is incremental but its sources ({names}) have no time "
-                                      "column: set `event_time` in the source's config (or loaded_at_field, "
-                                      "or meta.rerun_safety.time_column)")
-        incremental = [m.unique_id for m in build if m.incremental]
-        feeding = project.ancestors(incremental)
-        stateful = [m for m in build if m.incremental or (m.unique_id in feeding and m.materialized == "table")]
-        return Plan(project, judged, build, seeds, timed, static, None, any(m.strategy == "microbatch" for m in build),  # type: ignore[arg-type]
-                    {m.unique_id: f"m{i}" for i, m in enumerate(judged)}, stateful)
-
-    def _timeline(self, plan: Plan, con: Connection) -> Timeline:
-        lows, highs = [], []
-        for src in plan.timed_sources:
-            col = exp.cast(exp.column(src.time_column, quoted=True), exp.DataType.build("timestamp"))
-            q = exp.select(exp.func("min", col), exp.func("max", col)).from_(table(SNAPSHOT_SCHEMA, snapshot_table(src)))
-            try:
-                lo, hi = con.fetchone(q)
-            except Exception as err:  # a cast error: the time column is not a timestamp
-                raise ConfigError(f"source {src.name}: time column '{src.time_column}' cannot be read as a "
-                                  f"timestamp: {str(err).strip().splitlines()[0]}") from None
-            where = f"source {src.name}: time column '{src.time_column}'"
-            lo, hi = _to_datetime(lo, where), _to_datetime(hi, where)
-            if lo is not None:
-                lows.append(lo)
-                highs.append(hi)
-        if not lows:
-            raise ConfigError("every timed source is empty: there is nothing to replay "
-                              f"({', '.join(s.name for s in plan.timed_sources)})")
-        tmin, tmax = min(lows), max(highs)
-        if tmax <= tmin:
-            raise ConfigError("the sources' time range is a single instant: nothing to cut into steps")
-        return make_timeline(tmin, tmax, self.options.steps)
 
     # ---------------------------------------------------------------- dbt in a sandbox
     def _profiles_dir(self, sandbox: Sandbox) -> str:
@@ -208,38 +134,42 @@ class Gameday:
         path.chmod(0o600)
         return str(folder)
 
-    def _run_args(self, plan: Plan, step: Run, final: bool) -> tuple[list[str], str | None]:
+    def _run_args(self, plan: Plan, step: Run, final: bool, only: set[str] | None = None,
+                  exclude: set[str] | None = None) -> tuple[list[str], str | None]:
         # Between the first and the last run of a scenario only state matters: incremental models
         # and the tables they read. Views need no rerun, and other tables are rebuilt at the end.
         models = plan.build if (final or step.full_refresh) else plan.stateful
+        models = [m for m in models if (only is None or m.unique_id in only) and m.unique_id not in (exclude or ())]
         args = ["run", "--select", *[m.selector for m in models]]
         if step.full_refresh:
             args.append("--full-refresh")
-        start, end = step.window
-        fmt = "%Y-%m-%dT%H:%M:%S"
-        if plan.microbatch:
-            args += ["--event-time-start", start.strftime(fmt), "--event-time-end", end.strftime(fmt)]
+        # Microbatch models compute their own batches (batch_size, lookback) from the simulated clock.
         merged = dict(self.project.cli_vars) if self.project else {}
         if not step.full_refresh:
+            start, end = step.window
             merged["rerun_safety_window_start"] = start.strftime("%Y-%m-%d %H:%M:%S")
             merged["rerun_safety_window_end"] = end.strftime("%Y-%m-%d %H:%M:%S")
         return args, (yaml.safe_dump(merged) if merged else None)
 
-    def _dbt(self, plan: Plan, sandbox: Sandbox, profiles_dir: str, step: Run, final: bool = True):
+    def _dbt(self, plan: Plan, sandbox: Sandbox, profiles_dir: str, step: Run, final: bool = True,
+             only: set[str] | None = None, exclude: set[str] | None = None):
         assert self.engine and self.project
         self.engine.prepare_manifest(self.project.manifest, sandbox)
-        args, vars_yaml = self._run_args(plan, step, final)
-        return self.project.session.invoke(args, profiles_dir=profiles_dir, vars_yaml=vars_yaml or "")
+        with self.engine.connect(sandbox) as con:
+            con.execute(clock.set_sql(step.clock, con.dialect))
+        args, vars_yaml = self._run_args(plan, step, final, only, exclude)
+        return self.project.session.invoke(args, profiles_dir=profiles_dir, vars_yaml=vars_yaml or "",
+                                           clock=step.clock, dialect=self.engine.dialect)
 
     def _apply(self, con: Connection, plan: Plan, step: Reset | Arrive) -> None:
-        for src in plan.timed_sources:
-            col = exp.cast(exp.column(src.time_column, quoted=True), exp.DataType.build("timestamp"))
+        assert plan.timeline is not None
+        for src in plan.inputs:
+            col = time_expr(src)
+            bounds = plan.timeline.bounds_for(src.unique_id)
             if isinstance(step, Reset):
-                con.execute(exp.delete(table(src.schema, src.identifier), where=col >= ts_literal(step.cutoff)))
+                con.execute(exp.delete(table(src.schema, src.identifier), where=col >= ts_literal(bounds[0])))
                 continue
-            cond = col >= ts_literal(step.lo)
-            if step.hi is not None:
-                cond = exp.and_(cond, col < ts_literal(step.hi))
+            cond = batch_condition(col, bounds, step.index)
             if step.part:
                 half = _half_predicate(con.dialect)
                 cond = exp.and_(cond, half if step.part == "first" else exp.not_(half))
@@ -250,7 +180,7 @@ class Gameday:
     def _build_reference(self, plan: Plan, snapshot: Sandbox) -> tuple[Sandbox, dict[str, str], list]:
         """Full refresh on all data; keep its outputs in the reference schema of a template that
         every scenario clones, then drop the built relations so no scenario can inherit them."""
-        assert self.engine
+        assert self.engine and plan.timeline
         sb = self.engine.clone(snapshot, "reference")
         profiles = self._profiles_dir(sb)
         self.progress.scenario("reference")
@@ -272,38 +202,82 @@ class Gameday:
                 con.drop_relation(m.schema, m.identifier)
         return sb, errors, [res]
 
-    def _run_scenario(self, name: str, plan: Plan, template: Sandbox, ref_errors: dict[str, str]):
-        assert self.engine
-        self.progress.scenario(name)
-        sb = self.engine.clone(template, name)
+    def run_scenario(self, name: str, plan: Plan, template: Sandbox, ref_errors: dict[str, str],
+                     isolate: dict | None = None) -> tuple[dict, list]:
+        """Run one chain of scenarios ('replay+backfill' or one name) in one sandbox and judge each.
+        `isolate`: {'broken': uids rebuilt in full at every run (or, in determinism, replaced by
+        their reference output), 'models': the uids to build, 'judge': the uids to judge}."""
+        assert self.engine and plan.timeline
+        names = name.split("+")
+        self.progress.scenario(name if not isolate else f"{name} (isolation)")
+        sb = self.engine.clone(template, name.replace("+", "_") if not isolate else f"iso_{names[-1]}")
+        judged_all: dict[str, dict] = {}
         try:
             profiles = self._profiles_dir(sb)
             errors: dict[str, str] = {}
             results = []
-            steps = scenario_steps(name, plan.timeline)
-            last_run = max(i for i, st in enumerate(steps) if isinstance(st, Run))
-            for i, step in enumerate(steps):
-                if isinstance(step, Run):
-                    res = self._dbt(plan, sb, profiles, step, final=(i == last_run))
-                    results.append(res)
-                    for uid, msg in _node_errors(res, plan).items():
-                        errors.setdefault(uid, f"{step.label}: {msg}")
-                    self.progress.advance(f"{name}: {step.label}")
-                else:
-                    with self.engine.connect(sb) as con:
-                        self._apply(con, plan, step)
-            with self.engine.connect(sb) as con:
-                judged = self._judge(con, name, plan, errors, ref_errors)
-            return judged, results
+            only = set(isolate["models"]) if isolate else None
+            broken = set(isolate["broken"]) if isolate else set()
+            judge_ids = set(isolate["judge"]) if isolate else None
+            done = 0
+            for scenario in names:
+                steps = scenario_steps(scenario, plan.timeline)
+                todo = steps[done:]
+                last_run = max(i for i, st in enumerate(todo) if isinstance(st, Run))
+                for i, step in enumerate(todo):
+                    if isinstance(step, Run):
+                        with self._isolation(plan, broken, full=(scenario != "determinism")):
+                            exclude = broken if (isolate and scenario == "determinism") else None
+                            if exclude:
+                                self._place_reference(plan, sb, broken)
+                            res = self._dbt(plan, sb, profiles, step, final=(i == last_run), only=only,
+                                            exclude=exclude)
+                        results.append(res)
+                        for uid, msg in _node_errors(res, plan).items():
+                            errors.setdefault(uid, f"{step.label}: {msg}")
+                        self.progress.advance(f"{scenario}: {step.label}")
+                    else:
+                        with self.engine.connect(sb) as con:
+                            self._apply(con, plan, step)
+                done = len(steps)
+                with self.engine.connect(sb) as con:
+                    judged_all[scenario] = self._judge(con, scenario, plan, errors, ref_errors, judge_ids)
+            return judged_all, results
         finally:
             if not self.options.keep_sandboxes:
                 self.engine.drop(sb)
 
+    @contextlib.contextmanager
+    def _isolation(self, plan: Plan, broken: set[str], full: bool) -> Iterator[None]:
+        """Broken models rebuilt in full at every run, so what they pass on is right for the data
+        that has arrived (dbt's `full_refresh` config wins over the run's flag)."""
+        assert self.project
+        nodes = [self.project.manifest.nodes[u] for u in broken if u in self.project.manifest.nodes] if full else []
+        saved = [n.config.full_refresh for n in nodes]
+        for n in nodes:
+            n.config.full_refresh = True
+        try:
+            yield
+        finally:
+            for n, value in zip(nodes, saved):
+                n.config.full_refresh = value
+
+    def _place_reference(self, plan: Plan, sandbox: Sandbox, broken: set[str]) -> None:
+        """Determinism in isolation: the broken models' relations hold their reference output."""
+        assert self.engine
+        with self.engine.connect(sandbox) as con:
+            for m in plan.judged:
+                if m.unique_id in broken:
+                    con.drop_relation(m.schema, m.identifier)
+                    con.copy_table(REFERENCE_SCHEMA, plan.ref_names[m.unique_id], m.schema, m.identifier)
+
     def _judge(self, con: Connection, name: str, plan: Plan, errors: dict[str, str],
-               ref_errors: dict[str, str]) -> dict[str, ScenarioResult]:
+               ref_errors: dict[str, str], only: set[str] | None = None) -> dict[str, ScenarioResult]:
         out: dict[str, ScenarioResult] = {}
         for m in plan.judged:
             uid = m.unique_id
+            if only is not None and uid not in only:
+                continue
             if uid in ref_errors:
                 out[uid] = ScenarioResult(name, "error" if name == "reference" else "skipped",
                                           message=f"reference build failed: {ref_errors[uid]}")
@@ -314,18 +288,24 @@ class Gameday:
             if not con.relation_kind(m.schema, m.identifier):
                 out[uid] = ScenarioResult(name, "skipped", message="not built in this scenario (an upstream model failed)")
                 continue
+            tol = m.float_tolerance if m.float_tolerance is not None else self.options.float_tolerance
             d = diff_relations(con, (REFERENCE_SCHEMA, plan.ref_names[uid]), (m.schema, m.identifier),
-                               key=m.key, ignore_columns=m.ignore_columns, partition_column=_partition_column(m),
-                               column_detail=(name == "determinism"))
-            out[uid] = _scenario_result(name, d)
+                               key=m.key, ignore_columns=m.ignore_columns, partition_column=partition_column(m),
+                               column_detail=(name == "determinism"), **_tolerance_kw(tol))
+            r = _scenario_result(name, d)
+            if r.verdict == "safe" and m.incremental and name != "determinism" and not plan.exercised.get(uid, True):
+                r = _replace(r, verdict="untested", message=plan.untested_reason(m))
+            out[uid] = r
         return out
 
     # ---------------------------------------------------------------- main
     def run(self) -> GamedayReport:
         started = time.perf_counter()
         started_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-        o = self.options
-        o.work_root.mkdir(parents=True, exist_ok=True)
+        # before any work: reports that cannot be written would lose the whole run, and the work
+        # root holds copies of production (private to this user)
+        o = self.options = replace(self.options, work_root=private_work_root(self.options.work_root))
+        check_writable_dir(o.output_dir, "the output directory")
         parse_dir = o.work_root / f"{PARSE_PREFIX}{self.run_id}"
         parse_lock = make_locked_dir(parse_dir)  # a run killed while parsing leaves it to the sweep
         pool = None
@@ -334,18 +314,24 @@ class Gameday:
             self.engine = engine = engine_for(project.target_output, o.work_root, self.run_id)
             project.session.work_dir = engine.run_dir
             engine.sweep()
-            plan = self._plan(project)
+            plan = make_plan(project, o.select, o.exclude)
             check_config(plan.build, project.target_output, project.target_name)
             scenarios = [s for s in o.scenarios if s != "reference"]
-            if o.threads > 1 and len(scenarios) > 1:
+            chains = ["+".join(c) for c in _chains(scenarios)]
+            if o.threads > 1 and len(chains) > 1:
                 # workers start now: their start-up overlaps the snapshot and the reference build
-                pool = self._start_pool(min(o.threads, len(scenarios)))
+                pool = start_pool(self, min(o.threads, len(chains)))
             snapshot = engine.create_snapshot([*plan.timed_sources, *plan.static_sources])
-            with engine.connect(snapshot) as con:
-                plan.timeline = self._timeline(plan, con)
             if plan.seeds:
                 self._seed(plan, snapshot)
-            self.progress.start(count_runs(["reference", *scenarios], plan.timeline), "game day")
+            with engine.connect(snapshot) as con:
+                for statement in clock.setup_sql(con.dialect):
+                    con.execute(statement)
+                if o.since or o.until:
+                    cut_slice(con, plan, o.since, o.until)
+                plan.timeline = plan_timeline(con, plan, o.batch_size, o.steps)
+            plan.judge_exercise()
+            self.progress.start(1 + sum(count_runs([c.split("+")[-1]], plan.timeline) for c in chains), "game day")
             template, ref_errors, invocations = self._build_reference(plan, snapshot)
             engine.drop(snapshot)  # the reference sandbox holds the snapshot's tables too
             by_model: dict[str, dict[str, ScenarioResult]] = {m.unique_id: {} for m in plan.judged}
@@ -355,18 +341,18 @@ class Gameday:
                 by_model[uid]["reference"] = ScenarioResult(
                     "reference", "error" if uid in ref_errors else "safe", reference_rows=rows, rows=rows,
                     message=ref_errors.get(uid, ""))
-            if pool is not None:
-                outcomes = self._run_parallel(pool, scenarios, plan, template, ref_errors)
-            else:
-                outcomes = [(name, *self._run_scenario(name, plan, template, ref_errors)) for name in scenarios]
-            for name, judged, results in outcomes:
+            payloads = [self._payload(plan, c, template, ref_errors)
+                        for c in sorted(chains, key=lambda n: -count_runs(n.split("+"), plan.timeline))]
+            for judged, results in self._execute(pool, plan, payloads, template, ref_errors).values():
                 invocations += results
-                for uid, r in judged.items():
-                    by_model[uid][name] = r
-            return self._report(plan, by_model, invocations, started, started_at)
+                for scenario, rs in judged.items():
+                    for uid, r in rs.items():
+                        by_model[uid][scenario] = r
+            isolated = self._isolate(pool, plan, by_model, template, ref_errors, invocations)
+            return self._report(plan, by_model, isolated, invocations, started, started_at)
         except BaseException:
             if pool is not None:
-                _kill_pool(pool)  # before cleanup, which drops the workers' sandboxes too
+                kill_pool(pool)  # before cleanup, which drops the workers' sandboxes too
                 pool = None
             raise
         finally:
@@ -379,39 +365,59 @@ class Gameday:
             shutil.rmtree(parse_dir, ignore_errors=True)
             parse_lock.close()
 
-    def _start_pool(self, workers: int):
-        """Worker processes for the scenarios (dbt is not thread-safe). Each gets the parsed
-        manifest instead of parsing the project again, and is spawned at once."""
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
+    def _payload(self, plan: Plan, chain: str, template: Sandbox, ref_errors: dict[str, str],
+                 isolate: dict | None = None) -> dict:
+        return {"key": chain if not isolate else f"{chain} (isolation)", "scenario": chain, "template": template,
+                "ref_errors": ref_errors, "timeline": plan.timeline, "arrivals": plan.arrivals, "isolate": isolate}
 
-        from .dbt_invoke import dump_manifest
+    def _execute(self, pool, plan: Plan, payloads: list[dict], template: Sandbox,
+                 ref_errors: dict[str, str]) -> dict[str, tuple]:
+        if pool is not None and len(payloads) > 1:
+            return run_parallel(pool, payloads, self.progress)
+        return {p["key"]: self.run_scenario(p["scenario"], plan, template, ref_errors, isolate=p["isolate"])
+                for p in payloads}
 
-        assert self.project
-        ctx = multiprocessing.get_context("spawn")
-        pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_init,
-                                   initargs=(self.options, self.run_id, os.getpid(),
-                                             dump_manifest(self.project.manifest)))
-        for _ in range(workers):
-            pool.submit(_worker_ready)  # a spawn pool starts a process per pending task
-        return pool
-
-    def _run_parallel(self, pool, scenarios: list[str], plan: Plan, template: Sandbox,
-                      ref_errors: dict[str, str]) -> list:
-        from concurrent.futures import as_completed
-
-        payloads = [{"template": template, "ref_errors": ref_errors, "timeline": plan.timeline, "scenario": name}
-                    for name in sorted(scenarios, key=lambda n: -count_runs([n], plan.timeline))]
-        done: dict[str, tuple] = {}
-        futures = [pool.submit(_scenario_worker, p) for p in payloads]  # longest first
-        for fut in as_completed(futures):
-            name, judged, results = fut.result()
-            done[name] = (name, judged, results)
-            for _ in results:
-                self.progress.advance(f"{name} done")
-        return [done[name] for name in scenarios]
+    def _isolate(self, pool, plan: Plan, by_model: dict[str, dict[str, ScenarioResult]], template: Sandbox,
+                 ref_errors: dict[str, str], invocations: list) -> dict[str, set[str]]:
+        """A model that differs below a differing parent is replayed again with its broken
+        ancestors kept right (rebuilt in full, or their reference output): if it still differs,
+        the defect is its own. Returns model -> scenarios where it differs in isolation."""
+        parents = {m.unique_id: plan.parents_in_judged(m) for m in plan.judged}
+        ancestors = {m.unique_id: plan.project.ancestors([m.unique_id]) for m in plan.judged}
+        payloads = []
+        for scenario in [s for s in self.options.scenarios if s != "reference"]:
+            bad = {u for u, rs in by_model.items() if differs(rs.get(scenario, ScenarioResult(scenario, "safe")).verdict)}
+            # A table or view is rebuilt from its parents at the end of every scenario, at the same
+            # clock as the reference: with right parents it is right, unless it is nondeterministic,
+            # which the determinism scenario shows. Only incremental models keep state of their own.
+            candidates = sorted(u for u in bad if any(p in bad for p in parents[u])
+                                and (scenario == "determinism" or plan.project.models[u].incremental))
+            if not candidates:
+                continue
+            broken = sorted({a for u in candidates for a in ancestors[u] if a in bad})
+            models = sorted(set(candidates) | {a for u in candidates for a in ancestors[u]})
+            judge = sorted(set(candidates) | {p for u in candidates for p in parents[u]})
+            payloads.append(self._payload(plan, scenario, template, ref_errors,
+                                          {"broken": broken, "models": models, "judge": judge,
+                                           "candidates": candidates}))
+        if not payloads:
+            return {}
+        self.progress.start(count_runs([p["scenario"] for p in payloads], plan.timeline), "isolation")
+        candidates_of = {p["scenario"]: p["isolate"]["candidates"] for p in payloads}
+        out: dict[str, set[str]] = {}
+        for judged, results in self._execute(pool, plan, payloads, template, ref_errors).values():
+            invocations += results
+            for scenario, rs in judged.items():
+                for uid in candidates_of.get(scenario, ()):
+                    r = rs.get(uid)
+                    # its own defect: it differs while every parent matches its reference
+                    if r is not None and differs(r.verdict) and not any(
+                            differs(rs[p].verdict) for p in parents[uid] if p in rs):
+                        out.setdefault(uid, set()).add(scenario)
+        return out
 
     def _seed(self, plan: Plan, snapshot: Sandbox) -> None:
+        """Load the seeds into the snapshot; a timed seed's rows are kept aside to arrive batch by batch."""
         assert self.engine and self.project
         profiles = self._profiles_dir(snapshot)
         self.engine.prepare_manifest(self.project.manifest, snapshot)
@@ -419,12 +425,19 @@ class Gameday:
                                           profiles_dir=profiles)
         if not res.success:
             raise ConfigError(f"dbt seed failed in the snapshot: {res.error}")
+        timed = [s for s in plan.inputs if s.seed]
+        if timed:
+            with self.engine.connect(snapshot) as con:
+                for s in timed:
+                    con.copy_table(s.schema, s.identifier, SNAPSHOT_SCHEMA, snapshot_table(s))
 
-    def _report(self, plan: Plan, by_model, invocations, started: float, started_at: str) -> GamedayReport:
+    def _report(self, plan: Plan, by_model, isolated: dict[str, set[str]], invocations, started: float,
+                started_at: str) -> GamedayReport:
         verdicts = {uid: {s: r.verdict for s, r in rs.items()} for uid, rs in by_model.items()}
         parents = {m.unique_id: plan.parents_in_judged(m) for m in plan.judged}
-        roots, contaminated = root_causes(verdicts, parents)
+        roots, contaminated = root_causes(verdicts, parents, isolated)
         names = {m.unique_id: m.name for m in plan.judged}
+        reads = _clock_reads(invocations)
         models = []
         for m in plan.judged:
             uid = m.unique_id
@@ -435,74 +448,65 @@ class Gameday:
                 name=m.name, unique_id=uid, verdict=v, root_cause=uid in roots,
                 contaminated_by=tuple(sorted(names[r] for r in contaminated.get(uid, ()))),
                 materialized=m.materialized, strategy=m.strategy, key=m.key,
-                parents=tuple(names[p] for p in parents[uid]), scenarios=scen, reason=reason))
-        from .results import VERDICT_ORDER
-
+                parents=tuple(names[p] for p in parents[uid]), scenarios=scen, reason=reason,
+                notes=tuple(self._model_notes(plan, m, reads.get(uid)))))
         models.sort(key=lambda mv: (VERDICT_ORDER.index(mv.verdict), not mv.root_cause, mv.name))
-        assert self.project
+        assert self.project and plan.timeline
+        t = plan.timeline
+        run_notes = [f"simulated schedule: {t.steps} {t.batch.label} batches from {t.bounds[0]} to {t.end} "
+                     f"(the first build holds everything before {t.bounds[0]}); each run sees the clock at the "
+                     "end of its batch", *plan.notes]
+        if self.options.since or self.options.until:
+            run_notes.append(f"slice: only rows from {self.options.since or 'the start'} to "
+                             f"{self.options.until or 'the end'} were copied; older history is not in any build")
         return GamedayReport(
             project=self.project.name, adapter=self.project.adapter, target=self.project.target_name,
-            scenarios=self.options.scenarios, steps=self.options.steps,
-            cutoffs=tuple(c.isoformat(sep=" ") for c in plan.timeline.cutoffs), models=tuple(models),
+            scenarios=self.options.scenarios, steps=t.steps,
+            cutoffs=tuple(c.isoformat(sep=" ") for c in t.bounds), models=tuple(models),
             wall_time=time.perf_counter() - started, dbt_invocations=len(invocations),
             model_time=sum(r.model_time for r in invocations), started_at=started_at,
             extra={"invocations": [{"wall_s": round(r.wall_time, 4), "model_s": round(r.model_time, 4),
-                                    "nodes": len(r.nodes)} for r in invocations]})
+                                    "nodes": len(r.nodes)} for r in invocations]},
+            batch_size=t.batch.label, notes=tuple(run_notes))
+
+    def _model_notes(self, plan: Plan, m, reads: tuple[set, set] | None) -> list[str]:
+        notes = []
+        if plan.empty_first.get(m.unique_id):
+            notes.append(plan.empty_first[m.unique_id])
+        if reads and reads[0]:
+            notes.append(f"reads the clock ({', '.join(sorted(reads[0]))}): each run saw the end of its batch")
+        unsimulated = sorted(reads[1]) if reads else []
+        if m.language == "python":
+            unsimulated += list(clock.python_clock_reads(m.raw_code))
+        if unsimulated:
+            notes.append(f"reads the clock in a way that cannot be simulated ({', '.join(unsimulated)}): its runs "
+                         "saw the real time, so a difference may come from the clock")
+        return notes
 
 
-_WORKER: dict[str, Any] = {}
+def _clock_reads(invocations) -> dict[str, tuple[set, set]]:
+    out: dict[str, tuple[set, set]] = {}
+    for res in invocations:
+        for node, used, kept in res.clock_reads:
+            seen = out.setdefault(node, (set(), set()))
+            seen[0].update(used)
+            seen[1].update(kept)
+    return out
 
 
-def _kill_pool(pool) -> None:
-    """Stop the workers now: leaving normally would wait for every running scenario."""
-    for proc in list((pool._processes or {}).values()):
-        proc.kill()
-        proc.join(5)
-    pool.shutdown(wait=False, cancel_futures=True)
+def _tolerance_kw(tolerance: float | None) -> dict:
+    """diff_relations takes `float_tolerance` once floats are compared within a tolerance."""
+    import inspect
+
+    if tolerance is None or "float_tolerance" not in inspect.signature(diff_relations).parameters:
+        return {}
+    return {"float_tolerance": tolerance}
 
 
-def _worker_ready() -> None:
-    return None
+def _replace(r: ScenarioResult, **changes) -> ScenarioResult:
+    import dataclasses
 
-
-def _worker_init(options: GamedayOptions, run_id: str, parent_pid: int | None = None,
-                 manifest: bytes | None = None) -> None:
-    """Runs once per worker process: load the parent's manifest (or parse), attach to its run."""
-    from .dbt_invoke import load_manifest
-
-    if parent_pid is not None:
-        _die_with_parent(parent_pid)
-    gd = Gameday(options, None, run_id=run_id)
-    work = options.work_root / f"{PREFIX}{run_id}" / f"worker_{os.getpid()}"
-    gd.project = Project(options.project_dir, options.profiles_dir, options.target, options.vars_yaml, work,
-                         manifest=load_manifest(manifest) if manifest is not None else None)
-    gd.engine = engine_for(gd.project.target_output, options.work_root, run_id, attach=True)
-    _WORKER["gameday"] = gd
-    _WORKER["plan"] = gd._plan(gd.project)
-
-
-def _die_with_parent(parent_pid: int) -> None:
-    """A worker outliving a SIGKILLed parent would keep creating sandboxes after the next run's
-    sweep: ask Linux to kill it with its parent (PR_SET_PDEATHSIG)."""
-    import ctypes
-    import signal
-
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
-    except (OSError, AttributeError):  # not Linux: the parent's cleanup still kills workers
-        return
-    if os.getppid() != parent_pid:
-        os._exit(1)
-
-
-def _scenario_worker(payload: dict) -> tuple:
-    """One scenario in a worker process: clone the template, replay, judge."""
-    gd: Gameday = _WORKER["gameday"]
-    plan: Plan = _WORKER["plan"]
-    plan.timeline = payload["timeline"]
-    name = payload["scenario"]
-    judged, results = gd._run_scenario(name, plan, payload["template"], payload["ref_errors"])
-    return name, judged, [dataclasses.replace(r, raw=None) for r in results]
+    return dataclasses.replace(r, **changes)
 
 
 def _half_predicate(dialect: str) -> exp.Expression:

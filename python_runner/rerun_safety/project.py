@@ -5,7 +5,7 @@ Parsed once; everything else reuses the manifest.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,8 @@ class SourceTable:
     schema: str
     identifier: str
     time_column: str | None
-    time_origin: str | None  # event_time | loaded_at_field | meta
+    time_origin: str | None  # event_time | loaded_at_field | meta | rerun_safety.yml | vars
+    seed: bool = False  # a timed seed: loaded by `dbt seed`, then replayed like a source
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,9 @@ class Model:
     sources: tuple[str, ...]
     ignore_columns: tuple[str, ...]
     window_driven: bool
+    language: str = "sql"
+    raw_code: str = field(default="", repr=False, compare=False)
+    float_tolerance: float | None = None
 
     @property
     def incremental(self) -> bool:
@@ -145,6 +149,19 @@ def _meta(node: Any) -> dict:
     return rs if isinstance(rs, dict) else {}
 
 
+def _tolerance(model: str, value: Any) -> float | None:
+    if value is None:
+        return None
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        out = -1.0
+    if not out >= 0:
+        raise ConfigError(f"model {model}: meta.rerun_safety.float_tolerance must be a number >= 0 "
+                          f"(a relative tolerance such as 1e-9); got {value!r}")
+    return out
+
+
 def _keys_from_tests(manifest: Any) -> dict[str, tuple[str, ...]]:
     """Keys declared by tests: `unique` on a column, our `unique_key`, dbt_utils' combination test."""
     keys: dict[str, tuple[str, ...]] = {}
@@ -168,6 +185,46 @@ def _keys_from_tests(manifest: Any) -> dict[str, tuple[str, ...]]:
     return keys
 
 
+RUNNER_CONFIG_FILE = "rerun_safety.yml"
+
+
+def load_runner_config(project_dir: Path, cli_vars: dict) -> tuple[dict[str, str], str]:
+    """The runner's own settings for a project: `time_columns` (input name -> column), from
+    `rerun_safety.yml` in the project, else `vars: {rerun_safety: {...}}` (--vars, then
+    dbt_project.yml). Returns (time columns, where they came from)."""
+    found: list[tuple[Any, str]] = []
+    path = project_dir / RUNNER_CONFIG_FILE
+    if path.exists():
+        try:
+            found.append((yaml.safe_load(path.read_text()) or {}, str(path)))
+        except yaml.YAMLError as err:
+            mark = getattr(err, "problem_mark", None)
+            where = f" line {mark.line + 1}" if mark is not None else ""
+            raise ConfigError(f"{path}{where} is not valid YAML") from None
+    if isinstance(cli_vars.get("rerun_safety"), dict):
+        found.append((cli_vars["rerun_safety"], "--vars rerun_safety"))
+    try:
+        project_vars = (yaml.safe_load((project_dir / "dbt_project.yml").read_text()) or {}).get("vars") or {}
+    except (OSError, yaml.YAMLError, AttributeError):
+        project_vars = {}
+    if isinstance(project_vars, dict) and isinstance(project_vars.get("rerun_safety"), dict):
+        found.append((project_vars["rerun_safety"], "vars.rerun_safety in dbt_project.yml"))
+    if not found:
+        return {}, ""
+    config, origin = found[0]
+    if not isinstance(config, dict):
+        raise ConfigError(f"{origin} must be a mapping, e.g. 'time_columns: {{raw.events: loaded_at}}'")
+    unknown = sorted(set(config) - {"time_columns"})
+    if unknown:
+        raise ConfigError(f"{origin}: unknown key '{unknown[0]}' (known: time_columns)")
+    columns = config.get("time_columns") or {}
+    if not isinstance(columns, dict) or not all(isinstance(k, str) and isinstance(v, str) and v
+                                                for k, v in columns.items()):
+        raise ConfigError(f"{origin}: time_columns must map a source ('source_name.table_name') or a seed "
+                          "name to a column name, e.g. 'time_columns: {raw.events: loaded_at}'")
+    return dict(columns), origin
+
+
 class Project:
     """A parsed dbt project plus the user's rendered target."""
 
@@ -189,7 +246,9 @@ class Project:
             self.manifest = self.session.parse()
         self.models: dict[str, Model] = {}
         self.sources: dict[str, SourceTable] = {}
+        self.time_columns, self.time_columns_origin = load_runner_config(self.project_dir, self.cli_vars)
         self._load()
+        self._apply_time_columns()
 
     @property
     def name(self) -> str:
@@ -209,6 +268,7 @@ class Project:
                 time_col, origin = meta_rs.get("time_column") or meta_rs.get("event_time"), "meta"
             self.sources[uid] = SourceTable(uid, f"{src.source_name}.{src.name}", src.database, src.schema,
                                             src.identifier, time_col, origin)
+        self.seed_inputs: dict[str, SourceTable] = {}
         keys_by_test = _keys_from_tests(m)
         for uid, node in m.nodes.items():
             rtype = node.resource_type.value
@@ -230,8 +290,49 @@ class Project:
                 parents=tuple(d for d in deps if d.split(".")[0] in ("model", "seed")),
                 sources=tuple(d for d in deps if d.startswith("source.")),
                 ignore_columns=_as_tuple(_meta(node).get("ignore_columns")),
+                float_tolerance=_tolerance(node.name, _meta(node).get("float_tolerance")),
                 window_driven=(strategy == "microbatch" or "window_filter" in raw),
+                language=str(getattr(node, "language", "sql") or "sql"),
+                raw_code=raw,
             )
+            seed_time = cfg.get("event_time") or _meta(node).get("time_column") or _meta(node).get("event_time")
+            if rtype == "seed" and seed_time:
+                origin = "event_time" if cfg.get("event_time") else "meta"
+                self.seed_inputs[uid] = SourceTable(uid, node.name, node.database, node.schema,
+                                                    self.models[uid].identifier, str(seed_time), origin, seed=True)
+
+    def _apply_time_columns(self) -> None:
+        """The runner config's time columns: override a source's, or make a seed a timed input."""
+        by_name = {s.name: uid for uid, s in self.sources.items()}
+        seeds = {m.name: uid for uid, m in self.models.items() if m.resource_type == "seed"}
+        for name, column in self.time_columns.items():
+            if name in by_name:
+                uid = by_name[name]
+                self.sources[uid] = replace(self.sources[uid], time_column=column,
+                                            time_origin=self.time_columns_origin)
+            elif name in seeds:
+                m = self.models[seeds[name]]
+                self.seed_inputs[m.unique_id] = SourceTable(m.unique_id, m.name, m.database, m.schema, m.identifier,
+                                                            column, self.time_columns_origin, seed=True)
+            else:
+                known = ", ".join(sorted([*by_name, *seeds])[:8]) or "none"
+                raise ConfigError(f"{self.time_columns_origin}: time_columns names '{name}', which is neither a "
+                                  f"source ('source_name.table_name') nor a seed of the project (e.g. {known})")
+
+    def timed_inputs_of(self, uids) -> set[str]:
+        """Timed sources and timed seeds read by these models or their ancestors."""
+        out: set[str] = set()
+        for uid in set(uids) | self.ancestors(uids):
+            if uid in self.seed_inputs:
+                out.add(uid)
+            m = self.models.get(uid)
+            for s in m.sources if m else ():
+                if self.sources[s].time_column:
+                    out.add(s)
+        return out
+
+    def input(self, uid: str) -> SourceTable:
+        return self.seed_inputs.get(uid) or self.sources[uid]
 
     def select(self, select: tuple[str, ...], exclude: tuple[str, ...]) -> list[str]:
         """Model unique_ids matching dbt's selection syntax (via `dbt ls` on the parsed manifest)."""

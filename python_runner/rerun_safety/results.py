@@ -5,7 +5,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 # Worst first. A model's verdict is the worst of its scenarios' verdicts.
-VERDICT_ORDER = ("error", "nondeterministic", "loss", "duplicates", "drift", "safe", "skipped")
+# `untested`: the model's inputs received no new rows in any replayed batch, so nothing was exercised.
+VERDICT_ORDER = ("error", "nondeterministic", "loss", "duplicates", "drift", "untested", "safe", "skipped")
 UNSAFE = frozenset({"error", "nondeterministic", "loss", "duplicates", "drift"})
 
 
@@ -83,6 +84,7 @@ class ModelVerdict:
     parents: tuple[str, ...]
     scenarios: tuple[ScenarioResult, ...]
     reason: str = ""
+    notes: tuple[str, ...] = ()  # what the reader should know: clock reads, an empty first build, ...
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -96,6 +98,7 @@ class ModelVerdict:
             "key": list(self.key),
             "parents": list(self.parents),
             "reason": self.reason,
+            "notes": list(self.notes),
             "scenarios": [s.to_dict() for s in self.scenarios],
         }
 
@@ -122,6 +125,8 @@ class GamedayReport:
     model_time: float
     started_at: str
     extra: dict[str, Any] = field(default_factory=dict)
+    batch_size: str = "day"
+    notes: tuple[str, ...] = ()  # about the whole run: the schedule simulated, inputs realigned, ...
 
     @property
     def unsafe(self) -> tuple[ModelVerdict, ...]:
@@ -140,10 +145,12 @@ class GamedayReport:
             "verdicts": counts,
             "unsafe": len(self.unsafe),
             "root_causes": [m.name for m in self.root_causes],
-            "contaminated": [m.name for m in self.models if m.contaminated_by],
+            "contaminated": [m.name for m in self.models if m.contaminated_by and not m.root_cause],
             "scenarios": list(self.scenarios),
             "steps": self.steps,
+            "batch_size": self.batch_size,
             "cutoffs": list(self.cutoffs),
+            "notes": list(self.notes),
             "wall_time_s": round(self.wall_time, 3),
             "dbt_invocations": self.dbt_invocations,
             "model_time_s": round(self.model_time, 3),

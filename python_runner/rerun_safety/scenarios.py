@@ -1,25 +1,85 @@
-"""Scenarios as plain lists of steps: data arrives, dbt runs. Pure logic, no I/O."""
+"""Scenarios as plain lists of steps: data arrives a batch at a time, the clock moves, dbt runs.
+
+Pure logic, no I/O. The simulated schedule follows the user's cadence: `--batch-size` (a calendar
+unit or a duration) and `--steps N`, the number of batches replayed at the end of the data.
+Everything before the first replayed batch is present for the first (full) build.
+"""
 from __future__ import annotations
 
 import datetime as dt
+import re
 from dataclasses import dataclass
 
+from .errors import ConfigError
+
 ALL_SCENARIOS = ("reference", "replay", "rerun", "partial", "backfill", "determinism")
+
+_UNITS = {"m": dt.timedelta(minutes=1), "h": dt.timedelta(hours=1), "d": dt.timedelta(days=1),
+          "w": dt.timedelta(weeks=1)}
+_NAMED = {"minute": "1m", "hour": "1h", "day": "1d", "week": "1w", "month": "1mo", "year": "1y"}
+# Fixed-size batches are aligned to multiples of their size counted from a Monday at midnight,
+# so days start at midnight, hours on the hour and weeks on Mondays.
+_EPOCH = dt.datetime(1970, 1, 5)
+
+
+@dataclass(frozen=True)
+class Batch:
+    """The simulated schedule's unit: a fixed duration, or a number of calendar months."""
+
+    label: str
+    delta: dt.timedelta | None = None
+    months: int = 0
+
+    @classmethod
+    def parse(cls, text: str) -> "Batch":
+        raw = str(text).strip().lower()
+        spec = _NAMED.get(raw, raw)
+        m = re.fullmatch(r"(\d+)\s*(mo|y|m|h|d|w)", spec)
+        if not m or int(m.group(1)) < 1:
+            raise ConfigError(f"--batch-size '{text}' is not a batch: use hour, day, week, month, year, "
+                              "or a duration such as 15m, 6h, 2d, 1w")
+        n, unit = int(m.group(1)), m.group(2)
+        label = raw if raw in _NAMED else f"{n}{unit}"
+        if unit == "mo":
+            return cls(label, months=n)
+        if unit == "y":
+            return cls(label, months=12 * n)
+        return cls(label, delta=n * _UNITS[unit])
+
+    def floor(self, t: dt.datetime) -> dt.datetime:
+        if self.months:
+            index = (t.year * 12 + t.month - 1) // self.months * self.months
+            return dt.datetime(index // 12, index % 12 + 1, 1)
+        assert self.delta is not None
+        return _EPOCH + ((t - _EPOCH) // self.delta) * self.delta
+
+    def shift(self, t: dt.datetime, n: int) -> dt.datetime:
+        """`t` moved by n batches (t is on a batch boundary)."""
+        if self.months:
+            index = t.year * 12 + t.month - 1 + n * self.months
+            return t.replace(year=index // 12, month=index % 12 + 1)
+        assert self.delta is not None
+        return t + n * self.delta
+
+    def count(self, lo: dt.datetime, hi: dt.datetime) -> int:
+        """Whole batches from boundary lo to boundary hi."""
+        if self.months:
+            return ((hi.year - lo.year) * 12 + hi.month - lo.month) // self.months
+        assert self.delta is not None
+        return (hi - lo) // self.delta
 
 
 @dataclass(frozen=True)
 class Reset:
-    """Delete every source row at or after `cutoff` (the sandbox starts from the first cutoff)."""
-
-    cutoff: dt.datetime
+    """Delete every input row at or after the input's first replayed boundary."""
 
 
 @dataclass(frozen=True)
 class Arrive:
-    """Rows with lo <= time < hi arrive; `part` picks an arbitrary half (first) or the rest."""
+    """The rows of replayed batch `index` (1-based) arrive; `part` picks an arbitrary half
+    (first) or the rest of them."""
 
-    lo: dt.datetime
-    hi: dt.datetime | None
+    index: int
     part: str | None = None  # None | "first" | "rest"
 
 
@@ -28,6 +88,7 @@ class Run:
     full_refresh: bool
     window: tuple[dt.datetime, dt.datetime]  # half-open [start, end) for window-driven models
     label: str
+    clock: dt.datetime  # the time the models see: the end of the batch being run
 
 
 Step = Reset | Arrive | Run
@@ -35,60 +96,77 @@ Step = Reset | Arrive | Run
 
 @dataclass(frozen=True)
 class Timeline:
-    tmin: dt.datetime
-    tmax: dt.datetime
-    cutoffs: tuple[dt.datetime, ...]  # c_1 .. c_{N-1}; the last step takes everything
+    """`bounds` = b_0 < b_1 < ... < b_N: batch i is [b_{i-1}, b_i). Inputs whose data ends before
+    b_0 would receive no rows at all; they are replayed over their own last N batches
+    (`own_bounds`), so every model is exercised."""
+
+    batch: Batch
+    bounds: tuple[dt.datetime, ...]
+    data_start: dt.datetime
+    own_bounds: tuple[tuple[str, tuple[dt.datetime, ...]], ...] = ()
+    requested_steps: int = 0
 
     @property
-    def end(self) -> dt.datetime:
-        return self.tmax + dt.timedelta(seconds=1)
+    def steps(self) -> int:
+        return len(self.bounds) - 1
 
     @property
     def start(self) -> dt.datetime:
-        return dt.datetime.combine(self.tmin.date(), dt.time())
+        return min(self.batch.floor(self.data_start), self.bounds[0])
 
-    def bounds(self) -> list[dt.datetime | None]:
-        return [*self.cutoffs, None]
+    @property
+    def end(self) -> dt.datetime:
+        return self.bounds[-1]
+
+    def bounds_for(self, input_id: str) -> tuple[dt.datetime, ...]:
+        return dict(self.own_bounds).get(input_id, self.bounds)
 
     def window(self, i: int) -> tuple[dt.datetime, dt.datetime]:
-        """Window of incremental step i (1-based, i >= 2): starts half a step before the
-        previous window ended, so consecutive windows overlap."""
-        b = self.bounds()
-        lo, hi = b[i - 2], b[i - 1] or self.end
-        overlap = (hi - lo) / 2 if i >= 3 else (lo - self.start) / 2
-        return ((lo - overlap).replace(microsecond=0), hi)
+        """Window of batch i (1-based): it starts one batch before batch i, so consecutive
+        windows overlap by a batch, as a retried or overlapping scheduled run does."""
+        return (max(self.batch.shift(self.bounds[i - 1], -1), self.start), self.bounds[i])
 
 
-def make_timeline(tmin: dt.datetime, tmax: dt.datetime, steps: int) -> Timeline:
-    span = tmax - tmin
-    cutoffs = []
-    for i in range(1, steps):
-        c = tmin + span * i / steps
-        cutoffs.append(c.replace(microsecond=0))
-    return Timeline(tmin, tmax, tuple(cutoffs))
+def make_timeline(tmin: dt.datetime, tmax: dt.datetime, steps: int, batch: Batch | str = "day",
+                  inputs: dict[str, tuple[dt.datetime, dt.datetime]] | None = None) -> Timeline:
+    """The last `steps` batches up to the one holding `tmax` (fewer when the data holds fewer).
+    `inputs` maps an input id to its own (min, max): an input whose rows all lie before the first
+    replayed batch gets its own last batches."""
+    b = batch if isinstance(batch, Batch) else Batch.parse(batch)
+    end = b.shift(b.floor(tmax), 1)
+    available = b.count(b.floor(tmin), end)
+    n = min(steps, available - 1)
+    if n < 1:
+        raise ConfigError(f"the data spans a single {b.label} batch ({tmin} .. {tmax}): nothing to replay; "
+                          "choose a smaller --batch-size")
+    bounds = tuple(b.shift(end, i - n) for i in range(n + 1))
+    own = []
+    for input_id, (lo, hi) in sorted((inputs or {}).items()):
+        if hi < bounds[0]:
+            own_end = b.shift(b.floor(hi), 1)
+            own.append((input_id, tuple(b.shift(own_end, i - n) for i in range(n + 1))))
+    return Timeline(b, bounds, tmin, tuple(own), steps)
 
 
 def scenario_steps(name: str, t: Timeline) -> list[Step]:
-    full = Run(True, (t.start, t.end), "full refresh")
     if name in ("reference", "determinism"):
-        return [full]
-    b = t.bounds()
-    n = len(b)
-    steps: list[Step] = [Reset(b[0]), Run(True, (t.start, b[0]), "full refresh at cutoff 1")]
-    partial_at = n // 2 + 1 if n >= 2 else None
-    for i in range(2, n + 1):
-        lo, hi = b[i - 2], b[i - 1]
-        run = Run(False, t.window(i), f"step {i}")
+        return [Run(True, (t.start, t.end), "full refresh", t.end)]
+    b = t.bounds
+    n = t.steps
+    steps: list[Step] = [Reset(), Run(True, (t.start, b[0]), "first build", b[0])]
+    partial_at = n // 2 + 1
+    for i in range(1, n + 1):
+        label = f"batch {i}"
         if name == "partial" and i == partial_at:
-            steps += [Arrive(lo, hi, "first"), Run(False, t.window(i), f"step {i}, half-committed"),
-                      Arrive(lo, hi, "rest"), Run(False, t.window(i), f"step {i}, rerun")]
+            steps += [Arrive(i, "first"), Run(False, t.window(i), f"{label}, half-committed", b[i]),
+                      Arrive(i, "rest"), Run(False, t.window(i), f"{label}, rerun", b[i])]
             continue
-        steps.append(Arrive(lo, hi))
-        steps.append(run)
+        steps.append(Arrive(i))
+        steps.append(Run(False, t.window(i), label, b[i]))
         if name == "rerun":
-            steps.append(Run(False, t.window(i), f"step {i}, again"))
+            steps.append(Run(False, t.window(i), f"{label}, again", b[i]))
     if name == "backfill":
-        steps.append(Run(False, t.window(2), "backfill of step 2"))
+        steps.append(Run(False, t.window(1), "backfill of batch 1", t.end))
     return steps
 
 

@@ -33,14 +33,20 @@ def differs(verdict: str) -> bool:
 
 
 def root_causes(verdicts: Mapping[str, Mapping[str, str]], parents: Mapping[str, tuple[str, ...]],
-                ) -> tuple[set[str], dict[str, set[str]]]:
-    """verdicts[model][scenario]; parents[model] are the judged models it reads.
+                isolated: Mapping[str, set[str]] | None = None) -> tuple[set[str], dict[str, set[str]]]:
+    """verdicts[model][scenario]; parents[model] are the judged models it reads; isolated[model]
+    the scenarios in which it still differed when replayed with its broken ancestors kept right.
 
-    A model that differs in a scenario where every parent matches is a root cause. A model that
-    differs below a root cause (in the same scenario) is contaminated by it.
+    A model that differs in a scenario where every parent matches, or that differs in isolation,
+    is a root cause. A model that differs below a root cause (in the same scenario) is
+    contaminated by it.
     """
     roots: set[str] = set()
     root_in: dict[str, set[str]] = {}
+    for model, scenarios in (isolated or {}).items():
+        if scenarios:
+            roots.add(model)
+            root_in.setdefault(model, set()).update(scenarios)
     for model, by_scenario in verdicts.items():
         for scenario, v in by_scenario.items():
             if differs(v) and not any(differs(verdicts.get(p, {}).get(scenario, "safe"))

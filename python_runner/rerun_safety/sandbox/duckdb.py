@@ -6,6 +6,8 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import duckdb
+import sqlglot
+import sqlglot.errors
 from sqlglot import exp
 
 from ..dbt_invoke import release_duckdb
@@ -25,6 +27,28 @@ class DuckDBConnection(Connection):
             # dbt holds the file with other settings (the profile's `settings`): close dbt's
             release_duckdb()
             self._con = duckdb.connect(path, read_only=read_only)
+
+        # The catalog is the file's stem. When a schema has the same name, DuckDB refuses a
+        # two-part name as ambiguous ("raw.events" in raw.duckdb): name the catalog too.
+        self._catalog = str(self._con.execute("select current_database()").fetchone()[0])
+
+    def sql(self, expression) -> str:
+        if isinstance(expression, str):
+            # Text SQL goes as it is unless the ambiguity exists: a schema named like the catalog.
+            if self._catalog.lower() not in expression.lower() or not self._con.execute(
+                    "select count(*) from information_schema.schemata where catalog_name = ? and schema_name = ?",
+                    [self._catalog, self._catalog]).fetchone()[0]:
+                return expression
+            try:
+                expression = sqlglot.parse_one(expression, read="duckdb")
+            except sqlglot.errors.ParseError:
+                return expression
+        expression = expression.copy()
+        for t in expression.find_all(exp.Table):
+            if t.args.get("db") is not None and not t.args.get("catalog") and t.name and \
+                    t.db.lower() not in ("information_schema", "pg_catalog"):
+                t.set("catalog", ident(self._catalog))
+        return expression.sql(dialect=self.dialect)
 
     def execute(self, sql, params: Sequence[Any] | None = None) -> None:
         self._con.execute(self.sql(sql), params or [])
@@ -100,6 +124,7 @@ class DuckDBEngine(Engine):
             con.execute("detach rs_user")
         finally:
             con.close()
+        path.chmod(0o600)  # a copy of production: the owner's only
         return sandbox
 
     def clone(self, source: Sandbox, role: str) -> Sandbox:
@@ -114,6 +139,7 @@ class DuckDBEngine(Engine):
             DuckDBConnection(str(src)).close()
         try:
             shutil.copyfile(src, path)
+            path.chmod(0o600)  # a copy of production: the owner's only
         except OSError as err:
             raise SandboxError(f"cannot copy sandbox {src} to {path}: {err}") from None
         sandbox = Sandbox(self.sandbox_name(role), str(path))

@@ -1,0 +1,243 @@
+"""What a game day will do: the models it builds and judges, the timed inputs, the schedule.
+
+`make_plan` needs only the parsed project; `plan_timeline` reads the snapshot once (each timed
+input's time range and how many of its rows each replayed batch brings).
+"""
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlglot import exp
+
+from .errors import ConfigError
+from .project import Model, Project, SourceTable
+from .sandbox.base import SNAPSHOT_SCHEMA, Connection, snapshot_table, table, ts_literal
+from .scenarios import Batch, Timeline, make_timeline
+
+
+@dataclass
+class Plan:
+    project: Project
+    judged: list[Model]  # in topological order
+    build: list[Model]  # every model dbt builds (judged + ephemeral/other upstream)
+    seeds: list[Model]
+    inputs: list[SourceTable]  # timed sources and timed seeds: rows arrive batch by batch
+    static_sources: list[SourceTable]
+    timeline: Timeline | None
+    ref_names: dict[str, str]  # model unique_id -> table name in the reference schema
+    stateful: list[Model] = field(default_factory=list)  # incremental models and tables they read
+    reference_rows: dict[str, int] = field(default_factory=dict)
+    # input id -> rows before the first replayed batch, then rows of each replayed batch
+    arrivals: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # about the whole run
+    exercised: dict[str, bool] = field(default_factory=dict)  # model -> its inputs received new rows
+    empty_first: dict[str, str] = field(default_factory=dict)  # model -> why its first build saw no rows
+
+    @property
+    def timed_sources(self) -> list[SourceTable]:
+        return [s for s in self.inputs if not s.seed]
+
+    def parents_in_judged(self, m: Model) -> tuple[str, ...]:
+        judged = {j.unique_id for j in self.judged}
+        out: list[str] = []
+        stack = list(m.parents)
+        seen: set[str] = set()
+        while stack:
+            p = stack.pop()
+            if p in seen:
+                continue
+            seen.add(p)
+            if p in judged:
+                out.append(p)
+            elif p in self.project.models:
+                stack.extend(self.project.models[p].parents)  # look through ephemeral models
+        return tuple(sorted(out))
+
+    def inputs_of(self, m: Model) -> list[SourceTable]:
+        ids = self.project.timed_inputs_of([m.unique_id])
+        return [s for s in self.inputs if s.unique_id in ids]
+
+    def exercise(self, m: Model) -> tuple[bool, str]:
+        """Whether the model's inputs received new rows in the replayed batches, and a note
+        when its first build ran on no input rows at all."""
+        assert self.timeline is not None
+        inputs = self.inputs_of(m)
+        if not inputs:
+            return False, ""
+        arrived = sum(sum(self.arrivals.get(s.unique_id, (0,))[1:]) for s in inputs)
+        note = ""
+        if all(self.arrivals.get(s.unique_id, (0,))[0] == 0 for s in inputs):
+            firsts = ", ".join(f"{s.name} before {self.timeline.bounds_for(s.unique_id)[0]}" for s in inputs)
+            note = (f"its first build ran on empty input (no rows of {firsts}): a watermark read from an "
+                    "empty table is NULL, so a model that filters on it may never load; replay more of the "
+                    "history (--steps) or check the first run's filter")
+        return arrived > 0, note
+
+
+    def judge_exercise(self) -> None:
+        for m in self.judged:
+            self.exercised[m.unique_id], note = self.exercise(m)
+            if note:
+                self.empty_first[m.unique_id] = note
+
+    def untested_reason(self, m: Model) -> str:
+        inputs = self.inputs_of(m)
+        if not inputs:
+            return ("no timed input feeds it (no source or seed with a time column upstream), so no new rows "
+                    "arrived in any replayed batch")
+        names = ", ".join(s.name for s in inputs)
+        return f"its inputs ({names}) received no new rows in any replayed batch, so its incremental runs changed nothing"
+
+
+def partition_column(m: Model) -> str | None:
+    pk = m.partition_key
+    if isinstance(pk, dict) and pk.get("field"):
+        return str(pk["field"])
+    if isinstance(pk, str):
+        return pk
+    if isinstance(pk, (list, tuple)) and pk:
+        return str(pk[0])
+    return m.event_time
+
+
+def _missing_time_columns(project: Project, build: list[Model]) -> None:
+    """Every incremental model needs new rows to arrive: report every source that lacks a time
+    column (one line each, with the fix), all at once."""
+    missing: dict[str, list[str]] = {}
+    for m in build:
+        if not m.incremental:
+            continue
+        ids = {m.unique_id} | project.ancestors([m.unique_id])
+        sources = {s for u in ids for s in project.models[u].sources}
+        if project.timed_inputs_of([m.unique_id]) or not sources:
+            continue
+        for s in sorted(sources):
+            missing.setdefault(s, []).append(m.name)
+    if not missing:
+        return
+    lines = [f"{len(missing)} source(s) read by incremental models have no time column, so no rows can arrive "
+             "batch by batch:"]
+    for s, models in sorted(missing.items(), key=lambda kv: project.sources[kv[0]].name):
+        name = project.sources[s].name
+        lines.append(f"  source {name} (read by {', '.join(sorted(set(models)))}): set `config: {{event_time: "
+                     f"<column>}}` on it in its sources .yml, or `time_columns: {{{name}: <column>}}` in "
+                     "rerun_safety.yml")
+    raise ConfigError("\n".join(lines))
+
+
+def make_plan(project: Project, select: tuple[str, ...], exclude: tuple[str, ...]) -> Plan:
+    selected = project.select(select, exclude)
+    if not selected:
+        raise ConfigError("the selection matches no model" if (select or exclude) else "the project has no models")
+    if not any(project.models[u].incremental for u in selected):
+        raise ConfigError("no incremental model is selected: the game day replays incremental models "
+                          "(select at least one, e.g. --select config.materialized:incremental+)")
+    build_ids = set(selected) | project.ancestors(selected)
+    order = project.topo_order(build_ids)
+    build = [project.models[u] for u in order if project.models[u].resource_type == "model"]
+    seeds = [project.models[u] for u in order if project.models[u].resource_type == "seed"]
+    judged = [m for m in build if m.judged]
+    source_ids = sorted({s for m in build for s in m.sources})
+    sources = [project.sources[s] for s in source_ids]
+    timed_seeds = [project.seed_inputs[s.unique_id] for s in seeds if s.unique_id in project.seed_inputs]
+    _missing_time_columns(project, build)
+    incremental = [m.unique_id for m in build if m.incremental]
+    feeding = project.ancestors(incremental)
+    stateful = [m for m in build if m.incremental or (m.unique_id in feeding and m.materialized == "table")]
+    return Plan(project, judged, build, seeds, [s for s in sources if s.time_column] + timed_seeds,
+                [s for s in sources if not s.time_column], None,
+                {m.unique_id: f"m{i}" for i, m in enumerate(judged)}, stateful)
+
+
+def _to_datetime(value: Any, where: str) -> dt.datetime | None:
+    if value is None:
+        return None
+    if isinstance(value, dt.datetime):
+        return value.replace(tzinfo=None) if value.tzinfo is None else value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+    if isinstance(value, dt.date):
+        return dt.datetime.combine(value, dt.time())
+    try:
+        return dt.datetime.fromisoformat(str(value))
+    except ValueError:
+        raise ConfigError(f"{where} holds values that are not timestamps (e.g. {str(value)[:40]!r})") from None
+
+
+def time_expr(src: SourceTable) -> exp.Expression:
+    return exp.cast(exp.column(src.time_column, quoted=True), exp.DataType.build("timestamp"))
+
+
+def cut_slice(con: Connection, plan: Plan, since: dt.datetime | None, until: dt.datetime | None) -> None:
+    """--since/--until: keep only the slice [since, until) of each timed input, in the sandbox's
+    live table and in the copy rows arrive from."""
+    conds = []
+    for src in plan.inputs:
+        col = time_expr(src)
+        if since is not None:
+            conds.append(col < ts_literal(since))
+        if until is not None:
+            conds.append(col >= ts_literal(until))
+        if not conds:
+            return
+        outside = exp.or_(*conds)
+        con.execute(exp.delete(table(src.schema, src.identifier), where=outside))
+        con.execute(exp.delete(table(SNAPSHOT_SCHEMA, snapshot_table(src)), where=outside))
+        conds = []
+
+
+SENTINEL_LOW = dt.datetime(1000, 1, 1)
+SENTINEL_HIGH = dt.datetime(9000, 1, 1)
+
+
+def batch_condition(col: exp.Expression, bounds: tuple[dt.datetime, ...], i: int) -> exp.Expression:
+    """Rows of replayed batch i; the last batch also takes whatever lies beyond the timeline."""
+    lower = col >= ts_literal(bounds[i - 1])
+    return lower if i == len(bounds) - 1 else exp.and_(lower, col < ts_literal(bounds[i]))
+
+
+def _count_where(cond: exp.Expression) -> exp.Expression:
+    return exp.Filter(this=exp.func("count", exp.Star()), expression=exp.Where(this=cond))
+
+
+def plan_timeline(con: Connection, plan: Plan, batch: Batch, steps: int) -> Timeline:
+    """The replayed batches from the inputs' time ranges; counts the rows each batch brings."""
+    ranges: dict[str, tuple[dt.datetime, dt.datetime]] = {}
+    for src in plan.inputs:
+        col = time_expr(src)
+        # Sentinels ('infinity', 9999-12-31, 0001-01-01) stay in the data but not in the timeline: an
+        # early one is in the first build, a late one arrives with the last batch.
+        plain = exp.and_(col > ts_literal(SENTINEL_LOW), col < ts_literal(SENTINEL_HIGH))
+        q = exp.select(exp.func("min", col), exp.func("max", col)).from_(
+            table(SNAPSHOT_SCHEMA, snapshot_table(src))).where(plain)
+        kind = "seed" if src.seed else "source"
+        where = f"{kind} {src.name}: time column '{src.time_column}'"
+        try:
+            lo, hi = con.fetchone(q)
+        except Exception as err:  # noqa: BLE001 - a cast error: the time column is not a timestamp
+            raise ConfigError(f"{where} cannot be read as a timestamp: "
+                              f"{str(err).strip().splitlines()[0]}") from None
+        lo, hi = _to_datetime(lo, where), _to_datetime(hi, where)
+        if lo is not None:
+            ranges[src.unique_id] = (lo, hi)
+    if not ranges:
+        names = ", ".join(f"{'seed' if s.seed else 'source'} {s.name}" for s in plan.inputs) or "none"
+        raise ConfigError(f"every timed input is empty, so there is nothing to replay (timed inputs: {names})")
+    tmin = min(lo for lo, _ in ranges.values())
+    tmax = max(hi for _, hi in ranges.values())
+    timeline = make_timeline(tmin, tmax, steps, batch, ranges)
+    for src in plan.inputs:
+        b = timeline.bounds_for(src.unique_id)
+        col = time_expr(src)
+        counts = [_count_where(col < ts_literal(b[0]))]
+        counts += [_count_where(batch_condition(col, b, i)) for i in range(1, len(b))]
+        row = con.fetchone(exp.select(*counts).from_(table(SNAPSHOT_SCHEMA, snapshot_table(src))))
+        plan.arrivals[src.unique_id] = tuple(int(x or 0) for x in row)
+    if timeline.steps < steps:
+        plan.notes.append(f"--steps {steps} asked for more batches than the data holds: {timeline.steps} "
+                          f"{batch.label} batches replayed")
+    for input_id, bounds in timeline.own_bounds:
+        name = plan.project.input(input_id).name
+        plan.notes.append(f"{name} ends before the replayed batches of the other inputs: its own last "
+                          f"{timeline.steps} batches ({bounds[0]} .. {bounds[-1]}) arrive instead")
+    return timeline

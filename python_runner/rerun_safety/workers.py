@@ -1,0 +1,94 @@
+"""Scenario worker processes (dbt is not thread-safe: parallel scenarios need processes)."""
+from __future__ import annotations
+
+import dataclasses
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from typing import Any
+
+_WORKER: dict[str, Any] = {}
+
+
+def start_pool(gameday, workers: int) -> ProcessPoolExecutor:
+    """Worker processes for the scenarios. Each gets the parsed manifest instead of parsing the
+    project again, and is spawned at once (their start overlaps the snapshot and the reference)."""
+    from .dbt_invoke import dump_manifest
+
+    assert gameday.project
+    ctx = multiprocessing.get_context("spawn")
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_init,
+                               initargs=(gameday.options, gameday.run_id, os.getpid(),
+                                         dump_manifest(gameday.project.manifest)))
+    for _ in range(workers):
+        pool.submit(_worker_ready)  # a spawn pool starts a process per pending task
+    return pool
+
+
+def run_parallel(pool, payloads: list[dict], progress) -> dict[str, tuple]:
+    """Run each payload (a scenario, or a scenario in isolation) in the pool, longest first."""
+    done: dict[str, tuple] = {}
+    futures = [pool.submit(_scenario_worker, p) for p in payloads]
+    for fut in as_completed(futures):
+        key, judged, results = fut.result()
+        done[key] = (judged, results)
+        for _ in results:
+            progress.advance(f"{key} done")
+    return done
+
+
+def kill_pool(pool) -> None:
+    """Stop the workers now: leaving normally would wait for every running scenario."""
+    for proc in list((pool._processes or {}).values()):
+        proc.kill()
+        proc.join(5)
+    pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _worker_ready() -> None:
+    return None
+
+
+def _worker_init(options, run_id: str, parent_pid: int | None = None, manifest: bytes | None = None) -> None:
+    """Runs once per worker process: load the parent's manifest (or parse), attach to its run."""
+    from .dbt_invoke import load_manifest
+    from .gameday import Gameday
+    from .plan import make_plan
+    from .project import Project
+    from .sandbox import PREFIX, engine_for
+
+    if parent_pid is not None:
+        _die_with_parent(parent_pid)
+    gd = Gameday(options, None, run_id=run_id)
+    work = options.work_root / f"{PREFIX}{run_id}" / f"worker_{os.getpid()}"
+    gd.project = Project(options.project_dir, options.profiles_dir, options.target, options.vars_yaml, work,
+                         manifest=load_manifest(manifest) if manifest is not None else None)
+    gd.engine = engine_for(gd.project.target_output, options.work_root, run_id, attach=True)
+    _WORKER["gameday"] = gd
+    _WORKER["plan"] = make_plan(gd.project, options.select, options.exclude)
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """A worker outliving a SIGKILLed parent would keep creating sandboxes after the next run's
+    sweep: ask Linux to kill it with its parent (PR_SET_PDEATHSIG)."""
+    import ctypes
+    import signal
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
+    except (OSError, AttributeError):  # not Linux: the parent's cleanup still kills workers
+        return
+    if os.getppid() != parent_pid:
+        os._exit(1)
+
+
+def _scenario_worker(payload: dict) -> tuple:
+    """One scenario in a worker process: clone the template, replay, judge."""
+    gd = _WORKER["gameday"]
+    plan = _WORKER["plan"]
+    plan.timeline = payload["timeline"]
+    plan.arrivals = payload["arrivals"]
+    plan.judge_exercise()
+    judged, results = gd.run_scenario(payload["scenario"], plan, payload["template"], payload["ref_errors"],
+                                      isolate=payload.get("isolate"))
+    return payload["key"], judged, [dataclasses.replace(r, raw=None) for r in results]
