@@ -278,6 +278,15 @@ class DuckDBScratch(Scratch):
             return failed
         con = self._connect()
         try:
+            try:  # all in one transaction first: one commit instead of one per relation
+                con.execute("begin")
+                for spec in specs:
+                    for stmt in create_statements(spec, "duckdb", with_database=True):
+                        con.execute(stmt)
+                con.execute("commit")
+                specs = []
+            except Exception:  # then one at a time, to keep those that work and say why the others fail
+                con.execute("rollback")
             for spec in specs:
                 # one transaction each: a query that fails here leaves the placeholder in place
                 con.execute("begin")
@@ -418,6 +427,15 @@ class PostgresScratch(Scratch):
         conn = self._connect()
         try:
             with conn.cursor() as cur:
+                try:  # all in one transaction first: one commit instead of one per relation
+                    cur.execute("begin")
+                    for spec in specs:
+                        for stmt in create_statements(spec, "postgres", with_database=False):
+                            cur.execute(stmt)
+                    cur.execute("commit")
+                    specs = []
+                except Exception:  # then one at a time, to keep those that work and say why the others fail
+                    cur.execute("rollback")
                 for spec in specs:
                     cur.execute("begin")  # a query that fails here leaves the placeholder in place
                     try:
