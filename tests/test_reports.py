@@ -163,7 +163,7 @@ def test_json_follows_the_contract(written):
     assert data["models"][6]["reason"] == "static reference data: no time column"
     s = data["summary"]
     assert s["verdicts"] == {"error": 1, "nondeterministic": 1, "loss": 1, "duplicates": 1, "drift": 1,
-                             "safe": 1, "skipped": 1}
+                             "untested": 0, "safe": 1, "skipped": 1}
     assert (s["models"], s["unsafe"], s["exit_code"]) == (7, 5, 1)
     assert s["root_causes"] == ["orders_append", "sessions_watermark", HOSTILE]
     assert s["contaminated"] == ["daily_revenue"]
@@ -383,7 +383,7 @@ def test_html_escapes_user_strings(written, dom):
 
 def test_html_summary_counts_and_sections_worst_first(dom):
     cards = dom.with_class("card")
-    assert len(cards) == 7
+    assert len(cards) == 8  # one per verdict, untested included
     sections = [a["data-model"] for t, a in dom.tags if t == "section"]
     assert sections == ["broken_model", HOSTILE, "sessions_watermark", "orders_append", "daily_revenue",
                         "stg_orders", "country_codes"]
@@ -716,3 +716,25 @@ def test_markdown_lists_only_unsafe_models_when_the_project_is_huge():
     assert "| orders | **duplicates** | root cause | rerun | 10 | 0 | 0 | 0 |" in text
     assert "_1500 safe or skipped models not listed; see report.json._" in text
     assert "safe\\_model" not in text
+
+
+def test_untested_is_never_shown_as_safe(tmp_path):
+    reason = "its inputs (raw.events) received no new rows in any replayed batch, so its incremental runs changed nothing"
+    untested = ModelVerdict("events_archive", "model.p.events_archive", "untested", False, (), "incremental", "append",
+                            (), (), (ScenarioResult("replay", "untested", 10, 10, message=reason),
+                                     ScenarioResult("rerun", "untested", 10, 10, message=reason)), reason=reason)
+    safe = ModelVerdict("orders", "model.p.orders", "safe", False, (), "incremental", "merge", (), (),
+                        (_safe("replay", partitions=()),))
+    rep = GamedayReport("p", "duckdb", "dev", ("replay", "rerun"), 2, (), (untested, safe), 0.0, 1, 0.0, "now")
+    paths = write_reports(rep, tmp_path)
+    root = ET.parse(paths["junit"]).getroot()
+    assert (root.get("tests"), root.get("failures"), root.get("skipped")) == ("3", "0", "2")
+    skipped = [c.find("skipped").get("message") for c in root.iter("testcase") if c.find("skipped") is not None]
+    assert skipped == [f"untested: {reason}"] * 2
+    assert paths["markdown"].read_text().splitlines()[0] == (
+        "### ✅ rerun-safety game day: All 1 judged models are safe to run twice (1 untested).")
+    console = _console()
+    print_summary(rep, {}, console=console)
+    rows = [re.split(r"\s{2,}", line.strip()) for line in console.export_text().splitlines()]
+    assert ["events_archive", "untested", reason, "replay: not exercised"] in rows
+    assert 'class="card verdict-untested"><span class="n">1</span>untested' in paths["html"].read_text()

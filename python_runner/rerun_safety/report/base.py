@@ -32,12 +32,12 @@ def numbers(s: ScenarioResult) -> str:
 
 
 def cause(model: ModelVerdict) -> str:
-    """'root cause', 'contaminated by a, b', the skip reason, or ''."""
+    """'root cause', 'contaminated by a, b', the skip or untested reason, or ''."""
     if model.root_cause:
         return "root cause"
     if model.contaminated_by:
         return "contaminated by " + ", ".join(model.contaminated_by)
-    if model.verdict == "skipped" and model.reason:
+    if model.verdict in ("skipped", "untested") and model.reason:
         return model.reason
     return ""
 
@@ -65,9 +65,11 @@ def headline(report: GamedayReport) -> str:
     n = len(report.models)
     unsafe = report.unsafe
     if not unsafe:
-        skipped = sum(1 for m in report.models if m.verdict == "skipped")
-        tail = f" ({skipped} skipped)" if skipped else ""
-        return f"All {n - skipped} judged models are safe to run twice{tail}."
+        # untested models were never exercised: they are not counted as safe
+        others = [(sum(1 for m in report.models if m.verdict == v), v) for v in ("untested", "skipped")]
+        tail = ", ".join(f"{k} {v}" for k, v in others if k)
+        judged = n - sum(k for k, _ in others)
+        return f"All {judged} judged models are safe to run twice{f' ({tail})' if tail else ''}."
     roots = report.root_causes
     text = f"{len(unsafe)} of {n} models are unsafe"
     if roots:

@@ -2,7 +2,7 @@
 
 classname is the model's unique_id and name the scenario. Unsafe verdicts are <failure> elements
 whose message and body carry the numbers; `error` is <error> with dbt's whole message; `skipped`
-is <skipped>.
+and `untested` (nothing was exercised, so not a pass) are <skipped>.
 
 A nondeterministic model is one test case, the scenario that found it (two builds of the same
 input differ), failing once with the reason: its other scenarios differ from a reference that is
@@ -92,6 +92,10 @@ def _testcase(parent: ET.Element, model: ModelVerdict, s: ScenarioResult | None)
     if verdict == "skipped":
         reason = (s.message if s and s.message else model.reason) or "skipped"
         ET.SubElement(tc, "skipped", message=_clean(reason))
+        return "skipped"
+    if verdict == "untested":  # nothing was exercised: not a pass
+        reason = (s.message if s and s.message else model.reason) or "its inputs received no new rows"
+        ET.SubElement(tc, "skipped", message=_clean(f"untested: {reason}"))
         return "skipped"
     if s is None:
         # A model with a verdict but no scenario detail: report the model-level verdict.

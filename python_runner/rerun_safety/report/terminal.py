@@ -24,7 +24,7 @@ from ..results import GamedayReport, sort_worst_first
 from .base import cause, errors, headline
 
 VERDICT_STYLE = {"error": "bold magenta", "nondeterministic": "bold yellow", "loss": "bold red",
-                 "duplicates": "bold red", "drift": "yellow", "safe": "green", "skipped": "dim"}
+                 "duplicates": "bold red", "drift": "yellow", "untested": "cyan", "safe": "green", "skipped": "dim"}
 
 
 class TerminalProgress:
@@ -95,7 +95,7 @@ def difference(s) -> Text:
     if parts:
         text.append(", ".join(parts), style="bold red")
     else:
-        text.append("failed" if s.verdict == "error" else "no difference", style="dim")
+        text.append({"error": "failed", "untested": "not exercised"}.get(s.verdict, "no difference"), style="dim")
     return text
 
 
