@@ -164,3 +164,18 @@ where event_time >= (select max(event_time) - interval '3 days' from "shop"."mai
     assert output_time_column(lookback, dialect, inputs) == "event_time"
     scored = 'select event_id, amount, random() as sample_score from "shop"."main"."stg_events"'
     assert output_time_column(scored, dialect, inputs) is None
+
+
+def test_unknown_dialect_is_a_caller_error():
+    with pytest.raises(ValueError):
+        output_time_column(f"select * from {ORDERS}", "duckdbb", INPUTS)
+
+
+@pytest.mark.parametrize("dialect", BOTH)
+def test_nested_time_arithmetic_and_distinct(dialect):
+    assert otc(f"select date_trunc('day', ordered_at)::date as d from {ORDERS}", dialect) == "d"
+    assert otc(f"select date_trunc('day', ordered_at) + interval '1 day' - interval '1 second' as day_end "
+               f"from {ORDERS}", dialect) == "day_end"
+    assert otc(f"select distinct customer_id, cast(ordered_at as date) as day from {ORDERS}", dialect) == "day"
+    # a time of day alone is not a time axis
+    assert otc(f"select cast(ordered_at as time) as t from {ORDERS}", dialect) is None

@@ -65,8 +65,10 @@ def output_time_column(sql: str, dialect: str, input_time_columns: Mapping[str, 
     extract(...) or a string format do not. When several output columns qualify, the most direct
     one wins, then the first in select order. Returns the output name as the warehouse stores
     it (Postgres folds unquoted names to lower case; DuckDB keeps them as written). SQL that
-    does not parse, or a time that cannot be traced, gives None.
+    does not parse, or a time that cannot be traced, gives None; an unknown dialect name raises
+    ValueError.
     """
+    sqlglot.Dialect.get_or_raise(dialect)  # a dialect name sqlglot does not know is the caller's bug: ValueError
     inputs = {_table_key(k): v for k, v in input_time_columns.items() if k and v}
     try:
         tree = sqlglot.parse_one(sql.strip().rstrip(";"), read=dialect)
