@@ -39,6 +39,8 @@ MODELS: dict[str, tuple[str, list[str]]] = {
     "customers_latest": ("{{ config(materialized='table') }}\n"
                          "{{ rerun_safety.deduplicate(ref('stg_customers'), 'customer_id', 'updated_at') }}\n", []),
     "stg_customers": ("select customer_id, name, email, updated_at from {{ source('shop', 'customers') }}\n", []),
+    # a seed never loaded into the target (a new user before `dbt seed`): its columns come from the CSV
+    "countries_latest": ("{{ rerun_safety.deduplicate(ref('countries'), 'code', 'updated_at') }}\n", []),
     # the catalog read at compile time, as dbt_utils.star does
     "orders_columns": ("{{ config(materialized='table') }}\n"
                        "{%- set cols = adapter.get_columns_in_relation(ref('stg_orders')) -%}\n"
@@ -135,6 +137,8 @@ def _project(root: Path, engine: str) -> Path:
     (project / "packages.yml").write_text(f"packages:\n  - local: {REPO_ROOT}\n")
     (project / "macros" / "get_incremental_partition_overwrite_sql.sql").write_text(SHIM)
     (project / "models" / "sources.yml").write_text(SOURCES)
+    (project / "seeds").mkdir()
+    (project / "seeds" / "countries.csv").write_text("code,name,updated_at\nFR,France,2024-01-01\nDE,Germany,2024-01-02\n")
     for name, (sql, _) in MODELS.items():
         (project / "models" / f"{name}.sql").write_text(sql)
     if engine == "duckdb":  # a Python model: one note, never a parse error
