@@ -217,3 +217,16 @@ def test_ties_through_joins(adapter):
     no_key = ModelContext.from_sql("t", adapter, every.replace(", event_id)", ", event_id, amount)"),
                                    materialized="table", this=("warehouse", "analytics", "t"), types=TYPES)
     assert errors(no_key) == []
+
+
+def test_top_n_and_distinct_on(adapter):
+    top3 = (f"select * from (select *, row_number() over (partition by amount order by event_ts) as rn from {SRC}) x "
+            "where rn <= 3")
+    assert errors(_table(adapter, top3)) == ["dedup-order-not-total"]
+    assert errors(_table(adapter, top3.replace("order by event_ts", "order by event_ts, event_id"))) == []
+    # a row number kept as a column, not filtered: not a pick
+    assert errors(_table(adapter, f"select *, row_number() over (order by event_ts) as rn from {SRC}")) == []
+    if adapter == "postgres":
+        on = f"select distinct on (amount) * from {SRC} order by amount, event_ts desc"
+        assert errors(_table(adapter, on)) == ["dedup-order-not-total"]
+        assert errors(_table(adapter, on.replace("event_ts desc", "event_ts desc, event_id"))) == []

@@ -657,15 +657,21 @@ _RANKING = (exp.RowNumber, *(c for c in (getattr(exp, "Rank", None), getattr(exp
 
 
 def _is_first_rank(cmp: exp.Expression, target: Callable[[exp.Expression], bool]) -> bool:
-    """`x = 1`, `x <= 1`, `x < 2` (either side) where target(x)."""
+    """`x = n`, `x <= n`, `x < n` (or mirrored) for a positive integer n, where target(x): the
+    first row(s) of each partition are kept (n = 1 deduplicates, n > 1 keeps a top n)."""
     if not isinstance(cmp, (exp.EQ, exp.LTE, exp.LT, exp.GTE, exp.GT)):
         return False
     left, right = cmp.this, cmp.expression
-    wanted = {exp.EQ: ("1", "1"), exp.LTE: ("1", None), exp.LT: ("2", None),
-              exp.GTE: (None, "1"), exp.GT: (None, "2")}[type(cmp)]
-    if target(left) and isinstance(right, exp.Literal) and right.name == wanted[0]:
+
+    def positive(node, minimum):
+        return isinstance(node, exp.Literal) and not node.is_string and node.name.isdigit() and \
+            int(node.name) >= minimum
+
+    upper_right = {exp.EQ: 1, exp.LTE: 1, exp.LT: 2}  # x op n
+    upper_left = {exp.EQ: 1, exp.GTE: 1, exp.GT: 2}  # n op x
+    if target(left) and type(cmp) in upper_right and positive(right, upper_right[type(cmp)]):
         return True
-    return target(right) and isinstance(left, exp.Literal) and left.name == wanted[1]
+    return target(right) and type(cmp) in upper_left and positive(left, upper_left[type(cmp)])
 
 
 def _dedup_windows(stmt: exp.Expression) -> list[exp.Window]:
@@ -794,19 +800,27 @@ def dedup_order_not_total(ctx: ModelContext) -> list[Hit]:
     for branch, parsed in ctx.branches():
         for stmt in parsed.statements:
             typer = Typer(stmt, ctx.relation_types)
+            picks = []  # (construct, partition expressions, order by or None, its select, label)
             for win in _dedup_windows(stmt):
-                part_nodes = list(win.args.get("partition_by") or [])
+                picks.append((win, list(win.args.get("partition_by") or []), win.args.get("order"),
+                              win.find_ancestor(exp.Select), f"dedup `{_sql(win, ctx, 90)}` = 1"))
+            for select in stmt.find_all(exp.Select):
+                distinct = select.args.get("distinct")
+                on = distinct.args.get("on") if distinct is not None else None
+                if on is not None:
+                    exprs = list(on.expressions) if isinstance(on, exp.Tuple) else [on]
+                    picks.append((distinct, exprs, select.args.get("order"), select,
+                                  f"`{_sql(distinct, ctx, 60)}`"))
+            for node, part_nodes, order, select, label in picks:
                 partition = _column_names(part_nodes)
-                order = win.args.get("order")
                 order_nodes = [o.this if isinstance(o, exp.Ordered) else o for o in (order.expressions if order else [])]
                 order_cols = _column_names(order.expressions) if order is not None else set()
-                select = win.find_ancestor(exp.Select)
                 joined = select is not None and bool(select.args.get("joins"))
                 total = False
                 if select is not None:
                     keys = _select_keys(select, ctx, typer)
-                    both = _qualified(order_nodes, select, typer, ctx) | _qualified(part_nodes, select, typer, ctx)
                     only_part = _qualified(part_nodes, select, typer, ctx)
+                    both = _qualified(order_nodes, select, typer, ctx) | only_part
                     total = any(k <= both and not k <= only_part for k in keys)
                     everything = _source_columns(select, ctx, typer)
                     mentioned = {c.name.lower() for n in order_nodes + part_nodes
@@ -817,14 +831,13 @@ def dedup_order_not_total(ctx: ModelContext) -> list[Hit]:
                     total = any(s <= (order_cols | partition) and not s <= partition for s in ctx.unique_sets)
                 if total:
                     continue
-                func = win.this.sql().split("(")[0].lower()
+                word = "distinct" if isinstance(node, exp.Distinct) else node.this.sql().split("(")[0].lower()
                 why = "has no order by" if order is None else \
                     f"orders by {', '.join(sorted(order_cols)) or 'expressions'}, which is not a total order " \
                     "(no column known to be unique within the partition" + \
                     (", after its joins" if joined else "") + ")"
-                hits.append(Hit("dedup-order-not-total",
-                                f"dedup `{_sql(win, ctx, 90)}` = 1 {why}: ties keep an arbitrary row",
-                                branch, (_needle(func),), key=_sql(win, ctx)))
+                hits.append(Hit("dedup-order-not-total", f"{label} {why}: ties keep an arbitrary row",
+                                branch, (_needle(word),), key=_sql(node, ctx)))
     return hits
 
 
