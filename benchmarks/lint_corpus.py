@@ -76,7 +76,24 @@ SHAPES: list[tuple[str, list[str], str]] = [
     ("append_not_in", [], INC.format(cfg="incremental_strategy='append'") +
      "select * from {ev}\n{{% if is_incremental() %}}where event_id not in (select event_id from {{{{ this }}}})"
      "{{% endif %}}\n"),
+    ("bound_outside_subquery", [], INC.format(cfg="incremental_strategy='delete+insert', unique_key='event_id'") +
+     "select * from {ev}\n{{% if is_incremental() %}}where event_ts >= (select max(event_ts) from {{{{ this }}}}) "
+     "- interval '2 days'{{% endif %}}\n"),
+    ("coalesced_watermark_merge", [], INC.format(cfg="incremental_strategy='merge', unique_key='event_id'") +
+     "select * from {ev}\n{{% if is_incremental() %}}where event_ts >= coalesce((select max(event_ts) from "
+     "{{{{ this }}}}), '1900-01-01'){{% endif %}}\n"),
+    ("clock_upper_bound_only", [], INC.format(cfg="incremental_strategy='merge', unique_key='event_id'") +
+     "select * from {ev}\nwhere event_ts < now()\n{{% if is_incremental() %}}and event_ts >= (select max(event_ts) "
+     "- interval '1 day' from {{{{ this }}}}){{% endif %}}\n"),
+    ("top_n_total", [], TABLE + "select * from (select *, row_number() over (partition by customer_id "
+     "order by amount desc, order_id) as rn from {od}) x where rn <= 3\n"),
+    ("reads_clock_view", [], INC.format(cfg="incremental_strategy='merge', unique_key='event_id'") +
+     "select * from {{{{ ref('clock_view_{n}') }}}}\n{{% if is_incremental() %}}where event_ts >= "
+     "(select max(event_ts) - interval '1 day' from {{{{ this }}}}){{% endif %}}\n"),
     # ---- unsafe
+    ("clock_view", ["clock-window"], "select * from {ev} where event_ts >= now() - interval '7 days'\n"),
+    ("top_n_ties", ["dedup-order-not-total"], TABLE + "select * from (select *, row_number() over "
+     "(partition by customer_id order by amount desc) as rn from {od}) x where rn <= 3\n"),
     ("append_lookback", ["append-reread"], INC.format(cfg="incremental_strategy='append'") +
      "select * from {ev}\n{{% if is_incremental() %}}where event_ts >= (select max(event_ts) - interval '1 hour' "
      "from {{{{ this }}}}){{% endif %}}\n"),
