@@ -103,3 +103,51 @@ def test_a_duckdb_file_named_like_its_schema(tmp_path):
     models = by_name(report)
     assert scenario(models["orders_recent"], "replay")["verdict"] == "safe"
     assert scenario(models["orders_dup"], "replay")["verdict"] == "duplicates"
+
+
+EXTERNAL_PROJECT = {
+    "dbt_project.yml": "name: extp\nversion: '1.0.0'\nconfig-version: 2\nprofile: extp\n",
+    "models/sources.yml": ("version: 2\nsources:\n  - name: lake\n    meta:\n"
+                           "      external_location: \"data/{name}.parquet\"\n"
+                           "    tables:\n      - name: events\n        config:\n          event_time: ts\n"),
+    "models/ev_merged.sql": (
+        "{{ config(materialized='incremental', incremental_strategy='merge', unique_key='id') }}\n"
+        "select * from {{ source('lake', 'events') }}\n"
+        "{% if is_incremental() %} where ts >= (select max(ts) - interval '3 hours' from {{ this }}) {% endif %}\n"),
+    "models/ev_py.py": (
+        "def model(dbt, session):\n"
+        "    dbt.config(materialized='incremental', incremental_strategy='append')\n"
+        "    df = dbt.ref('ev_merged')\n"
+        "    if dbt.is_incremental:\n"
+        "        df = df.filter(f\"ts >= (select max(ts) - interval '3 hours' from {dbt.this})\")\n"
+        "    return df\n"),
+}
+
+
+def test_an_external_location_source_and_a_python_model(tmp_path):
+    """dbt-duckdb: a source read from a parquet file is snapshotted as a table (the file is only
+    read), and a Python model is replayed like a SQL model."""
+    import duckdb
+
+    from gameday_support import file_sha256
+
+    project = tmp_path / "extp"
+    _write(project, EXTERNAL_PROJECT)
+    (project / "data").mkdir()
+    with duckdb.connect() as con:
+        con.execute(f"copy (select range::int as id, timestamp '2026-02-01' + to_hours(range::int) as ts, "
+                    f"range * 1.5 as v from range(200)) to '{project / 'data' / 'events.parquet'}' (format parquet)")
+    duckdb.connect(str(project / "extp.duckdb")).close()
+    write_profiles(project, "extp", duckdb_profile("extp.duckdb"))
+    before = file_sha256(project / "data" / "events.parquet")
+    code, stderr, report = _gameday(project, project, tmp_path / "out", "--scenarios", "replay")
+    assert code == 1, stderr
+    models = by_name(report)
+    merged = scenario(models["ev_merged"], "replay")
+    assert (merged["verdict"], merged["rows"], merged["reference_rows"]) == ("safe", 200, 200)
+    # 200 hourly rows over 9 days; the first build holds 5 days (120 rows), then each of 4 daily runs
+    # appends the 3-hour lookback again: the newest row and the 3 before it
+    py = scenario(models["ev_py"], "replay")
+    assert (py["verdict"], py["rows"], py["extra_rows"]) == ("duplicates", 216, 16)
+    assert models["ev_py"]["materialized"] == "incremental"
+    assert file_sha256(project / "data" / "events.parquet") == before

@@ -23,7 +23,7 @@ from .preflight import check_columns, check_config
 from .project import Project
 from .results import VERDICT_ORDER, GamedayReport, ModelVerdict, PartitionCount, ScenarioResult
 from .sandbox import Engine, Sandbox, engine_for
-from .sandbox.base import check_writable_dir, private_work_root
+from .sandbox.base import check_writable_dir, private_work_root, secrets_through_env
 from .sandbox.base import (PARSE_PREFIX, REFERENCE_SCHEMA, SNAPSHOT_SCHEMA, Connection, make_locked_dir,
                            snapshot_table, table, ts_literal)
 from .scenarios import ALL_SCENARIOS, Arrive, Batch, Reset, Run, count_runs, scenario_steps
@@ -121,10 +121,8 @@ class Gameday:
     # ---------------------------------------------------------------- dbt in a sandbox
     def _profiles_dir(self, sandbox: Sandbox) -> str:
         assert self.engine and self.project
-        out = self.engine.profile_output(sandbox)
-        if out.get("password"):
-            os.environ[PASSWORD_ENV] = str(out["password"])
-            out["password"] = "{{ env_var('%s') }}" % PASSWORD_ENV
+        # every secret (password, pass, DuckDB settings and secrets) through the environment
+        out = secrets_through_env(self.engine.profile_output(sandbox))
         folder = self.engine.run_dir / "profiles" / sandbox.name
         folder.mkdir(parents=True, exist_ok=True)
         doc = {self.project.profile_name: {"target": self.project.target_name,
@@ -187,6 +185,7 @@ class Gameday:
         res = self._dbt(plan, sb, profiles, scenario_steps("reference", plan.timeline)[0])
         self.progress.advance("reference: full refresh")
         errors = _node_errors(res, plan)
+        self._trace_time_columns(plan, res)
         with self.engine.connect(sb) as con:
             con.create_schema(REFERENCE_SCHEMA)
             for m in plan.judged:
@@ -201,6 +200,25 @@ class Gameday:
             for m in reversed(plan.build):
                 con.drop_relation(m.schema, m.identifier)
         return sb, errors, [res]
+
+    def _trace_time_columns(self, plan: Plan, res) -> None:
+        """The time column of each model without an event_time or partition_key config, traced
+        through its compiled SQL from its inputs' time columns, for the per-day counts."""
+        from .lineage import output_time_column
+
+        compiled = {}
+        for r in getattr(res.raw, "results", None) or ():
+            node = getattr(r, "node", None)
+            if node is not None and getattr(node, "compiled_code", None):
+                compiled[node.unique_id] = node.compiled_code
+        known: dict[str, str] = {s.identifier.lower(): s.time_column for s in plan.inputs if s.time_column}
+        for m in plan.build:
+            column = partition_column(m)
+            if column is None and m.unique_id in compiled and m.language == "sql":
+                column = output_time_column(compiled[m.unique_id], self.engine.dialect, known)
+            if column:
+                plan.time_columns[m.unique_id] = column
+                known[m.identifier.lower()] = column
 
     def run_scenario(self, name: str, plan: Plan, template: Sandbox, ref_errors: dict[str, str],
                      isolate: dict | None = None) -> tuple[dict, list]:
@@ -290,8 +308,9 @@ class Gameday:
                 continue
             tol = m.float_tolerance if m.float_tolerance is not None else self.options.float_tolerance
             d = diff_relations(con, (REFERENCE_SCHEMA, plan.ref_names[uid]), (m.schema, m.identifier),
-                               key=m.key, ignore_columns=m.ignore_columns, partition_column=partition_column(m),
-                               column_detail=(name == "determinism"), **_tolerance_kw(tol))
+                               key=m.key, ignore_columns=m.ignore_columns,
+                               partition_column=plan.time_columns.get(uid) or partition_column(m),
+                               column_detail=(name == "determinism"), float_tolerance=tol)
             r = _scenario_result(name, d)
             if r.verdict == "safe" and m.incremental and name != "determinism" and not plan.exercised.get(uid, True):
                 r = _replace(r, verdict="untested", message=plan.untested_reason(m))
@@ -368,7 +387,8 @@ class Gameday:
     def _payload(self, plan: Plan, chain: str, template: Sandbox, ref_errors: dict[str, str],
                  isolate: dict | None = None) -> dict:
         return {"key": chain if not isolate else f"{chain} (isolation)", "scenario": chain, "template": template,
-                "ref_errors": ref_errors, "timeline": plan.timeline, "arrivals": plan.arrivals, "isolate": isolate}
+                "ref_errors": ref_errors, "timeline": plan.timeline, "arrivals": plan.arrivals,
+                "time_columns": plan.time_columns, "isolate": isolate}
 
     def _execute(self, pool, plan: Plan, payloads: list[dict], template: Sandbox,
                  ref_errors: dict[str, str]) -> dict[str, tuple]:
@@ -492,15 +512,6 @@ def _clock_reads(invocations) -> dict[str, tuple[set, set]]:
             seen[0].update(used)
             seen[1].update(kept)
     return out
-
-
-def _tolerance_kw(tolerance: float | None) -> dict:
-    """diff_relations takes `float_tolerance` once floats are compared within a tolerance."""
-    import inspect
-
-    if tolerance is None or "float_tolerance" not in inspect.signature(diff_relations).parameters:
-        return {}
-    return {"float_tolerance": tolerance}
 
 
 def _replace(r: ScenarioResult, **changes) -> ScenarioResult:

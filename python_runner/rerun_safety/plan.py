@@ -34,6 +34,7 @@ class Plan:
     notes: list[str] = field(default_factory=list)  # about the whole run
     exercised: dict[str, bool] = field(default_factory=dict)  # model -> its inputs received new rows
     empty_first: dict[str, str] = field(default_factory=dict)  # model -> why its first build saw no rows
+    time_columns: dict[str, str] = field(default_factory=dict)  # model -> its output's time column
 
     @property
     def timed_sources(self) -> list[SourceTable]:

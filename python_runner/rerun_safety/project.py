@@ -29,6 +29,7 @@ class SourceTable:
     time_column: str | None
     time_origin: str | None  # event_time | loaded_at_field | meta | rerun_safety.yml | vars
     seed: bool = False  # a timed seed: loaded by `dbt seed`, then replayed like a source
+    external: str | None = None  # dbt-duckdb `external_location`, as dbt renders it (a file read)
 
 
 @dataclass(frozen=True)
@@ -267,7 +268,7 @@ class Project:
             elif meta_rs.get("time_column") or meta_rs.get("event_time"):
                 time_col, origin = meta_rs.get("time_column") or meta_rs.get("event_time"), "meta"
             self.sources[uid] = SourceTable(uid, f"{src.source_name}.{src.name}", src.database, src.schema,
-                                            src.identifier, time_col, origin)
+                                            src.identifier, time_col, origin, external=self._external(src))
         self.seed_inputs: dict[str, SourceTable] = {}
         keys_by_test = _keys_from_tests(m)
         for uid, node in m.nodes.items():
@@ -300,6 +301,28 @@ class Project:
                 origin = "event_time" if cfg.get("event_time") else "meta"
                 self.seed_inputs[uid] = SourceTable(uid, node.name, node.database, node.schema,
                                                     self.models[uid].identifier, str(seed_time), origin, seed=True)
+
+    def _external(self, src: Any) -> str | None:
+        """A dbt-duckdb source read from a file (`external_location`): its rendered location. The
+        snapshot copies it into a table, so the location is taken out of this manifest: in a
+        sandbox, `source()` then names that table."""
+        if self.adapter != "duckdb":
+            return None
+        extra = getattr(src.config, "_extra", None) or {}
+        if "external_location" not in (src.meta or {}) and "external_location" not in extra:
+            return None
+        from types import SimpleNamespace
+
+        from dbt.adapters.duckdb.relation import DuckDBRelation
+
+        try:
+            rendered = DuckDBRelation.create_from_source(SimpleNamespace(quoting={}), src).render()
+        except Exception as err:  # noqa: BLE001 - a bad template in the user's config
+            raise ConfigError(f"source {src.source_name}.{src.name}: external_location cannot be rendered: "
+                              f"{err}") from None
+        src.meta.pop("external_location", None)
+        extra.pop("external_location", None)
+        return rendered
 
     def _apply_time_columns(self) -> None:
         """The runner config's time columns: override a source's, or make a seed a timed input."""

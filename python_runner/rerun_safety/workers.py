@@ -88,6 +88,7 @@ def _scenario_worker(payload: dict) -> tuple:
     plan = _WORKER["plan"]
     plan.timeline = payload["timeline"]
     plan.arrivals = payload["arrivals"]
+    plan.time_columns = payload["time_columns"]
     plan.judge_exercise()
     judged, results = gd.run_scenario(payload["scenario"], plan, payload["template"], payload["ref_errors"],
                                       isolate=payload.get("isolate"))

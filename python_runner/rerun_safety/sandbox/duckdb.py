@@ -114,11 +114,17 @@ class DuckDBEngine(Engine):
                 con.create_schema(src.schema)
                 user_table = exp.Table(this=ident(src.identifier), db=ident(src.schema), catalog=ident("rs_user"))
                 try:
-                    con.execute(exp.Create(this=table(src.schema, src.identifier), kind="TABLE",
-                                           expression=exp.select("*").from_(user_table)))
+                    if src.external:
+                        # a file read through `external_location` (parquet, CSV): copied as a table,
+                        # which the sandboxes' manifest reads instead of the file
+                        con.execute(f"create table {table(src.schema, src.identifier).sql(dialect='duckdb')} "
+                                    f"as select * from {src.external}")
+                    else:
+                        con.execute(exp.Create(this=table(src.schema, src.identifier), kind="TABLE",
+                                               expression=exp.select("*").from_(user_table)))
                 except duckdb.Error as err:
-                    raise ConfigError(f"source {src.name}: cannot read {src.schema}.{src.identifier} from "
-                                      f"{self.user_path}: {str(err).splitlines()[0]}") from None
+                    where = src.external or f"{src.schema}.{src.identifier} from {self.user_path}"
+                    raise ConfigError(f"source {src.name}: cannot read {where}: {str(err).splitlines()[0]}") from None
                 if src.time_column:
                     con.copy_table(src.schema, src.identifier, SNAPSHOT_SCHEMA, snapshot_table(src))
             con.execute("detach rs_user")
