@@ -1,14 +1,19 @@
 """Benchmark of `rerun-safety diff` against EXCEPT ALL, a keyed join, a checksum scan, pandas and peers.
 
 Builds two tables of --rows rows on DuckDB (1,000 rows added, 1,000 removed, 1,000 changed),
-and a copy for the identical case; on PostgreSQL (a throwaway server) the same with --pg-rows.
+a copy for the identical case and a copy whose double column moved by 1e-14 of its value (float
+noise, equal within the default tolerance: the diff must call it identical); on PostgreSQL (a
+throwaway server) the same with --pg-rows.
 Every method runs in its own process, so the peak memory (ru_maxrss from wait4) is per method.
 "op s" is the time of the comparison inside the process, "proc s" the whole process; cheap
 methods run 3 times (best time kept, the machine is shared), the slow ones once.
 Peers (reladiff, SQLMesh) run from their own venvs under /tmp, never from the project's.
 
     nice .venv/bin/python benchmarks/diff.py [--rows 10000000] [--pg-rows 2000000] [--skip-peers]
-                                            [--skip-pandas] [--skip-duckdb] [--skip-postgres]
+                                            [--skip-pandas] [--skip-duckdb] [--skip-postgres] [--quick]
+
+--quick runs only the checksum scans and our diff (no EXCEPT ALL, join, CLI, pandas or peers):
+a short before/after comparison of the diff itself.
 """
 from __future__ import annotations
 
@@ -43,7 +48,14 @@ def build_sql(n: int, engine: str) -> list[str]:
             "create table c as select * from a",
             f"create table b as select * from a where id % {step} <> 17 % {step}",
             f"update b set amount = amount + 1 where id % {step} = 5 % {step}",
-            f"insert into b select id + {2 * n}, day, customer, amount, status, ts from a where id % {step} = 9 % {step}"]
+            f"insert into b select id + {2 * n}, day, customer, amount, status, ts from a where id % {step} = 9 % {step}",
+            *noise_sql()]
+
+
+def noise_sql() -> list[str]:
+    """Table d: a with every amount moved by 1e-14 of itself, as a sum in another order moves it."""
+    return ["drop table if exists d",
+            "create table d as select id, day, customer, amount * (1 + 1e-14) as amount, status, ts from a"]
 
 
 # ----------------------------------------------------------------------------- child methods
@@ -271,6 +283,7 @@ def main() -> None:
     ap.add_argument("--skip-pandas", action="store_true")
     ap.add_argument("--skip-postgres", action="store_true")
     ap.add_argument("--skip-duckdb", action="store_true")
+    ap.add_argument("--quick", action="store_true", help="only the checksum scans and our diff")
     ap.add_argument("--child")
     ap.add_argument("--target")
     ap.add_argument("--extra", default="")
@@ -297,6 +310,14 @@ def main() -> None:
         subprocess.run([sys.executable, "-c", script, db + ".tmp", json.dumps(build_sql(args.rows, "duckdb"))],
                        check=True)
         os.replace(db + ".tmp", db)
+    else:
+        check = duckdb.connect(db, read_only=True)
+        has_noise = check.execute("select count(*) from information_schema.tables where table_name = 'd'").fetchone()[0]
+        check.close()
+        if not has_noise:  # a data file of an older version of this script
+            script = ("import duckdb, json, sys\ncon = duckdb.connect(sys.argv[1])\n"
+                      "for s in json.loads(sys.argv[2]): con.execute(s)\ncon.execute('checkpoint')\ncon.close()")
+            subprocess.run([sys.executable, "-c", script, db, json.dumps(noise_sql())], check=True)
     print(f"DuckDB {duckdb.__version__}: {args.rows:,} rows per table, data ready in {time.perf_counter() - t:.1f} s; "
           f"cores: {os.cpu_count()}; load average before: {os.getloadavg()[0]:.1f}\n")
 
@@ -313,7 +334,13 @@ def main() -> None:
         ("checksum scan of both (a vs identical c)", lambda: python_method("checksum", db, "a,c", repeat=3)),
         ("ours identical, keyed (a vs c)", lambda: python_method("ours_keyed", db, "a,c", repeat=3)),
         ("ours identical, no key (a vs c)", lambda: python_method("ours_unkeyed", db, "a,c", repeat=3)),
+        ("ours float noise, keyed (a vs d)", lambda: python_method("ours_keyed", db, "a,d", repeat=3)),
+        ("ours float noise, no key (a vs d)", lambda: python_method("ours_unkeyed", db, "a,d", repeat=3)),
     ]
+    if args.quick:
+        slow = ("CLI process", "keyed FULL OUTER JOIN", "EXCEPT ALL")
+        plan = [(name, fn) for name, fn in plan if not name.startswith(slow)]
+        args.skip_pandas = args.skip_peers = True
     if not args.skip_pandas:
         plan.append(("pandas merge(indicator=True)", lambda: python_method("pandas", db)))
     if not args.skip_peers:
@@ -353,6 +380,8 @@ def main() -> None:
         ("identical keyed <= 1.5x one checksum scan (op)", op("ours identical, keyed (a vs c)"),
          op("checksum scan of both (a vs identical c)"), 1.5),
         ("identical unkeyed <= 1.5x one checksum scan (op)", op("ours identical, no key (a vs c)"),
+         op("checksum scan of both (a vs identical c)"), 1.5),
+        ("float noise keyed <= 1.5x one checksum scan (op)", op("ours float noise, keyed (a vs d)"),
          op("checksum scan of both (a vs identical c)"), 1.5),
         ("1,000-row diff <= 0.3x EXCEPT ALL (process)", ours, proc("EXCEPT ALL both ways"), 0.3),
     ]
@@ -403,6 +432,7 @@ def postgres(rows: int) -> None:
                                     ("checksum scan of both (a vs identical c)", "pg_checksum", "a,c"),
                                     ("ours identical, keyed (a vs c)", "pg_ours_keyed", "a,c"),
                                     ("ours identical, no key (a vs c)", "pg_ours_unkeyed", "a,c"),
+                                    ("ours float noise, keyed (a vs d)", "pg_ours_keyed", "a,d"),
                                     ("EXCEPT ALL both ways", "pg_except_all", "")]:
             results[name] = python_method(method, target, extra, repeat=1 if "except" in method else 2)
             print(f"  ran {name}: {results[name]['proc_seconds']:.2f} s", flush=True)
