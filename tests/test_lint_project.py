@@ -204,3 +204,17 @@ def test_new_user_project_errs_on_exactly_the_unsafe_models(newshop, engine):
     safe = " ".join(name for name, (_, rules) in MODELS.items() if not rules)
     code, doc = _lint(project, profiles, "--select", safe)
     assert code == 0, [f for f in doc["findings"] if f["severity"] == "error"]
+
+
+def test_a_model_that_cannot_compile_is_a_warning_naming_why(newshop):
+    project, profiles = newshop
+    sources = project / "models" / "sources.yml"
+    sources.write_text(sources.read_text().replace("      - name: events\n",
+                                                   "      - name: events\n      - name: ghost\n"))
+    (project / "models" / "ghost_latest.sql").write_text(
+        "{{ rerun_safety.deduplicate(source('shop', 'ghost'), 'id', 'ts') }}\n")
+    code, doc = _lint(project, profiles, "--select", "ghost_latest stg_orders")
+    assert code == 0
+    assert [(f["model"], f["rule"], f["severity"]) for f in doc["findings"]] == \
+        [("ghost_latest", "compile-error", "warning")]
+    assert "source shop.ghost" in doc["findings"][0]["message"]

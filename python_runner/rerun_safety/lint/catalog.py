@@ -191,8 +191,10 @@ def _csv_columns(node, project_root: str, dialect: str) -> tuple[tuple[str, str]
     return tuple(out)
 
 
-def base_relations(manifest, tp: TargetProfile, uids: set[str], dialect: str) -> list[RelationSpec]:
-    """Sources, seeds and snapshots among `uids`, as empty relations with their real columns."""
+def base_relations(manifest, tp: TargetProfile, uids: set[str], dialect: str
+                   ) -> tuple[list[RelationSpec], dict[str, str]]:
+    """Sources, seeds and snapshots among `uids`, as empty relations with their real columns; and
+    {unique_id: name} of those whose columns are known nowhere."""
     nodes: list[Any] = []
     for uid in sorted(uids):
         if uid.startswith("source."):
@@ -206,6 +208,7 @@ def base_relations(manifest, tp: TargetProfile, uids: set[str], dialect: str) ->
     found = read_target_columns(tp, [_relation(n) for n in nodes])
     root = str(getattr(manifest.metadata, "project_root", "") or "")
     specs = []
+    unknown: dict[str, str] = {}
     for node in nodes:
         database, schema, name = _relation(node)
         columns = tuple(found.get((schema.lower(), name.lower()), ()))
@@ -215,4 +218,8 @@ def base_relations(manifest, tp: TargetProfile, uids: set[str], dialect: str) ->
             columns = _yaml_columns(node)
         if columns:
             specs.append(RelationSpec(database, schema, name, columns))
-    return specs
+        else:
+            kind = node.unique_id.split(".")[0]
+            label = f"{node.source_name}.{node.name}" if kind == "source" else node.name
+            unknown[node.unique_id] = f"{kind} {label}"
+    return specs, unknown

@@ -83,6 +83,8 @@ class CompileOutcome:
     # unique_id -> (schema, name) of its relation; and why a model's relation could not be created
     relations: dict = field(default_factory=dict)
     not_created: dict = field(default_factory=dict)
+    # unique_id -> "source raw.x": upstream relations whose columns are known nowhere
+    unknown_relations: dict = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -419,12 +421,13 @@ def compile_project(project_dir: str | Path, profiles_dir: str | Path | None, ta
         started = time.perf_counter()
         incr: dict[str, tuple[str | None, str]] = {}
         not_created: dict[str, str] = {}
+        unknown: dict[str, str] = {}
         pass2 = None
         t = time.perf_counter()
         if scratch.incremental_possible:
             # sources, seeds, snapshots with their real columns; incremental relations as placeholders
             # (so is_incremental() is true in pass 2) until their real columns are known
-            base = catalog.base_relations(manifest, tp, upstream | wanted, scratch.dialect)
+            base, unknown = catalog.base_relations(manifest, tp, upstream | wanted, scratch.dialect)
             placeholders = [RelationSpec(n.database, n.schema, n.alias or n.name) for n in incremental]
             scratch.create(base + placeholders)
         timings["scratch_tables"] = time.perf_counter() - t  # part of "compile" too
@@ -498,7 +501,7 @@ def compile_project(project_dir: str | Path, profiles_dir: str | Path | None, ta
         for uid, src in manifest.sources.items():
             relations[uid] = (src.schema.lower(), (src.identifier or src.name).lower())
         return CompileOutcome(manifest, selected, models, scratch.mode, literals, timings, columns, relations,
-                              not_created)
+                              not_created, unknown)
     finally:
         try:
             if worker is not None:

@@ -154,8 +154,11 @@ def run_lint(project_dir: str | Path = ".", profiles_dir: str | Path | None = No
             this=(node.database or "", node.schema or "", node.alias or node.name),
             full=full, incremental=incr, unique_id=uid, path=node.original_file_path,
             raw_code=node.raw_code or "", window_literals=outcome.window_literals, root_macros=root_macros,
-            catalog=catalog, columns=own, feeds_incremental=uid in feeds, relation_keys=relation_keys, language="python" if python else "sql")
-        extra = _python_findings(ctx, compiled) if python else _pipeline_findings(ctx, compiled, full, incr)
+            catalog=catalog, columns=own, feeds_incremental=uid in feeds, relation_keys=relation_keys,
+            language="python" if python else "sql")
+        unknown = sorted(outcome.unknown_relations.get(p, p) for p in node.depends_on.nodes
+                         if p in outcome.unknown_relations)
+        extra = _python_findings(ctx, compiled) if python else _pipeline_findings(ctx, compiled, full, incr, unknown)
         kept, quiet = lint_model(ctx, extra, run=not python)
         findings += kept
         suppressed += quiet
@@ -204,12 +207,14 @@ def _python_findings(ctx: ModelContext, compiled: CompiledModel) -> list[Finding
 
 
 def _pipeline_findings(ctx: ModelContext, compiled: CompiledModel, full: ParsedSql | None,
-                       incr: ParsedSql | None) -> list[Finding]:
+                       incr: ParsedSql | None, unknown: list[str] = ()) -> list[Finding]:
     """Compile errors, parse errors and unchecked branches, as findings on the model."""
     out = []
+    why = (f" (the scratch catalog could not hold {', '.join(unknown)}: not in the target, and no columns in its "
+           "YAML or CSV)") if unknown else ""
     if compiled.full_error:
-        out.append(make_finding(ctx, "compile-error", f"model {ctx.name} could not be compiled: {compiled.full_error}",
-                                branch="full"))
+        out.append(make_finding(ctx, "compile-error",
+                                f"model {ctx.name} could not be compiled: {compiled.full_error}{why}", branch="full"))
     if compiled.incremental_checked and compiled.incremental_error and compiled.incremental_error != compiled.full_error:
         out.append(make_finding(ctx, "compile-error",
                                 f"model {ctx.name} could not be compiled with is_incremental() true: "
