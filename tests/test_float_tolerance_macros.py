@@ -9,13 +9,16 @@ failure count.
 from __future__ import annotations
 
 import csv
+import json
 import re
 from decimal import Decimal
 
 import pytest
 import yaml
+from click.testing import CliRunner
 
 from _support import REPO_ROOT, copy_fixture, duckdb_profile, postgres_profile, write_profiles
+from rerun_safety.cli import main
 from rerun_safety.diff import DEFAULT_FLOAT_TOLERANCE
 from test_float_tolerance import boundary_pair, summed_twice
 
@@ -105,7 +108,7 @@ def built(request, tmp_path_factory):
     try:
         assert _invoke(project, ["deps"]).success
         build = _invoke(project, ["build"])
-        yield build, query
+        yield build, query, project, (f"{path}:main." if engine == "duckdb" else "public.")
     finally:
         if dbname:
             request.getfixturevalue("pg_server").drop_database(dbname)
@@ -116,7 +119,7 @@ def _by_name(res) -> dict:
 
 
 def test_every_test_has_its_exact_failure_count(built):
-    build, query = built
+    build, query, _project, _prefix = built
     assert build.success, build.exception
     # the seeds hold the values we wrote, bit for bit: K of them differ between the two orders
     assert K > 200
@@ -129,7 +132,7 @@ def test_every_test_has_its_exact_failure_count(built):
 
 
 def test_failing_rows_say_what_moved(built):
-    build, query = built
+    build, query, _project, _prefix = built
     nodes = _by_name(build)
 
     def rows(name):
@@ -142,6 +145,21 @@ def test_failing_rows_say_what_moved(built):
     assert (grp, Decimal(str(diff))) == (1, Decimal("1e-10"))
     assert sorted(r[0] for r in rows("expect_fail_float_changed_reconcile_sums")) == [3, 5]
     assert sorted(r[0] for r in rows("expect_fail_float_changed_equal_multiset")) == [10, 10, 99999]
+
+
+def test_diff_calls_the_same_tables_identical(built):
+    """The seeds that pass reconcile_sums and equal_multiset are identical for `rerun-safety diff`
+    by default, and differ in exactly K rows with --float-tolerance 0."""
+    build, _query, project, prefix = built
+    assert build.success
+    args = ["diff", f"{prefix}data_float_reference", f"{prefix}data_float_reordered", "--key", "id",
+            "--format", "json", "--project-dir", str(project), "--profiles-dir", str(project)]
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["left_rows"] == ROWS + 6
+    res = CliRunner().invoke(main, [*args, "--float-tolerance", "0"])
+    out = json.loads(res.output)
+    assert (res.exit_code, out["changed"], out["rows_only_left"], out["rows_only_right"]) == (1, K, K, K)
 
 
 BAD_ARGUMENTS = [
