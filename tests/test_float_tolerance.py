@@ -127,10 +127,11 @@ def test_values_across_a_rounding_boundary(env, monkeypatch):
     assert all(floats_close(x, y, DEFAULT_FLOAT_TOLERANCE) for x, y in pairs)
     load(env, "a", [(i, 0, x) for i, (x, _y) in enumerate(pairs)] + [(100, 0, 1.0), (101, 0, 1.0)])
     load(env, "b", [(i, 0, y) for i, (_x, y) in enumerate(pairs)] + [(100, 0, 1.0), (101, 0, 1.0)])
-    for extra in ((), ("--key", "id"), ("--key", "grp")):
+    for extra in ((), ("--key", "id"), ("--key", "grp"), ("--partition-by", "x")):
         code, out = env.json("a", "b", *extra)
         assert (code, out["identical"], out["only_left"], out["only_right"], out["changed"]) == (0, True, 0, 0, 0)
         assert out["buckets"]["differing"] > 0, extra  # the buckets differed and were confirmed row by row
+        assert "differing_partitions" not in out and out["differing_columns"] == []
     # pairs 0..5 across the boundary, pair 6 moved by 1e-8 (beyond 1e-9), one row duplicated
     load(env, "c", [(i, 0, y) for i, (_x, y) in enumerate(pairs)]
          + [(100, 0, 1.0), (101, 0, 1.0), (101, 0, 1.0)])

@@ -74,7 +74,9 @@ def compare(left: Side, right: Side, *, key: Sequence[str] = (), ignore_columns:
     else:
         result["changed_rows"] = min(counts["only_r"] - counts["copies_r"], counts["only_l"])
     if not plan.schema_message and not counts["only_l"] and not counts["only_r"]:
-        result["identical"] = True  # only possible on a 64-bit checksum collision between buckets
+        # every row found its pair: floats within the tolerance that rounded apart (or a 64-bit
+        # checksum collision between buckets)
+        result.update(identical=True, differing_partitions=(), differing_columns=())
     return DiffResult(**result)
 
 
