@@ -160,9 +160,15 @@ def lint(ctx, project_dir, profiles_dir, target, select, exclude, vars_yaml, fmt
         STOP.clear()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        # dbt's thread pools are finalised here, while the interpreter is whole: left to exit,
-        # a pool's __del__ could print a "Bad file descriptor" traceback
+        # A dbt compile that stops on a failing model can leave its thread pool running; finalised
+        # at interpreter exit, its __del__ writes to a closed pipe ("Bad file descriptor"
+        # traceback). Collect and stop such pools here, while the interpreter is whole.
         gc.collect()
+        from multiprocessing.pool import RUN, Pool
+
+        for obj in gc.get_objects():
+            if isinstance(obj, Pool) and getattr(obj, "_state", None) == RUN:
+                obj.terminate()
     if fmt == "json":
         click.echo(json.dumps(result.to_dict(), indent=2))
     else:
