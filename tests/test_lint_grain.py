@@ -173,6 +173,8 @@ def test_config_columns(adapter):
                                incremental_strategy="partition_overwrite",
                                partition_key={"field": "event_date", "granularity": "day"}, this=THIS)
     assert "config-column-missing" not in errors(ok)
+    # an expression as unique_key is not a column name: not checked
+    assert "config-column-missing" not in errors(_model(adapter, sql, key="coalesce(event_id, 0)"))
     # `select *` without catalog types: unknown, no finding
     star = ModelContext.from_sql("x", adapter, f"select * from {SRC}", f"select * from {SRC}",
                                  materialized="incremental", incremental_strategy="merge", unique_key="nope",

@@ -644,7 +644,7 @@ def config_columns(ctx: ModelContext) -> list[Hit]:
     part_cols, _ = _partition_spec(ctx)
     for label, cols in (("partition_key", sorted(part_cols)), ("unique_key", [c.lower() for c in ctx.unique_key])):
         for col in cols:
-            if col and col not in names:
+            if col and re.fullmatch(r"[a-z_][a-z0-9_$]*", col) and col not in names:  # expressions: not checked
                 shown = ", ".join(sorted(names)[:12]) + (", ..." if len(names) > 12 else "")
                 hits.append(Hit("config-column-missing",
                                 f"{label} names column '{col}', which model {ctx.name} does not have "
