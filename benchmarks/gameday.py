@@ -1,12 +1,18 @@
 """Cost of a game day on examples/shop: wall time, dbt invocations, model time, overhead.
 
     .venv/bin/python benchmarks/gameday.py [--threads 1,2] [--steps 4]
+    .venv/bin/python benchmarks/gameday.py --slice [--days 120 --per-day 20000 --since-days 12]
 
 Runs on a fresh copy of the example (DuckDB). Prints, per --threads value: total wall time, the
 number of dbt invocations, the sum of the models' own execution times (dbt's run results), the
 overhead ratio (wall / model time) and the median non-model time per invocation; and, side by
 side, one `dbt run` of the same project as a CLI process (its start-up is what reusing one
 parsed manifest saves on every invocation).
+
+--slice: the same project with a long history (raw.events rebuilt with --days days of --per-day
+events), one game day on all of it and one with --since on its last --since-days days, side by
+side: wall time, model time and rows, and the slice's share of the history beside the cost ratio.
+(events_microbatch is left out of both: its full builds walk every day from its `begin`.)
 """
 from __future__ import annotations
 
@@ -29,7 +35,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--slice", action="store_true", help="compare a full history with a --since slice")
+    ap.add_argument("--days", type=int, default=120)
+    ap.add_argument("--per-day", type=int, default=20_000)
+    ap.add_argument("--since-days", type=int, default=12)
     args = ap.parse_args()
+    if args.slice:
+        return slice_benchmark(args)
     from rerun_safety.gameday import GamedayOptions, run_gameday
 
     tmp = Path(tempfile.mkdtemp(prefix="rs_bench_gameday_"))
@@ -69,6 +81,50 @@ def main() -> None:
     med = rows[0][5]
     print(f"median non-model time per invocation: {med:.3f} s (target < 0.3 s); "
           f"CLI start-up / reused-manifest overhead: {cli_wall / med:.1f}x")
+
+
+def slice_benchmark(args) -> None:
+    import datetime as dt
+
+    import duckdb
+
+    from rerun_safety.gameday import GamedayOptions, run_gameday
+
+    tmp = Path(tempfile.mkdtemp(prefix="rs_bench_slice_"))
+    project = copy_project(SHOP, tmp / "shop")
+    gen = shop_generator()
+    gen.load_duckdb(str(project / "shop.duckdb"))
+    start = gen.START
+    with duckdb.connect(str(project / "shop.duckdb")) as con:
+        con.execute("delete from raw.events")
+        con.execute(f"""insert into raw.events
+            select i + 1, 1 + i % 60, case when i % 10 < 3 then 'order' else 'view' end,
+                   case when i % 10 < 3 then cast((i % 19900 + 100) / 100.0 as decimal(10, 2)) else 0 end,
+                   ['USD', 'EUR', 'GBP'][1 + i % 3],
+                   timestamp '{start}' + to_microseconds(cast(i * (86400e6 / {args.per_day}) as bigint))
+            from range({args.days * args.per_day}) t(i)""")
+        con.execute("checkpoint")
+    dbt_deps(project, project)
+    os.chdir(project)
+    end = start + dt.timedelta(days=args.days)
+    since = end - dt.timedelta(days=args.since_days)
+    rows = []
+    for label, since_opt in (("full history", None), (f"--since {since.date()}", since.isoformat())):
+        opts = GamedayOptions.build(project_dir=project, profiles_dir=project, steps=args.steps, threads=1,
+                                    exclude=("events_microbatch",), since=since_opt,
+                                    output_dir=tmp / f"out_{len(rows)}", work_root=tmp / "work")
+        t0 = time.perf_counter()
+        report = run_gameday(opts)
+        wall = time.perf_counter() - t0
+        ref_rows = max(s.reference_rows for m in report.models for s in m.scenarios)
+        rows.append((label, wall, report.model_time, ref_rows, {m.name: m.verdict for m in report.models}))
+    print(f"{args.days} days x {args.per_day} events; --steps {args.steps}, daily batches, threads 1")
+    print(f"{'run':>20} {'wall s':>8} {'model s':>8} {'rows':>10}")
+    for label, wall, model, n, _ in rows:
+        print(f"{label:>20} {wall:>8.1f} {model:>8.1f} {n:>10}")
+    full, part = rows
+    print(f"slice share of the rows: {part[3] / full[3]:.2f}; wall ratio {part[1] / full[1]:.2f}; "
+          f"model-time ratio {part[2] / full[2]:.2f}")
 
 
 if __name__ == "__main__":

@@ -84,9 +84,16 @@ def main(ctx: click.Context, debug: bool) -> None:
 @click.option("--threads", default=1, show_default=True, type=click.IntRange(1, 64),
               help="Scenarios run in this many worker processes.")
 @click.option("--keep-sandboxes", is_flag=True, help="Do not remove sandboxes (for debugging).")
+@click.option("--state", default=None, type=click.Path(file_okay=False),
+              help="Folder of a previous manifest.json, for state: selectors (e.g. --select state:modified+).")
+@click.option("--defer", is_flag=True,
+              help="Accepted beside --state for a command line shared with dbt; the game day builds "
+                   "everything upstream of the selection in its sandboxes, so nothing is deferred.")
+@click.option("--baseline", default=None, type=click.Path(dir_okay=False),
+              help="An earlier report.json (e.g. main's): exit 1 only for models that got worse than there.")
 @click.pass_context
 def gameday(ctx, project_dir, profiles_dir, target, select, exclude, vars_yaml, batch_size, steps, since, until,
-            float_tolerance, scenarios, output_dir, threads, keep_sandboxes):
+            float_tolerance, scenarios, output_dir, threads, keep_sandboxes, state, defer, baseline):
     """Replay every incremental model in sandboxes and diff it against a clean reference build."""
     from .gameday import GamedayOptions, run_gameday
     from .report import write_reports
@@ -99,7 +106,7 @@ def gameday(ctx, project_dir, profiles_dir, target, select, exclude, vars_yaml, 
             project_dir=project_dir, profiles_dir=profiles_dir, target=target, select=select,
             exclude=exclude, vars_yaml=vars_yaml, steps=steps, scenarios=scenarios,
             output_dir=output_dir, threads=threads, keep_sandboxes=keep_sandboxes, batch_size=batch_size,
-            since=since, until=until, float_tolerance=float_tolerance)
+            since=since, until=until, float_tolerance=float_tolerance, state=state, baseline=baseline)
         with TerminalProgress() as progress:
             report = run_gameday(options, progress=progress)
         paths = write_reports(report, options.output_dir)
@@ -117,7 +124,13 @@ def gameday(ctx, project_dir, profiles_dir, target, select, exclude, vars_yaml, 
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     print_summary(report, paths)
-    sys.exit(report.summary()["exit_code"])
+    summary = report.summary()
+    if "baseline" in summary:
+        worse, before = summary["baseline"]["worse"], summary["baseline"]["unsafe_as_before"]
+        click.echo(f"baseline: {len(worse)} model(s) worse than in --baseline"
+                   + (f" ({', '.join(worse)})" if worse else "")
+                   + (f"; unsafe as before: {', '.join(before)}" if before else ""))
+    sys.exit(summary["exit_code"])
 
 
 @main.command()

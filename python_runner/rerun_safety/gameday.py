@@ -64,11 +64,16 @@ class GamedayOptions:
     since: dt.datetime | None = None
     until: dt.datetime | None = None
     float_tolerance: float | None = None
+    state: str | None = None
+    # --baseline: model name -> verdict in an earlier report (e.g. main's); only models that got
+    # worse than there make the run fail
+    baseline: dict[str, str] | None = None
 
     @classmethod
     def build(cls, *, project_dir, profiles_dir=None, target=None, select=(), exclude=(), vars_yaml=None,
               steps=4, scenarios="all", output_dir=None, threads=1, keep_sandboxes=False,
-              work_root=None, batch_size="day", since=None, until=None, float_tolerance=None) -> "GamedayOptions":
+              work_root=None, batch_size="day", since=None, until=None, float_tolerance=None, state=None,
+              baseline=None) -> "GamedayOptions":
         project_dir = Path(project_dir).resolve()
         if isinstance(scenarios, str):
             names = ALL_SCENARIOS if scenarios.strip() in ("", "all") else tuple(
@@ -93,7 +98,25 @@ class GamedayOptions:
         batch = batch_size if isinstance(batch_size, Batch) else Batch.parse(batch_size)
         return cls(project_dir, profiles_dir, target, tuple(select), tuple(exclude), vars_yaml, steps, names,
                    out, threads, keep_sandboxes, batch_size=batch, since=since_t, until=until_t,
-                   float_tolerance=None if float_tolerance is None else float(float_tolerance), **kwargs)
+                   float_tolerance=None if float_tolerance is None else float(float_tolerance),
+                   state=str(state) if state else None, baseline=load_baseline(baseline), **kwargs)
+
+
+def load_baseline(path: Any) -> dict[str, str] | None:
+    """Verdicts of an earlier report.json, by model name."""
+    if not path:
+        return None
+    import json
+
+    try:
+        doc = json.loads(Path(path).read_text())
+        out = {str(m["name"]): str(m["verdict"]) for m in doc["models"]}
+    except OSError as err:
+        raise ConfigError(f"--baseline {path}: cannot read it ({err.strerror or err})") from None
+    except (ValueError, KeyError, TypeError):
+        raise ConfigError(f"--baseline {path}: not a game-day report.json (expected {{\"models\": [{{\"name\", "
+                          "\"verdict\"}}, ...]}})") from None
+    return out
 
 
 class _NoProgress:
@@ -333,7 +356,7 @@ class Gameday:
             self.engine = engine = engine_for(project.target_output, o.work_root, self.run_id)
             project.session.work_dir = engine.run_dir
             engine.sweep()
-            plan = make_plan(project, o.select, o.exclude)
+            plan = make_plan(project, o.select, o.exclude, o.state)
             check_config(plan.build, project.target_output, project.target_name)
             scenarios = [s for s in o.scenarios if s != "reference"]
             chains = ["+".join(c) for c in _chains(scenarios)]
@@ -487,7 +510,7 @@ class Gameday:
             model_time=sum(r.model_time for r in invocations), started_at=started_at,
             extra={"invocations": [{"wall_s": round(r.wall_time, 4), "model_s": round(r.model_time, 4),
                                     "nodes": len(r.nodes)} for r in invocations]},
-            batch_size=t.batch.label, notes=tuple(run_notes))
+            batch_size=t.batch.label, notes=tuple(run_notes), baseline=self.options.baseline)
 
     def _model_notes(self, plan: Plan, m, reads: tuple[set, set] | None) -> list[str]:
         notes = []

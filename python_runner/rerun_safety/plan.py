@@ -128,8 +128,8 @@ def _missing_time_columns(project: Project, build: list[Model]) -> None:
     raise ConfigError("\n".join(lines))
 
 
-def make_plan(project: Project, select: tuple[str, ...], exclude: tuple[str, ...]) -> Plan:
-    selected = project.select(select, exclude)
+def make_plan(project: Project, select: tuple[str, ...], exclude: tuple[str, ...], state: str | None = None) -> Plan:
+    selected = project.select(select, exclude, state)
     if not selected:
         raise ConfigError("the selection matches no model" if (select or exclude) else "the project has no models")
     if not any(project.models[u].incremental for u in selected):

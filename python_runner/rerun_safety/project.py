@@ -357,8 +357,9 @@ class Project:
     def input(self, uid: str) -> SourceTable:
         return self.seed_inputs.get(uid) or self.sources[uid]
 
-    def select(self, select: tuple[str, ...], exclude: tuple[str, ...]) -> list[str]:
-        """Model unique_ids matching dbt's selection syntax (via `dbt ls` on the parsed manifest)."""
+    def select(self, select: tuple[str, ...], exclude: tuple[str, ...], state: str | None = None) -> list[str]:
+        """Model unique_ids matching dbt's selection syntax (via `dbt ls` on the parsed manifest);
+        `state`: the folder of a previous manifest.json, for `state:modified+` and the like."""
         import json
 
         args = ["ls", "--resource-type", "model", "--output", "json", "--output-keys", "unique_id"]
@@ -366,6 +367,11 @@ class Project:
             args += ["--select", *select]
         if exclude:
             args += ["--exclude", *exclude]
+        if state:
+            if not (Path(state) / "manifest.json").is_file():
+                raise ConfigError(f"--state {state}: no manifest.json there (point it at the target/ folder of "
+                                  "the run to compare with, e.g. production's artifacts)")
+            args += ["--state", str(Path(state).resolve())]
         res = self.session.invoke(args)
         if not res.success:
             raise ConfigError(f"bad selection: {res.error or 'dbt ls failed'}")

@@ -127,6 +127,15 @@ class GamedayReport:
     extra: dict[str, Any] = field(default_factory=dict)
     batch_size: str = "day"
     notes: tuple[str, ...] = ()  # about the whole run: the schedule simulated, inputs realigned, ...
+    baseline: dict[str, str] | None = None  # model name -> verdict in the report compared with
+
+    @property
+    def worse_than_baseline(self) -> tuple[ModelVerdict, ...]:
+        """Unsafe models whose verdict is worse than in the baseline (or that it did not have)."""
+        if self.baseline is None:
+            return self.unsafe
+        return tuple(m for m in self.unsafe if m.name not in self.baseline
+                     or _verdict_rank(m.verdict) < _verdict_rank(self.baseline[m.name]))
 
     @property
     def unsafe(self) -> tuple[ModelVerdict, ...]:
@@ -154,7 +163,10 @@ class GamedayReport:
             "wall_time_s": round(self.wall_time, 3),
             "dbt_invocations": self.dbt_invocations,
             "model_time_s": round(self.model_time, 3),
-            "exit_code": 1 if self.unsafe else 0,
+            **({"baseline": {"worse": [m.name for m in self.worse_than_baseline],
+                             "unsafe_as_before": [m.name for m in self.unsafe if m not in self.worse_than_baseline]}}
+               if self.baseline is not None else {}),
+            "exit_code": 1 if self.worse_than_baseline else 0,
         }
 
     def to_dict(self) -> dict[str, Any]:

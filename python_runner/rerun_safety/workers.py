@@ -65,7 +65,7 @@ def _worker_init(options, run_id: str, parent_pid: int | None = None, manifest: 
                          manifest=load_manifest(manifest) if manifest is not None else None)
     gd.engine = engine_for(gd.project.target_output, options.work_root, run_id, attach=True)
     _WORKER["gameday"] = gd
-    _WORKER["plan"] = make_plan(gd.project, options.select, options.exclude)
+    _WORKER["plan"] = make_plan(gd.project, options.select, options.exclude, options.state)
 
 
 def _die_with_parent(parent_pid: int) -> None:

@@ -1,0 +1,88 @@
+"""CI on pull requests: `--select state:modified+ --state DIR` replays only what changed, and
+`--baseline report.json` fails only on models that got worse than in the baseline."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pytest
+
+from _support import FIXTURES
+from gameday_support import by_name, copy_project, dbt_deps, load_report, run_cli
+
+sys.path.insert(0, str(FIXTURES / "cadence"))
+import load_data  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    from dbt.cli.main import dbtRunner
+
+    tmp = tmp_path_factory.mktemp("state")
+    project = copy_project(FIXTURES / "cadence", tmp / "cadence")
+    load_data.load_duckdb(str(project / "cadence.duckdb"))
+    dbt_deps(project, project)
+    # production's artifacts: the manifest before the change
+    res = dbtRunner().invoke(["parse", "--project-dir", str(project), "--profiles-dir", str(project),
+                              "--target-path", str(tmp / "prod_state"), "--quiet"])
+    assert res.success
+    model = project / "models" / "orders_dup.sql"
+    model.write_text(model.read_text().replace("interval '2 days'", "interval '3 days'"))
+    return {"project": project, "state": tmp / "prod_state", "tmp": tmp}
+
+
+def gameday(p: dict, out: str, *extra: str) -> tuple[int, str, str]:
+    cwd = os.getcwd()
+    os.chdir(p["project"])
+    try:
+        return run_cli(["gameday", "--project-dir", str(p["project"]), "--profiles-dir", str(p["project"]),
+                        "--output-dir", str(p["tmp"] / out), "--scenarios", "replay", *extra])
+    finally:
+        os.chdir(cwd)
+
+
+def test_state_modified_replays_only_what_changed_and_baseline_fails_only_on_worse(project):
+    code, stdout, stderr = gameday(project, "pr", "--select", "state:modified+", "--state", str(project["state"]),
+                                   "--defer")
+    assert code == 1, stderr
+    report = load_report(project["tmp"] / "pr")
+    # the changed model and what reads it; no other incremental model of the project is replayed
+    assert sorted(by_name(report)) == ["orders_dup", "orders_dup_daily", "orders_dup_rollup"]
+    assert by_name(report)["orders_dup"]["verdict"] == "duplicates"
+
+    # main's report has the same unsafe models: nothing got worse, exit 0
+    code, stdout, stderr = gameday(project, "pr2", "--select", "state:modified+", "--state", str(project["state"]),
+                                   "--baseline", str(project["tmp"] / "pr" / "report.json"))
+    assert code == 0, stderr
+    summary = load_report(project["tmp"] / "pr2")["summary"]
+    assert summary["baseline"] == {"worse": [], "unsafe_as_before": ["orders_dup", "orders_dup_rollup",
+                                                                    "orders_dup_daily"]}
+    assert "baseline: 0 model(s) worse than in --baseline; unsafe as before:" in stdout
+
+    # a baseline where the changed model was safe: it got worse, exit 1
+    main = json.loads((project["tmp"] / "pr" / "report.json").read_text())
+    for m in main["models"]:
+        if m["name"] == "orders_dup":
+            m["verdict"] = "safe"
+    (project["tmp"] / "main.json").write_text(json.dumps(main))
+    code, stdout, stderr = gameday(project, "pr3", "--select", "state:modified+", "--state", str(project["state"]),
+                                   "--baseline", str(project["tmp"] / "main.json"))
+    assert code == 1, stderr
+    assert load_report(project["tmp"] / "pr3")["summary"]["baseline"]["worse"] == ["orders_dup"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--state", "/nonexistent/state"], "--state /nonexistent/state: no manifest.json there"),
+    (["--baseline", "/nonexistent/report.json"], "--baseline /nonexistent/report.json: cannot read it"),
+])
+def test_bad_state_or_baseline_exit_2(project, args, message):
+    code, _, stderr = gameday(project, "bad", "--select", "state:modified+", *args)
+    assert code == 2
+    assert len(stderr.strip().splitlines()) == 1 and message in stderr
+
+
+def test_a_baseline_that_is_not_a_report(project):
+    (project["tmp"] / "junk.json").write_text('{"rows": 3}')
+    code, _, stderr = gameday(project, "bad", "--baseline", str(project["tmp"] / "junk.json"))
+    assert code == 2 and "not a game-day report.json" in stderr
