@@ -431,6 +431,8 @@ def compile_project(project_dir: str | Path, profiles_dir: str | Path | None, ta
             placeholders = [RelationSpec(n.database, n.schema, n.alias or n.name) for n in incremental]
             scratch.create(base + placeholders)
         timings["scratch_tables"] = time.perf_counter() - t  # part of "compile" too
+        if not scratch.incremental_possible:
+            intro = set()  # no scratch catalog to fill: everything compiles in pass 1, against the target
         intro_nodes = [n for n in sql_nodes if n.unique_id in intro]
         if scratch.incremental_possible and incremental:
             pass2 = dict(selection=Selection.restricted(select, exclude, "config.materialized:incremental")

@@ -381,7 +381,10 @@ class PostgresScratch(Scratch):
         return {k: v for k, v in dsn.items() if v is not None}
 
     def _sweep(self) -> int:
-        """Drop scratch databases whose run died (their advisory lock is free)."""
+        """Drop scratch databases whose run died (their advisory lock is free); one this user may
+        not drop (another user's) stays for its owner's next run."""
+        import psycopg2
+
         removed = 0
         with self.admin.cursor() as cur:
             cur.execute("select datname from pg_database where starts_with(datname, %s)", [SCRATCH_PREFIX])
@@ -398,6 +401,8 @@ class PostgresScratch(Scratch):
                 try:
                     cur.execute(f"drop database if exists {self._quoted(name)} with (force)")
                     removed += 1
+                except psycopg2.Error:
+                    pass
                 finally:
                     cur.execute("select pg_advisory_unlock(%s)", [key])
         return removed
