@@ -14,7 +14,7 @@ import pytest
 
 from _support import FIXTURES, write_profiles
 from gameday_support import by_name, duckdb_fixture_project, file_sha256, load_report, run_cli, scenario
-from test_reliability_support import PARSE_PREFIX, PREFIX, payments_target
+from test_reliability_support import PARSE_PREFIX, PREFIX, payments_target, work_root
 
 def _load_module(name: str, path: Path):
     import importlib.util
@@ -38,7 +38,7 @@ def isolated(tmp_path, monkeypatch):
     tmp.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(tmp))
     yield tmp
-    root = tmp / "rerun_safety"
+    root = work_root(tmp)
     left = [p.name for pat in (f"{PREFIX}*", f"{PARSE_PREFIX}*") for p in root.glob(pat)] if root.exists() else []
     assert left == [], left
 

@@ -7,6 +7,7 @@ import os
 import signal
 import stat
 import subprocess
+import time
 import uuid
 from pathlib import Path
 
@@ -225,3 +226,255 @@ def test_interrupt_never_claims_removed_while_a_sandbox_stays(vacuum_server, tmp
     assert held in _databases_of(vacuum_server, role)
     support.next_run_sweep(target, tmp_path / "run")
     assert _databases_of(vacuum_server, role) == [] and leftover_folders(tmp_path / "run") == []
+
+
+# ------------------------------------------------------------------ 4. private by default
+
+def _modes(root: Path) -> dict[str, str]:
+    """Permission bits of every entry under `root`, as 'dir 0700' / 'file 0600'."""
+    out = {}
+    for folder, dirs, files in os.walk(root):
+        for name in dirs + files:
+            path = Path(folder) / name
+            try:
+                info = path.lstat()
+            except OSError:
+                continue  # removed while we looked
+            kind = "dir" if stat.S_ISDIR(info.st_mode) else "file"
+            out[str(path.relative_to(root))] = f"{kind} {stat.S_IMODE(info.st_mode):04o}"
+    return out
+
+
+def test_work_root_and_sandbox_copies_are_private(tmp_path):
+    target = payments_target("duckdb", tmp_path / "proj")
+    run = tmp_path / "run"
+    root = work_root(run)
+    root.mkdir(parents=True, mode=0o755)
+    root.chmod(0o755)  # ours, but open to others: tightened
+    proc = spawn_gameday(target, run, "--steps", "2", "--scenarios", "replay,rerun", "--threads", "2")
+    seen: dict[str, str] = {}
+    while proc.poll() is None:  # sample the tree while the run lives
+        if phase(run) in ("snapshot", "reference", "scenario"):
+            seen.update({k: v for k, v in _modes(root).items() if k.startswith(PREFIX)})
+        time.sleep(0.02)
+    _, err = proc.communicate(timeout=600)
+    assert proc.returncode == 1, err
+    assert stat.S_IMODE(root.stat().st_mode) == 0o700
+    copies = {k: v for k, v in seen.items() if k.endswith(".duckdb")}
+    assert any("_snapshot" in k or "/snapshot/" in k for k in copies) and any("/replay/" in k for k in copies), copies
+    assert set(copies.values()) == {"file 0600"}, copies
+    wrong = {k: v for k, v in seen.items() if v not in ("dir 0700", "file 0600")}
+    assert wrong == {}, wrong
+    assert len(seen) >= 10
+
+
+def test_work_root_owned_by_someone_else_is_refused(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("needs root to give a folder to another user")
+    target = payments_target("duckdb", tmp_path / "proj")
+    run = tmp_path / "run"
+    root = work_root(run)
+    root.mkdir(parents=True)
+    os.chown(root, 65534, 65534)
+    proc = spawn_gameday(target, run, *CHEAP)
+    _, err = proc.communicate(timeout=120)
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert proc.returncode == 2, err
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert f"refusing to use the work root {root}: it belongs to another user (uid 65534)" in lines[0]
+    assert list(root.iterdir()) == [] and not proc.out_dir.exists()
+
+
+# ------------------------------------------------------------------ 8. small
+
+def test_unwritable_output_dir_is_found_before_any_work(tmp_path):
+    target = payments_target("duckdb", tmp_path / "proj")
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a folder\n")
+    run = tmp_path / "run"
+    proc = spawn_gameday(target, run, *CHEAP, out=blocker / "reports")
+    _, err = proc.communicate(timeout=120)
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert proc.returncode == 2, err
+    assert len(lines) == 1 and f"cannot write into the output directory {blocker / 'reports'}" in lines[0], err
+    assert leftover_folders(run) == []  # no parse, no snapshot: nothing was done
+    assert not any(work_root(run).glob("*"))
+
+
+def test_run_that_cannot_connect_leaves_no_folder(tmp_path, pg_server):
+    from _support import free_port
+
+    target = payments_target("postgres", tmp_path / "proj", server=pg_server)
+    from _support import write_profiles
+    write_profiles(target.profiles, "payments", dict(target.output, port=free_port()), target="local")
+    run = tmp_path / "run"
+    proc = spawn_gameday(target, run, *CHEAP)
+    _, err = proc.communicate(timeout=120)
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert proc.returncode == 2, err
+    assert len(lines) == 1 and "cannot open a maintenance connection" in lines[0], err
+    assert leftover_folders(run) == [] and not any(work_root(run).glob("*"))
+
+
+# ------------------------------------------------------------------ 7. secrets only through the environment
+
+def _files_with(needle: bytes, roots: list[Path]) -> list[str]:
+    hits = []
+    for root in roots:
+        for folder, _, files in os.walk(root):
+            for name in files:
+                path = os.path.join(folder, name)
+                try:
+                    with open(path, "rb") as fh:
+                        if needle in fh.read():
+                            hits.append(path)
+                except OSError:
+                    continue  # removed while we looked
+    return hits
+
+
+def test_pass_spelling_and_pgpassword_never_reach_a_file(tmp_path, pg_server, monkeypatch):
+    """The profile spells the password `pass:` (dbt-postgres accepts it) and PGPASSWORD holds it too:
+    no file under the work root, the project or the output holds it, during or after the run."""
+    import threading
+
+    from _support import create_role, write_profiles
+
+    password = f"pw-{uuid.uuid4().hex}"
+    role = create_role(pg_server, password=password)
+    target = payments_target("postgres", tmp_path / "proj", server=pg_server, role=role)
+    output = {k: v for k, v in target.output.items() if k != "password"}
+    write_profiles(target.profiles, "payments", dict(output, **{"pass": password}), target="local")
+    monkeypatch.setenv("PGPASSWORD", password)
+    run = tmp_path / "run"
+    roots = [run, target.project]
+    seen: list[str] = []
+    profiles_seen: set[str] = set()
+    stop = threading.Event()
+
+    def scan() -> None:
+        while not stop.is_set():
+            seen.extend(_files_with(password.encode(), roots))
+            profiles_seen.update(p for p in _files_with(role.encode(), [run]) if p.endswith("profiles.yml"))
+            time.sleep(0.05)
+
+    scanner = threading.Thread(target=scan)
+    scanner.start()
+    try:
+        proc = spawn_gameday(target, run, *ROLE_ARGS)
+        _, err = proc.communicate(timeout=600)
+    finally:
+        stop.set()
+        scanner.join()
+    assert proc.returncode == 0, err
+    assert {m["name"]: m["verdict"] for m in load_report(proc.out_dir)["models"]} == {
+        "payments_current": "safe", "payments_merged": "safe"}
+    assert len(profiles_seen) >= 2, profiles_seen  # the scan saw the generated sandbox profiles
+    assert seen == [] and _files_with(password.encode(), roots) == []
+    assert password not in err
+
+
+def test_duckdb_settings_and_secrets_reach_sandbox_profiles_through_the_environment(tmp_path):
+    """dbt-duckdb `settings:` and `secrets:` holding cloud keys: the sandbox profile that the game day writes
+    holds none of them, and dbt renders it back to the user's values (httpfs cannot be installed here,
+    so this checks the generated profile through dbt's own profile renderer instead of a full run)."""
+    import types
+
+    from rerun_safety.gameday import Gameday, GamedayOptions
+    from rerun_safety.project import load_target_output
+    from rerun_safety.sandbox import engine_for
+
+    from _support import write_profiles
+
+    target = payments_target("duckdb", tmp_path / "proj")
+    keys = {name: f"{name}-{uuid.uuid4().hex}" for name in ("s3_key_id", "s3_secret", "token", "entry_key", "entry_secret")}
+    user = dict(target.output,
+                settings={"s3_access_key_id": keys["s3_key_id"], "s3_secret_access_key": keys["s3_secret"],
+                          "motherduck_token": keys["token"], "threads": 2, "s3_region": "eu-west-1"},
+                secrets=[{"type": "s3", "key_id": keys["entry_key"], "secret": keys["entry_secret"],
+                          "region": "eu-west-1"}])
+    write_profiles(target.profiles, "payments", user, target="local")
+    _, _, rendered = load_target_output(target.project, target.profiles, None, {})
+    gd = Gameday(GamedayOptions.build(project_dir=target.project, output_dir=tmp_path / "out",
+                                      work_root=tmp_path / "work"))
+    gd.engine = engine_for(rendered, tmp_path / "work", "secrets1")
+    gd.project = types.SimpleNamespace(profile_name="payments", target_name="local")
+    try:
+        sandbox = gd.engine.create_snapshot([])
+        folder = Path(gd._profiles_dir(sandbox))
+        text = (folder / "profiles.yml").read_text()
+        assert [k for k, v in keys.items() if v in text] == []
+        assert _files_with(keys["s3_secret"].encode(), [tmp_path / "work"]) == []
+        _, _, back = load_target_output(target.project, folder, None, {})
+        assert back["settings"] == user["settings"] | {"threads": 2}
+        assert back["secrets"] == user["secrets"]
+        assert back["path"] == sandbox.location
+    finally:
+        gd.engine.cleanup()
+        gd.engine.close()
+
+
+# ------------------------------------------------------------------ 5. any column type
+
+def test_enum_domain_citext_and_composite_sources_are_judged(tmp_path, pg_server):
+    """A CREATEDB role's source with an enum, a domain (with a check), an extension type (citext) and an
+    array of the enum: the snapshot has the same types; a composite type, which it does not copy, is read
+    as text with a note. Every model is judged as without them."""
+    from _support import create_role
+
+    role = create_role(pg_server)
+    target = payments_target("postgres", tmp_path / "proj", server=pg_server, role=role)
+    conn = pg_server.connect(target.dbname)
+    with conn.cursor() as cur:
+        cur.execute("create extension citext")  # by the superuser, as a DBA would
+        cur.execute(f'set role "{role}"')
+        cur.execute("create schema types")
+        cur.execute("create type types.mood as enum ('sad', 'ok', 'happy')")
+        cur.execute("create domain types.positive as numeric(12,2) not null check (value > 0)")
+        cur.execute("create type types.pair as (a int, b text)")
+        cur.execute("alter table landing.payments add column mood types.mood, add column code citext, "
+                    "add column moods types.mood[], add column amount types.positive default 1, "
+                    "add column pair types.pair")
+        cur.execute("update landing.payments set mood = (array['sad','ok','happy'])[1 + payment_no % 3]::types.mood, "
+                    "code = 'AbC' || (payment_no % 5), moods = array['ok', 'happy']::types.mood[], "
+                    "amount = \"Amount EUR\", pair = row(payment_no, 'x')::types.pair")
+    conn.close()
+    proc = spawn_gameday(target, tmp_path / "run", *ROLE_ARGS)
+    _, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err
+    models = {m["name"]: m for m in load_report(proc.out_dir)["models"]}
+    assert {n: m["verdict"] for n, m in models.items()} == {"payments_current": "safe", "payments_merged": "safe"}
+    assert models["payments_current"]["scenarios"][0]["reference_rows"] == 600
+    assert leftover_databases(pg_server) == []
+
+
+def test_snapshot_copies_types_and_reads_the_rest_as_text(tmp_path, pg_server):
+    """The snapshot itself: same type names for enum, domain and citext (citext compares case-insensitively
+    there too), the composite as text, and one note naming it."""
+    from rerun_safety.project import SourceTable
+    from rerun_safety.sandbox import engine_for
+
+    target = payments_target("postgres", tmp_path / "proj", server=pg_server)
+    conn = pg_server.connect(target.dbname)
+    with conn.cursor() as cur:
+        cur.execute("create extension if not exists citext")
+        cur.execute("create type mood as enum ('sad', 'ok', 'happy')")
+        cur.execute("create domain positive as int check (value > 0)")
+        cur.execute("create type pair as (a int, b text)")
+        cur.execute("create table landing.typed (m mood, c citext, p positive, ms mood[], pr pair)")
+        cur.execute("insert into landing.typed values ('happy', 'AbC', 3, '{sad,ok}', row(1, 'x'))")
+    conn.close()
+    engine = engine_for(target.output, tmp_path / "work", f"types{uuid.uuid4().hex[:6]}")
+    try:
+        snap = engine.create_snapshot([SourceTable("s.typed", "landing.typed", None, "landing", "typed", None, None)])
+        with engine.connect(snap) as con:
+            types = dict(con.fetchall("select attname, format_type(atttypid, atttypmod) from pg_attribute "
+                                      "where attrelid = 'landing.typed'::regclass and attnum > 0"))
+            assert types == {"m": "mood", "c": "citext", "p": "positive", "ms": "mood[]", "pr": "text"}
+            assert con.fetchall("select m > 'ok', c = 'abc', p, ms, pr from landing.typed") == [
+                (True, True, 3, "{sad,ok}", "(1,x)")]
+        assert engine.notes == ["source landing.typed: column pr has type pair, which cannot be created in a "
+                                "sandbox; the game day reads it as text"]
+    finally:
+        engine.cleanup()
+        engine.close()

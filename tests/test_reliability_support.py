@@ -75,7 +75,7 @@ def payments_target(engine: str, dest: Path, server=None, output_extra: dict | N
 
 def spawn_gameday(target: Target, tmp: Path, *args: str, out: Path | None = None) -> subprocess.Popen:
     """A game day as its own process (own session, so a signal reaches only it), with the work root
-    in `tmp/rerun_safety` (TMPDIR), stdout/stderr in files next to it."""
+    in `tmp/rerun_safety-<uid>` (TMPDIR), stdout/stderr in files next to it."""
     tmp.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, TMPDIR=str(tmp), NO_COLOR="1", COLUMNS="120")
     out = out or tmp / f"out_{uuid.uuid4().hex[:6]}"
@@ -89,7 +89,8 @@ def spawn_gameday(target: Target, tmp: Path, *args: str, out: Path | None = None
 
 
 def work_root(tmp: Path) -> Path:
-    return tmp / "rerun_safety"
+    """The runner's default work root with TMPDIR=tmp: one per user."""
+    return tmp / f"rerun_safety-{os.getuid()}"
 
 
 def leftover_folders(tmp: Path) -> list[str]:

@@ -4,7 +4,9 @@ from __future__ import annotations
 import abc
 import datetime as dt
 import fcntl
+import os
 import shutil
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -12,7 +14,7 @@ from typing import Any, Iterable, Sequence
 import sqlglot
 from sqlglot import exp
 
-from ..errors import SandboxError
+from ..errors import ConfigError, SandboxError
 from ..project import SourceTable
 
 # Every sandbox (file, folder or database) starts with this, so a later run can find leftovers.
@@ -118,11 +120,15 @@ class Engine(abc.ABC):
         self.sandboxes: list[Sandbox] = []
         self.run_dir = self.work_root / f"{PREFIX}{run_id}"
         self._lock = None
+        self._umask: int | None = None
         if not attach:
-            self.run_dir.mkdir(parents=True, exist_ok=True)
+            # Sandboxes are copies of production: files this process (and the workers it starts)
+            # creates from now on are readable by the owner only, until close().
+            self._umask = os.umask(0o077)
             # The lock tells a later sweep that this run is alive; the OS drops it when we die.
-            self._lock = open(self.run_dir / "lock", "w")
-            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            # Created and locked in one step, so a sweep never sees the folder unlocked.
+            self.work_root.mkdir(parents=True, exist_ok=True)
+            self._lock = make_locked_dir(self.run_dir)
 
     @abc.abstractmethod
     def create_snapshot(self, sources: Iterable[SourceTable]) -> Sandbox:
@@ -181,12 +187,104 @@ class Engine(abc.ABC):
             raise SandboxError(failed[0] + (f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""))
 
     def close(self) -> None:
-        """Release run-level resources (locks)."""
+        """Release run-level resources (locks, the file mode mask)."""
         try:
             if self._lock is not None:
                 self._lock.close()
         except OSError:
             pass
+        if self._umask is not None:
+            os.umask(self._umask)
+            self._umask = None
+
+    def _abandon(self) -> None:
+        """Undo __init__ when a subclass cannot start (e.g. cannot connect): no run folder stays."""
+        self.close()
+        if not self.attached:
+            shutil.rmtree(self.run_dir, ignore_errors=True)
+
+
+# Profile keys whose values are secrets (dbt-postgres `password`/`pass`; dbt-duckdb `settings`
+# such as s3_secret_access_key, motherduck_token, azure_storage_connection_string).
+_SECRET_WORDS = ("pass", "secret", "token", "key", "credential", "connection_string")
+# Keys of a dbt-duckdb `secrets:` entry that only say what the secret is for.
+_SECRET_ENTRY_PLAIN = ("type", "provider", "name", "scope", "persistent")
+SECRET_ENV_PREFIX = "DBT_ENV_SECRET_RERUN_SAFETY_"
+
+
+def _is_secret_key(key: str) -> bool:
+    return any(word in key.lower() for word in _SECRET_WORDS)
+
+
+def secrets_through_env(output: dict, environ=None) -> dict:
+    """A copy of a dbt profile output whose secret values are `{{ env_var(...) }}` references, the
+    values themselves put into `environ` (default os.environ): a generated profile file then holds
+    no secret. Covers every password spelling, and dbt-duckdb's `settings` keys and `secrets`
+    entries. The names start with DBT_ENV_SECRET_, so dbt also masks the values in its logs."""
+    import re
+
+    environ = os.environ if environ is None else environ
+
+    def to_env(path: list[str], value: str) -> str:
+        name = SECRET_ENV_PREFIX + re.sub(r"[^A-Z0-9]+", "_", "_".join(path).upper()).strip("_")
+        environ[name] = value
+        return "{{ env_var('%s') }}" % name
+
+    out = dict(output)
+    for key, value in output.items():
+        if isinstance(value, str) and value and _is_secret_key(key):
+            out[key] = to_env([key], value)
+    if isinstance(output.get("settings"), dict):
+        out["settings"] = {k: to_env(["settings", k], v) if isinstance(v, str) and v and _is_secret_key(k) else v
+                           for k, v in output["settings"].items()}
+    if isinstance(output.get("secrets"), list):
+        out["secrets"] = [
+            {k: to_env(["secrets", str(i), k], v) if isinstance(v, str) and v and k not in _SECRET_ENTRY_PLAIN else v
+             for k, v in entry.items()} if isinstance(entry, dict) else entry
+            for i, entry in enumerate(output["secrets"])]
+    return out
+
+
+def private_work_root(path: Path) -> Path:
+    """The runner's work root, created 0700 if missing. Refused (ConfigError) if it is a symlink, not
+    a folder, or owned by another user (who could read or plant sandboxes there); tightened to 0700
+    if it is ours but open to others. Sandboxes inside are copies of production data."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(mode=0o700)
+    except FileExistsError:
+        pass
+    except OSError as err:
+        raise ConfigError(f"cannot create the work root {path}: {err.strerror}") from None
+    info = os.lstat(path)
+    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
+        raise ConfigError(f"refusing to use the work root {path}: it is not a folder (a symlink or a file); "
+                          "remove it or set TMPDIR to a folder of your own")
+    if info.st_uid != os.getuid():
+        raise ConfigError(f"refusing to use the work root {path}: it belongs to another user (uid {info.st_uid}); "
+                          "remove it or set TMPDIR to a folder of your own")
+    if stat.S_IMODE(info.st_mode) != 0o700:
+        os.chmod(path, 0o700)
+    return path
+
+
+def check_writable_dir(path: Path, what: str) -> None:
+    """Fail now (ConfigError) if `path` could not be created or written into later; leaves nothing
+    behind (a missing folder is not created: its nearest existing parent is tried instead)."""
+    import tempfile
+
+    path = Path(path).absolute()
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    try:
+        if not probe.is_dir():
+            raise NotADirectoryError(20, f"{probe} is not a folder")
+        with tempfile.TemporaryFile(dir=probe):
+            pass
+    except OSError as err:
+        raise ConfigError(f"cannot write into {what} {path}: {err.strerror or err}") from None
 
 
 def make_locked_dir(path: Path):

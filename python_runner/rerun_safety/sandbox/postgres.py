@@ -22,6 +22,14 @@ _CONNECT_KEYS = ("host", "port", "user", "password", "sslmode", "sslcert", "sslk
                  "connect_timeout", "keepalives_idle")
 
 
+def _password(target_output: dict) -> str | None:
+    """The profile's password under either spelling dbt-postgres accepts (`password`, `pass`)."""
+    for key in ("password", "pass"):
+        if target_output.get(key) is not None:
+            return str(target_output[key])
+    return None
+
+
 def _lock_key(run_id: str) -> int:
     return zlib.crc32(f"rerun_safety:{run_id}".encode()) - 2**31
 
@@ -70,19 +78,25 @@ class PostgresEngine(Engine):
             # a sweep drops databases with this prefix: the user's could be taken for a leftover
             raise SandboxError(f"refusing to run: the target database '{dbname}' starts with the sandbox "
                                f"prefix '{PREFIX}'")
-        super().__init__(target_output, work_root, run_id, attach)
-        self.params = {k: target_output[k] for k in _CONNECT_KEYS if target_output.get(k) not in (None, "")}
-        if "password" in target_output and target_output["password"] is not None:
-            self.params["password"] = target_output["password"]
         self.user_db = target_output.get("dbname") or target_output.get("database")
         if not self.user_db:
             raise ConfigError("the Postgres target has no dbname")
-        self.admin = self._admin_connection()
-        version = self.admin.fetchone("select current_setting('server_version_num')::int")[0]
-        self.strategy_clause = pgsql.SQL(" strategy file_copy") if version >= 150000 else pgsql.SQL("")
-        if not attach:
-            self.admin.execute("select pg_advisory_lock(%s)", [_lock_key(run_id)])
+        super().__init__(target_output, work_root, run_id, attach)
+        self.params = {k: target_output[k] for k in _CONNECT_KEYS if target_output.get(k) not in (None, "")}
+        password = _password(target_output)
+        if password is not None:
+            self.params["password"] = password
+        try:
+            self.admin = self._admin_connection()
+            version = self.admin.fetchone("select current_setting('server_version_num')::int")[0]
+            self.strategy_clause = pgsql.SQL(" strategy file_copy") if version >= 150000 else pgsql.SQL("")
+            if not attach:
+                self.admin.execute("select pg_advisory_lock(%s)", [_lock_key(run_id)])
+        except BaseException:
+            self._abandon()  # a run that cannot connect leaves no run folder
+            raise
         self._original_db: dict[str, str | None] = {}
+        self.notes: list[str] = []  # what the snapshot could not copy as it is, one line each
 
     def _admin_connection(self) -> PgConnection:
         last: Exception | None = None
@@ -115,6 +129,7 @@ class PostgresEngine(Engine):
 
     def create_snapshot(self, sources: Iterable[SourceTable]) -> Sandbox:
         sandbox = Sandbox(self.sandbox_name("snapshot"), self.sandbox_name("snapshot"))
+        self._types: dict[int, bool] = {}  # type oid in the user's database -> exists in the snapshot
         self._create_database(sandbox.location, None)
         self.sandboxes.append(sandbox)
         user = PgConnection(self.params, self.user_db, read_only=True)
@@ -141,24 +156,94 @@ class PostgresEngine(Engine):
             if oid is None:
                 raise ConfigError(f"source {src.name}: relation {src.schema}.{src.identifier} does not exist "
                                   f"in database {self.user_db}")
-            cur.execute("select a.attname, format_type(a.atttypid, a.atttypmod) from pg_attribute a "
+            # the element type of an array column: creating it creates its array type too
+            cur.execute("select a.attname, format_type(a.atttypid, a.atttypmod), "
+                        "case when t.typcategory = 'A' then t.typelem else t.oid end "
+                        "from pg_attribute a join pg_type t on t.oid = a.atttypid "
                         "where a.attrelid = %s::regclass and a.attnum > 0 and not a.attisdropped "
                         "order by a.attnum", [qualified.as_string(user.raw)])
             columns = cur.fetchall()
-        coldefs = pgsql.SQL(", ").join(
-            pgsql.SQL("{} {}").format(pgsql.Identifier(name), pgsql.SQL(type_sql)) for name, type_sql in columns)
+        coldefs, selects = [], []
+        for name, type_sql, base_oid in columns:
+            if self._copy_type(user, snap, base_oid):
+                coldefs.append(pgsql.SQL("{} {}").format(pgsql.Identifier(name), pgsql.SQL(type_sql)))
+                selects.append(pgsql.Identifier(name))
+            else:
+                self.notes.append(f"source {src.name}: column {name} has type {type_sql}, which cannot be created "
+                                  "in a sandbox; the game day reads it as text")
+                coldefs.append(pgsql.SQL("{} text").format(pgsql.Identifier(name)))
+                selects.append(pgsql.SQL("{}::text").format(pgsql.Identifier(name)))
         with snap.raw.cursor() as cur:
             cur.execute(pgsql.SQL("create schema if not exists {}").format(pgsql.Identifier(src.schema)))
-            cur.execute(pgsql.SQL("create table {} ({})").format(qualified, coldefs))
+            cur.execute(pgsql.SQL("create table {} ({})").format(qualified, pgsql.SQL(", ").join(coldefs)))
         # Stream through a temp file: rows never sit in memory, and only this process sees them.
         with tempfile.TemporaryFile() as buf:
             with user.raw.cursor() as cur:
-                cur.copy_expert(pgsql.SQL("copy (select * from {}) to stdout with (format binary)")
-                                .format(qualified).as_string(user.raw), buf)
+                cur.copy_expert(pgsql.SQL("copy (select {} from {}) to stdout with (format binary)")
+                                .format(pgsql.SQL(", ").join(selects), qualified).as_string(user.raw), buf)
             buf.seek(0)
             with snap.raw.cursor() as cur:
                 cur.copy_expert(pgsql.SQL("copy {} from stdin with (format binary)")
                                 .format(qualified).as_string(snap.raw), buf)
+
+    def _copy_type(self, user: PgConnection, snap: PgConnection, oid: int) -> bool:
+        """Make the type `oid` of the user's database exist in the snapshot under the same name:
+        built in; an extension's (e.g. citext: CREATE EXTENSION, trusted ones need no superuser);
+        an enum (same labels, same order); a domain (same base type, NOT NULL and checks). False
+        for anything else or when creating it fails: its columns are then copied as text."""
+        if oid in self._types:
+            return self._types[oid]
+        self._types[oid] = False  # also ends a cycle
+        with user.raw.cursor() as cur:
+            cur.execute("select n.nspname, t.typname, t.typtype, t.typnotnull, "
+                        "format_type(t.typbasetype, t.typtypmod), "
+                        "(select case when b.typcategory = 'A' then b.typelem else b.oid end "
+                        " from pg_type b where b.oid = t.typbasetype), "
+                        "(select e.extname from pg_depend d join pg_extension e on e.oid = d.refobjid "
+                        " where d.classid = 'pg_type'::regclass and d.objid = t.oid and d.deptype = 'e' "
+                        " and d.refclassid = 'pg_extension'::regclass limit 1) "
+                        "from pg_type t join pg_namespace n on n.oid = t.typnamespace where t.oid = %s", [oid])
+            row = cur.fetchone()
+            if row is None:
+                return False
+            schema, name, kind, not_null, base_sql, base_oid, extension = row
+            if schema in ("pg_catalog", "information_schema"):
+                self._types[oid] = True
+                return True
+            labels, checks = [], []
+            if kind == "e":
+                cur.execute("select enumlabel from pg_enum where enumtypid = %s order by enumsortorder", [oid])
+                labels = [r[0] for r in cur.fetchall()]
+            elif kind == "d":
+                cur.execute("select pg_get_constraintdef(oid) from pg_constraint where contypid = %s "
+                            "and contype = 'c' order by conname", [oid])
+                checks = [r[0] for r in cur.fetchall()]
+        nsp, typ = pgsql.Identifier(schema), pgsql.Identifier(name)
+        if extension:
+            stmts = [pgsql.SQL("create schema if not exists {}").format(nsp),
+                     pgsql.SQL("create extension if not exists {} schema {}").format(pgsql.Identifier(extension), nsp)]
+        elif kind == "e":
+            stmts = [pgsql.SQL("create schema if not exists {}").format(nsp),
+                     pgsql.SQL("create type {}.{} as enum ({})").format(
+                         nsp, typ, pgsql.SQL(", ").join(pgsql.Literal(label) for label in labels))]
+        elif kind == "d" and self._copy_type(user, snap, base_oid):
+            # the checks are the server's own rendering of the user's DDL (pg_get_constraintdef)
+            stmts = [pgsql.SQL("create schema if not exists {}").format(nsp),
+                     pgsql.SQL("create domain {}.{} as {}{}{}").format(
+                         nsp, typ, pgsql.SQL(base_sql), pgsql.SQL(" not null" if not_null else ""),
+                         pgsql.SQL("".join(f" {check}" for check in checks)))]
+        else:
+            return False
+        try:
+            with snap.raw.cursor() as cur:
+                for stmt in stmts:
+                    cur.execute(stmt)
+                cur.execute("select to_regtype(%s) is not null",
+                            [pgsql.SQL("{}.{}").format(nsp, typ).as_string(snap.raw)])
+                self._types[oid] = bool(cur.fetchone()[0])
+        except psycopg2.Error:
+            self._types[oid] = False
+        return self._types[oid]
 
     def clone(self, source: Sandbox, role: str) -> Sandbox:
         name = self.sandbox_name(role)
@@ -245,6 +330,13 @@ class PostgresEngine(Engine):
         out = dict(self.target_output)
         out["dbname"] = sandbox.location
         out.pop("database", None)
+        # one spelling, so that the caller finds the secret under `password` (and passes it on
+        # through the environment, never in the file)
+        password = _password(out)
+        out.pop("pass", None)
+        out.pop("password", None)
+        if password is not None:
+            out["password"] = password
         return out
 
     def prepare_manifest(self, manifest: Any, sandbox: Sandbox) -> None:
@@ -292,7 +384,8 @@ class PostgresEngine(Engine):
 
     def close(self) -> None:
         try:
-            self.admin.close()
+            if getattr(self, "admin", None) is not None:
+                self.admin.close()
         except Exception:
             pass
         super().close()
