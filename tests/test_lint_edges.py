@@ -114,7 +114,8 @@ def test_broken_profiles_exit_2_without_the_secret(small, tmp_path):
     assert res.exit_code == 2 and len(res.output.strip().splitlines()) == 1 and PASSWORD not in res.output
 
 
-def test_sigterm_cleans_up_and_the_password_stays_out_of_files(small, engine):
+@pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)], ids=["SIGTERM", "SIGINT"])
+def test_stop_signal_cleans_up_and_the_password_stays_out_of_files(small, engine, sig, code):
     project, profiles, tmp, server = small
     proc = _start(project, profiles, tmp)
     try:
@@ -124,12 +125,13 @@ def test_sigterm_cleans_up_and_the_password_stays_out_of_files(small, engine):
         # while the lint runs: its files (scratch profile included) and the project hold no password
         assert _files_holding(tmp, PASSWORD) == []
         assert _files_holding(project, PASSWORD) == []
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(sig)
         out, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 143, (out, err)
+    assert proc.returncode == code, (out, err)
+    assert err.strip().splitlines() == [f"rerun-safety: lint interrupted by {sig.name}; scratch catalog removed"]
     assert "Traceback" not in err and PASSWORD not in out + err
     assert [p.name for p in tmp.iterdir()] == []
     if engine == "postgres":
