@@ -218,3 +218,14 @@ def test_a_model_that_cannot_compile_is_a_warning_naming_why(newshop):
     assert [(f["model"], f["rule"], f["severity"]) for f in doc["findings"]] == \
         [("ghost_latest", "compile-error", "warning")]
     assert "source shop.ghost" in doc["findings"][0]["message"]
+
+
+def test_selection_of_one_model_compiles_its_upstream(newshop):
+    """Selected alone, an incremental model over a deduplicated source still gets its real
+    columns: the unselected models upstream (one of them introspecting) are compiled and created."""
+    project, profiles = newshop
+    code, doc = _lint(project, profiles, "--select", "daily_events events_hourly_lookback")
+    assert code == 1
+    assert [(f["model"], f["rule"], f["severity"]) for f in doc["findings"]] == \
+        [("events_hourly_lookback", "partition-lookback-unaligned", "error")]
+    assert doc["summary"]["models"] == 2

@@ -406,6 +406,9 @@ def compile_project(project_dir: str | Path, profiles_dir: str | Path | None, ta
         # what must exist in the scratch catalog: the incremental and introspecting models, and all upstream
         wanted = {n.unique_id for n in incremental} | intro
         upstream = catalog.ancestors(manifest, wanted)
+        # an unselected model upstream that introspects also waits for what it reads
+        intro |= catalog.introspecting(manifest, [manifest.nodes[u] for u in upstream if u.startswith("model.")
+                                                  and u in manifest.nodes])
         if adapter == "duckdb":
             catalogs = [manifest_catalog(manifest)] + [n.database for n in incremental] + [
                 (manifest.sources[u].database if u in manifest.sources else getattr(manifest.nodes.get(u), "database", None))
