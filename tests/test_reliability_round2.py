@@ -478,3 +478,76 @@ def test_snapshot_copies_types_and_reads_the_rest_as_text(tmp_path, pg_server):
     finally:
         engine.cleanup()
         engine.close()
+
+
+# ------------------------------------------------------------------ 6. diff --where stays a filter
+
+@pytest.fixture(scope="module")
+def pg_payments(tmp_path_factory, pg_server):
+    target = payments_target("postgres", tmp_path_factory.mktemp("where_pg"), server=pg_server)
+    conn = pg_server.connect(target.dbname)
+    with conn.cursor() as cur:
+        cur.execute("create sequence landing.counter")
+        cur.execute("create function landing.bump() returns bigint language sql volatile "
+                    "as 'select nextval(''landing.counter'')'")
+    conn.close()
+    return target
+
+
+def _diff(target, where: str) -> tuple[int, str, str]:
+    from gameday_support import run_cli
+
+    return run_cli(["diff", "landing.payments", "landing.payments", "--project-dir", str(target.project),
+                    "--profiles-dir", str(target.profiles), "--format", "json", "--where", where])
+
+
+@pytest.mark.parametrize("where,named", [
+    ("set_config('default_transaction_read_only', 'off', false) is not null", "set_config"),
+    ("pg_catalog.set_config('transaction_read_only', 'off', true) = 'off'", "set_config"),
+    ("account_id > 3 and landing.bump() > 0", "bump"),  # a user-defined volatile function: PostgreSQL says so
+    ("random() < 0.5", "random"),
+])
+def test_diff_where_refuses_what_a_filter_does_not_need(pg_payments, where, named):
+    from gameday_support import pg_fingerprint
+
+    before = pg_fingerprint(pg_payments.server, pg_payments.dbname)
+    code, out, err = _diff(pg_payments, where)
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert code == 2, (out, err)
+    assert len(lines) == 1 and f"--where may not call {named}()" in lines[0], err
+    assert out == ""
+    conn = pg_payments.server.connect(pg_payments.dbname)
+    with conn.cursor() as cur:
+        cur.execute("select last_value, is_called from landing.counter")
+        assert cur.fetchone() == (1, False)  # never called
+    conn.close()
+    assert pg_fingerprint(pg_payments.server, pg_payments.dbname) == before
+
+
+def test_diff_where_still_filters(pg_payments):
+    import json
+
+    code, out, err = _diff(pg_payments, "account_id > 3 and lower('A') = 'a' and ingested_at >= date '2025-11-03'")
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["identical"] is True and 0 < result["left_rows"] == result["right_rows"] < 600
+
+
+def test_read_only_connection_stays_read_only_after_set_config(pg_payments):
+    """Whatever a statement does to the session's settings, the next one still runs in a READ ONLY
+    transaction."""
+    import psycopg2
+
+    from rerun_safety.sandbox.postgres import PgConnection
+
+    params = {k: pg_payments.output[k] for k in ("host", "port", "user")}
+    con = PgConnection(params, pg_payments.dbname, read_only=True)
+    try:
+        assert con.fetchone("select set_config('default_transaction_read_only', 'off', false)") == ("off",)
+        for stmt in ("create table landing.x (i int)", "select nextval('landing.counter')",
+                     "select set_config('transaction_read_only', 'off', false)"):
+            with pytest.raises((psycopg2.errors.ReadOnlySqlTransaction, psycopg2.errors.ActiveSqlTransaction)):
+                con.execute(stmt)
+        assert con.fetchone("select count(*) from landing.payments") == (600,)  # usable after a refusal
+    finally:
+        con.close()

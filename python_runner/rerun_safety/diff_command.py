@@ -223,6 +223,24 @@ def _duckdb_sides(specs: list[SideSpec], cond, stack: ExitStack) -> list[Side]:
     return sides
 
 
+def _refuse_volatile(con, cond) -> None:
+    """--where may call only functions that PostgreSQL marks immutable or stable in this database
+    (user-defined ones included): a volatile one could change settings or data."""
+    from .diff.sql import where_functions
+
+    names = sorted(set(where_functions(cond, "postgres"))) if cond is not None else []
+    if not names:
+        return
+    with con.raw.cursor() as cur:
+        cur.execute("select distinct lower(proname) from pg_proc where lower(proname) = any(%s) "
+                    "and provolatile = 'v' order by 1", [names])
+        volatile = [r[0] for r in cur.fetchall()]
+    con.raw.commit()
+    if volatile:
+        raise DiffError(f"--where may not call {volatile[0]}(): a volatile function (a filter reads rows; it "
+                        "cannot change settings or data)")
+
+
 def _postgres_sides(specs: list[SideSpec], cond, target: dict, stack: ExitStack) -> list[Side]:
     from .sandbox.postgres import _CONNECT_KEYS, PgConnection
 
@@ -233,9 +251,11 @@ def _postgres_sides(specs: list[SideSpec], cond, target: dict, stack: ExitStack)
     sides = []
     for spec in specs:
         if spec.location not in cons:
+            # every statement in a READ ONLY transaction (see PgConnection)
             con = PgConnection(params, spec.location, read_only=True)
             stack.callback(con.close)
             cons[spec.location] = con
+            _refuse_volatile(con, cond)
         table = exp.Table(this=exp.to_identifier(spec.name, quoted=True), db=exp.to_identifier(spec.schema, quoted=True))
         sides.append(Side(cons[spec.location], table, cond, spec.text))
     return sides

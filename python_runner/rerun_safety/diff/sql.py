@@ -117,6 +117,25 @@ def _in_list(expr: str, ints: Iterable[int], dialect: str) -> str:
     return f"{expr} = any(array[{values}]::{'numeric' if wide else 'bigint'}[])"
 
 
+# Functions a filter never needs: settings, sequences, locks, signals, files, large objects, remote
+# or dynamic SQL, sleeps, and volatile values (PostgreSQL is also asked, see diff_command).
+_UNSAFE_FUNCTION = re.compile(
+    r"(set_config|setval|nextval|currval|lastval|setseed|random|rand|uuid|gen_random_uuid|uuid_generate_.*"
+    r"|pg_.*|lo_.*|dblink.*|.*_to_xml.*|query_to_.*|current_setting|txid_.*|clock_timestamp|timeofday"
+    r"|sleep|read_.*|write_.*|copy.*|getenv|load_extension|install_extension|.*_scan)", re.I)
+
+
+def where_functions(cond: exp.Expression, dialect: str) -> list[str]:
+    """The lower-case names of the functions a --where expression calls, as the engine sees them."""
+    names = []
+    for func in cond.find_all(exp.Func):
+        if isinstance(func, exp.Anonymous):
+            names.append(str(func.name).lower())
+        elif not isinstance(func, (exp.Cast, exp.TryCast, exp.Case, exp.If, exp.Coalesce, exp.Connector)):
+            names.append(func.sql(dialect=dialect).split("(")[0].strip().lower())
+    return names
+
+
 def parse_where(sql: str | None, dialect: str) -> exp.Expression | None:
     """A user filter: exactly one boolean expression, no statements, subqueries or semicolons."""
     if sql is None or not sql.strip():
@@ -136,6 +155,10 @@ def parse_where(sql: str | None, dialect: str) -> exp.Expression | None:
     if bad is not None:
         raise DiffError(f"--where must be a plain boolean expression: {type(bad).__name__.lower()} is not "
                         "allowed (no subqueries, statements, aggregates or window functions)")
+    for name in where_functions(cond, dialect):
+        if _UNSAFE_FUNCTION.fullmatch(name):
+            raise DiffError(f"--where may not call {name}(): a filter reads rows; it cannot change settings or "
+                            "data, or call volatile functions")
     inner = cond.unnest() if isinstance(cond, exp.Paren) else cond
     if not isinstance(inner, (exp.Predicate, exp.Connector, exp.Not, exp.Boolean, exp.Column, exp.Func)) \
             or isinstance(inner, (exp.Literal,)):

@@ -38,32 +38,47 @@ class PgConnection(Connection):
     dialect = "postgres"
 
     def __init__(self, params: dict, dbname: str, read_only: bool = False):
+        """`read_only`: every statement runs in a transaction that psycopg2 opens with BEGIN READ
+        ONLY, so that no session setting (set_config('default_transaction_read_only', 'off', ...)
+        in a filter, say) can make a later statement writable; the session default is on too."""
         opts = {"options": "-c default_transaction_read_only=on"} if read_only else {}
         try:
             self._con = psycopg2.connect(dbname=dbname, **params, **opts)
         except psycopg2.OperationalError as err:
             raise SandboxError(f"cannot connect to PostgreSQL database '{dbname}': "
                                f"{str(err).strip().splitlines()[0]}") from None
-        self._con.autocommit = True
+        self.read_only = read_only
+        if read_only:
+            self._con.set_session(readonly=True, autocommit=False)
+        else:
+            self._con.autocommit = True
 
     @property
     def raw(self):
         return self._con
 
+    def _run(self, sql, params: Sequence[Any] | None, fetch):
+        try:
+            with self._con.cursor() as cur:
+                cur.execute(self.sql(sql), params)
+                out = fetch(cur)
+        except BaseException:
+            if self.read_only and not self._con.closed:
+                self._con.rollback()
+            raise
+        if self.read_only:
+            self._con.commit()  # one read-only transaction per statement: never idle in one
+        return out
+
     def execute(self, sql, params: Sequence[Any] | None = None) -> None:
-        with self._con.cursor() as cur:
-            cur.execute(self.sql(sql), params)
+        self._run(sql, params, lambda cur: None)
 
     def fetchall(self, sql) -> list[tuple]:
-        with self._con.cursor() as cur:
-            cur.execute(self.sql(sql))
-            return cur.fetchall()
+        return self._run(sql, None, lambda cur: cur.fetchall())
 
     def fetch_dicts(self, sql) -> list[dict]:
-        with self._con.cursor() as cur:
-            cur.execute(self.sql(sql))
-            names = [d[0] for d in cur.description]
-            return [dict(zip(names, row)) for row in cur.fetchall()]
+        return self._run(sql, None, lambda cur: [dict(zip([d[0] for d in cur.description], row))
+                                                 for row in cur.fetchall()])
 
     def close(self) -> None:
         self._con.close()
