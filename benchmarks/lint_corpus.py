@@ -87,11 +87,17 @@ SHAPES: list[tuple[str, list[str], str]] = [
      "- interval '1 day' from {{{{ this }}}}){{% endif %}}\n"),
     ("top_n_total", [], TABLE + "select * from (select *, row_number() over (partition by customer_id "
      "order by amount desc, order_id) as rn from {od}) x where rn <= 3\n"),
+    ("first_value_total", [], TABLE + "select customer_id, first_value(order_id) over (partition by customer_id "
+     "order by ordered_at, order_id) as first_order from {od}\n"),
+    ("running_sum_window", [], TABLE + "select order_id, sum(amount) over (partition by customer_id order by "
+     "ordered_at, order_id) as running from {od}\n"),
     ("reads_clock_view", [], INC.format(cfg="incremental_strategy='merge', unique_key='event_id'") +
      "select * from {{{{ ref('clock_view_{n}') }}}}\n{{% if is_incremental() %}}where event_ts >= "
      "(select max(event_ts) - interval '1 day' from {{{{ this }}}}){{% endif %}}\n"),
     # ---- unsafe
     ("clock_view", ["clock-window"], "select * from {ev} where event_ts >= now() - interval '7 days'\n"),
+    ("first_value_ties", ["dedup-order-not-total"], TABLE + "select customer_id, first_value(order_id) over "
+     "(partition by customer_id order by ordered_at::date) as first_order from {od}\n"),
     ("top_n_ties", ["dedup-order-not-total"], TABLE + "select * from (select *, row_number() over "
      "(partition by customer_id order by amount desc) as rn from {od}) x where rn <= 3\n"),
     ("append_lookback", ["append-reread"], INC.format(cfg="incremental_strategy='append'") +

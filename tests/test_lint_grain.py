@@ -232,3 +232,14 @@ def test_top_n_and_distinct_on(adapter):
         on = f"select distinct on (amount) * from {SRC} order by amount, event_ts desc"
         assert errors(_table(adapter, on)) == ["dedup-order-not-total"]
         assert errors(_table(adapter, on.replace("event_ts desc", "event_ts desc, event_id"))) == []
+
+
+def test_value_picks_by_an_order_that_ties(adapter):
+    pick = f"select amount, first_value(event_id) over (partition by amount order by event_ts) as first_id from {SRC}"
+    assert errors(_table(adapter, pick)) == ["dedup-order-not-total"]
+    assert errors(_table(adapter, pick.replace("order by event_ts", "order by event_ts, event_id"))) == []
+    # the value picked is the order column itself: tied rows share it
+    same = f"select amount, first_value(event_ts) over (partition by amount order by event_ts) as first_ts from {SRC}"
+    assert errors(_table(adapter, same)) == []
+    lag = f"select event_id, lag(amount) over (order by event_ts) as prev_amount from {SRC}"
+    assert errors(_table(adapter, lag)) == ["dedup-order-not-total"]

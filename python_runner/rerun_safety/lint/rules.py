@@ -674,6 +674,10 @@ def _is_first_rank(cmp: exp.Expression, target: Callable[[exp.Expression], bool]
     return target(right) and type(cmp) in upper_left and positive(left, upper_left[type(cmp)])
 
 
+_VALUE_PICKS = tuple(c for c in (getattr(exp, n, None) for n in ("FirstValue", "LastValue", "NthValue", "Lag", "Lead"))
+                     if isinstance(c, type))
+
+
 def _dedup_windows(stmt: exp.Expression) -> list[exp.Window]:
     found = []
     comparisons = list(stmt.find_all(exp.EQ, exp.LTE, exp.LT, exp.GTE, exp.GT))
@@ -804,6 +808,16 @@ def dedup_order_not_total(ctx: ModelContext) -> list[Hit]:
             for win in _dedup_windows(stmt):
                 picks.append((win, list(win.args.get("partition_by") or []), win.args.get("order"),
                               win.find_ancestor(exp.Select), f"dedup `{_sql(win, ctx, 90)}` = 1"))
+            for win in stmt.find_all(exp.Window):
+                if isinstance(win.this, _VALUE_PICKS):
+                    arg_cols = {c.name.lower() for c in win.this.find_all(exp.Column)}
+                    ordered = {c.name.lower() for n in [*(win.args.get("partition_by") or []),
+                                                        *((win.args.get("order") or exp.Order()).expressions)]
+                               for c in n.find_all(exp.Column)}
+                    if arg_cols and arg_cols <= ordered:
+                        continue  # tied rows share the value picked
+                    picks.append((win, list(win.args.get("partition_by") or []), win.args.get("order"),
+                                  win.find_ancestor(exp.Select), f"`{_sql(win, ctx, 90)}`"))
             for select in stmt.find_all(exp.Select):
                 distinct = select.args.get("distinct")
                 on = distinct.args.get("on") if distinct is not None else None
@@ -976,8 +990,9 @@ RULES: dict[str, Rule] = {r.id: r for r in (
     Rule("config-column-missing", ERROR, "partition_key or unique_key names a column the compiled model lacks",
          "Fix the spelling in config(), or add the column to the model's select.", config_columns),
     Rule("dedup-order-not-total", ERROR,
-         "row_number()/rank()/dense_rank() = 1 used to deduplicate, ordered by columns that can tie "
-         "(no order by, or no column known to be unique)",
+         "a row picked by an order that can tie: row_number()/rank() = 1 or <= n, DISTINCT ON, "
+         "first_value/last_value/lag/lead of another column (no order by, or no column known to be unique "
+         "after the joins)",
          "End the order by with a unique column (declared as unique_key or with a unique test), e.g. "
          "`order by updated_at desc, event_id`.", dedup_order_not_total),
     Rule("limit-without-order", ERROR, "`limit` / `fetch first` without `order by`: an arbitrary subset",
