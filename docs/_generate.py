@@ -226,6 +226,7 @@ def render_lint_rules() -> str:
            "(`rerun_safety.lint.RULES`). Each example below is a model; the findings shown under it are "
            "what the rules report on it, produced when this page is generated. How the lint works, "
            "suppressions and its speed: [lint.md](lint.md).", "",
+           "<!-- runnable -->", "```sh", "rerun-safety lint --select my_model --format text", "```", "",
            "| id | severity | what | fix |", "|---|---|---|---|"]
     for rule in RULES.values():
         out.append(f"| [`{rule.id}`](#{rule.id}) | {rule.severity} | {_cell(rule.what)} | {_cell(rule.fix)} |")

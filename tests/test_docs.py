@@ -258,6 +258,15 @@ def test_links_resolve():
     assert not broken, broken
 
 
+def test_every_docs_page_starts_with_an_example():
+    """A reference page shows a code block before its first section."""
+    for page in sorted(DOCS.glob("*.md")):
+        text = page.read_text()
+        first_section = text.find("\n## ")
+        assert 0 <= text.find("\n```") < (first_section if first_section >= 0 else len(text)), \
+            f"docs/{page.name}: no example before its first section"
+
+
 def test_docs_pages_do_not_break_dbt_parsing_of_the_package():
     """dbt_project.yml's docs-paths is docs/: dbt reads these pages in every project that installs
     the package, looking for {% docs %} blocks. Its block lexer must get through each page."""
