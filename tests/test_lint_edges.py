@@ -162,3 +162,19 @@ def test_sigkill_leftovers_are_swept_by_the_next_run(small, engine):
     assert [p.name for p in tmp.iterdir()] == []
     if engine == "postgres":
         assert _scratch_databases(server) == []
+
+
+def test_game_day_profile_reader_names_file_and_line_without_the_secret(tmp_path):
+    """project.load_target_output (the game day's reader) on the same broken profile."""
+    from rerun_safety.errors import ConfigError
+    from rerun_safety.project import load_target_output
+
+    project = tmp_path / "p"
+    project.mkdir()
+    (project / "dbt_project.yml").write_text("name: p\nprofile: newshop\n")
+    (tmp_path / "profiles.yml").write_text("newshop:\n  target: dev\n  outputs:\n    dev:\n      type: postgres\n"
+                                           f"      password: {PASSWORD}\n      host: [unclosed\n")
+    with pytest.raises(ConfigError) as err:
+        load_target_output(project, tmp_path, None, {})
+    assert str(err.value).startswith(f"{tmp_path / 'profiles.yml'} is not valid YAML at line ")
+    assert PASSWORD not in str(err.value) and "\n" not in str(err.value)

@@ -109,8 +109,16 @@ def load_target_output(project_dir: Path, profiles_dir: Path, target: str | None
     profile_name = os.environ.get("DBT_PROFILE") or project_yml.get("profile")
     if not profile_name:
         raise ConfigError(f"{project_file} names no profile: add 'profile: <name>'")
-    if not (profiles_dir / "profiles.yml").exists():
+    profiles_file = profiles_dir / "profiles.yml"
+    if not profiles_file.exists():
         raise ConfigError(f"no profiles.yml in {profiles_dir}: pass --profiles-dir or set DBT_PROFILES_DIR")
+    try:  # file and line only: the text of a profile's line may be a password
+        yaml.safe_load(profiles_file.read_text())
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{profiles_file} is not valid YAML{where}: "
+                          f"{getattr(err, 'problem', None) or 'syntax error'}") from None
     set_invocation_context(os.environ)
     try:
         raw = read_profile(str(profiles_dir))
