@@ -200,6 +200,18 @@ def test_new_user_project_errs_on_exactly_the_unsafe_models(newshop, engine):
     # the fix text comes with each finding
     assert all(f["hint"] for f in doc["findings"] if f["severity"] == "error")
 
+    # the incremental branches compiled in a second process (on PostgreSQL it points its own
+    # manifest at the scratch database) give the same errors
+    from rerun_safety.lint import run_lint
+
+    parallel = run_lint(project_dir=project, profiles_dir=profiles, parallel=True)
+    assert "pass2_process_parse" in parallel.timings
+    got: dict[str, list[str]] = {}
+    for f in parallel.findings:
+        if f.severity == "error":
+            got.setdefault(f.model, []).append(f.rule)
+    assert {k: sorted(v) for k, v in got.items()} == expected
+
     # the safe models alone: exit 0
     safe = " ".join(name for name, (_, rules) in MODELS.items() if not rules)
     code, doc = _lint(project, profiles, "--select", safe)
