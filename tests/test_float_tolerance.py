@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import random
 import struct
+from collections import Counter
 
 import duckdb
 import pytest
@@ -19,7 +20,7 @@ from rerun_safety.diff import DEFAULT_FLOAT_TOLERANCE, Side, compare, diff_relat
 from rerun_safety.sandbox.base import table
 from rerun_safety.sandbox.duckdb import DuckDBConnection
 from rerun_safety.sandbox.postgres import PgConnection
-from test_diff import Env
+from test_diff import Env, _oracle_keys
 
 N = 2000
 
@@ -270,3 +271,78 @@ def test_rounding_matches_python(engine, tmp_path, request):
     for x, r in zip(values, want):
         if math.isfinite(x):
             assert abs(x - r) <= tol * max(abs(x), 1) / 2
+
+
+def _noisy(v, rng: random.Random):
+    """v moved by at most 1e-12 of itself (absolute 1e-12 near zero): within the default tolerance."""
+    if v is None:
+        return None
+    return v + rng.choice([-1, 1]) * rng.uniform(0, 1e-12) * max(abs(v), 1.0)
+
+
+@pytest.mark.parametrize("mode", ["same", "across"])
+def test_property_noise_changes_nothing(engine, mode, request, monkeypatch):
+    """Random small tables with duplicates, NULLs, removed, added and changed rows, whose floats
+    then get noise on the right side: every count equals the exact counts without the noise."""
+    if engine == "duckdb" and mode == "across":
+        pytest.skip("two DuckDB files share one connection")
+    for name in ("RANGE_ROWS_PER_BUCKET", "PG_RANGE_ROWS_PER_BUCKET", "HASH_ROWS_PER_BUCKET"):
+        monkeypatch.setattr(diffmod.limits, name, 2)
+    monkeypatch.setattr(diffmod.limits, "CHUNK_ROWS", 5)
+    rng = random.Random(20261201)
+    if engine == "duckdb":
+        lcon = rcon = DuckDBConnection(":memory:")
+        schema = "main"
+    else:
+        server = request.getfixturevalue("pg_server")
+        params = {"host": server.host, "port": server.port, "user": server.user}
+        lcon = PgConnection(params, request.getfixturevalue("pg_database"))
+        rdb = server.create_database("noiser") if mode == "across" else None
+        rcon = PgConnection(params, rdb) if rdb else lcon
+        schema = "public"
+    # 1 + 2^-31 lies on a rounding boundary of the default tolerance: its noise rounds either way
+    floats = [None, 0.0, 0.5, 2.0, -3.25, 1e6, 1.0 + 2.0 ** -31]
+    confirmed = 0  # comparisons whose buckets differed and that the pairing found identical
+    try:
+        for case in range(20):
+            left = [(rng.choice([None, *range(6)]), rng.choice([None, 0, 1]), rng.choice(floats), rng.choice(floats))
+                    for _ in range(rng.randint(0, 25))]
+            right = list(left)
+            for _ in range(rng.randint(0, 5)):
+                op = rng.random()
+                if op < 0.3 and right:
+                    right.pop(rng.randrange(len(right)))
+                elif op < 0.6 and right:
+                    right.append(rng.choice(right))
+                elif right:
+                    i = rng.randrange(len(right))
+                    right[i] = (right[i][0], right[i][1], rng.choice(floats), right[i][3])  # a float changed
+                else:
+                    right.append((1, 1, 2.0, None))
+            rng.shuffle(right)
+            noisy = [(a, b, _noisy(x, rng), _noisy(y, rng)) for a, b, x, y in right]
+            for con, name, rows in ((lcon, "l", left), (rcon, "r", noisy)):
+                con.execute(f"drop table if exists {name}")
+                con.execute(f"create table {name} (id int, v int, x float8, y float8)")
+                if rows:
+                    con.execute(f"insert into {name} values " + ", ".join(
+                        "(" + ", ".join("null" if c is None else (_f(c) if isinstance(c, float) else str(c))
+                                        for c in r) + ")" for r in rows))
+            lrows, rrows = Counter(left), Counter(right)
+            expected = (sum((lrows - rrows).values()), sum((rrows - lrows).values()))
+            sides = (Side(lcon, table(schema, "l")), Side(rcon, table(schema, "r")))
+            for key in ((), ("id", "v"), ("id",)):
+                got = compare(*sides, key=key)
+                assert (got.missing_rows, got.extra_rows) == expected, (case, key, left, right)
+                assert got.identical == (expected == (0, 0)), (case, key)
+                confirmed += got.identical and got.buckets_differing > 0
+            assert (got.missing_keys, got.extra_keys, got.changed_keys, got.reference_duplicate_keys,
+                    got.duplicate_keys) == _oracle_keys(left, right), (case, left, right)
+            got = compare(*sides, bucket_column="v")
+            assert (got.missing_rows, got.extra_rows) == expected, (case, "partition")
+        assert confirmed >= 3
+    finally:
+        lcon.close()
+        if rcon is not lcon:
+            rcon.close()
+            server.drop_database(rdb)
