@@ -213,10 +213,13 @@ def _loose_rows_across(plan: _Plan, unmatched: dict[tuple, tuple[int, int]],
     fcols = ", ".join(_q(c, d) for c, _t in plan.floats)
     width = nk + 3 + len(plan.floats)
     buckets = sorted({item[0] for item in unmatched})
+    hashes = sorted({item[-1] for item in unmatched})
 
     def fetch(side: Side, b: str, h: str, nh: str) -> dict[tuple, list]:
+        # only the rows of the unmatched groups: their buckets, then their row hashes
         sql = (f"select {b} as b, {kcols}{h} as h, {nh} as nh, {fcols}, count(*) "
-               f"from {plan.src(side, _in_list(b, buckets, d))} group by {', '.join(str(i + 1) for i in range(width))}")
+               f"from {plan.src(side, _in_list(b, buckets, d), _in_list(h, hashes, d))} "
+               f"group by {', '.join(str(i + 1) for i in range(width))}")
         found: dict[tuple, list] = {}
         for r in side.con.fetchall(sql):
             found.setdefault(tuple(r[:nk + 2]), []).extend([(int(r[nk + 2]), tuple(r[nk + 3:width]))] * int(r[-1]))
