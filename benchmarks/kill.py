@@ -7,8 +7,16 @@ kills spread over parse, snapshot, sandbox creation, dbt runs and diffs. The nex
 day is the "next run": its sweep (before its snapshot) must remove the leftovers of the killed
 one. A final uninterrupted run must leave nothing behind at all.
 
+With `--case hardened` the project and the role are the ones that broke before: on DuckDB the
+fixture gains two dbt-duckdb external models (one writing the user's export file at a fixed
+`location`, one writing to `external_root`, the working directory), and "user data" is the
+DuckDB file plus every file of the project folder; on PostgreSQL the game day runs as a role
+with LOGIN CREATEDB only, on a server whose autovacuum visits each database every second.
+
     .venv/bin/python benchmarks/kill.py --engine duckdb --trials 20
     .venv/bin/python benchmarks/kill.py --engine postgres --trials 20
+    .venv/bin/python benchmarks/kill.py --engine duckdb --case hardened --trials 20
+    .venv/bin/python benchmarks/kill.py --engine postgres --case hardened --trials 20
 """
 from __future__ import annotations
 
@@ -23,9 +31,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-from _support import start_pg_server  # noqa: E402
-from test_reliability_support import (alive, children, kill, leftover_databases, leftover_folders,  # noqa: E402
-                                      payments_target, phase, spawn_gameday)
+from _support import create_role, start_pg_server  # noqa: E402
+from test_reliability_support import (add_external_models, alive, children, kill, leftover_databases,  # noqa: E402
+                                      leftover_folders, payments_target, phase, project_files, spawn_gameday)
 
 ARGS = ("--steps", "2", "--scenarios", "replay,rerun", "--threads", "2")
 PHASES = ("start", "snapshot", "reference", "scenario")
@@ -74,17 +82,36 @@ def main() -> int:
     ap.add_argument("--engine", choices=["duckdb", "postgres"], default="duckdb")
     ap.add_argument("--trials", type=int, default=20)
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--case", choices=["payments", "hardened"], default="payments",
+                    help="hardened: external models (DuckDB) or a CREATEDB-only role (PostgreSQL)")
     a = ap.parse_args()
     rng = random.Random(a.seed)
-    server = start_pg_server() if a.engine == "postgres" else None
+    hardened = a.case == "hardened"
+    server = None
+    if a.engine == "postgres":
+        server = start_pg_server("-c autovacuum_naptime=1" if hardened else "")
     base = Path(tempfile.mkdtemp(prefix="rerun_safety_kill_"))
     try:
-        target = payments_target(a.engine, base / "project", server=server)
+        role = create_role(server) if hardened and server is not None else None
+        target = payments_target(a.engine, base / "project", server=server, role=role)
+        if hardened and a.engine == "duckdb":
+            add_external_models(target)
         tmp = base / "run"
-        fingerprint = target.fingerprint()
+
+        class UserData:  # the target's data and, with external models, every file of the project
+            def __init__(self, target):
+                self.target = target
+
+            def fingerprint(self):
+                return (self.target.fingerprint(), project_files(self.target.project) if hardened else None)
+
+        user = UserData(target)
+        fingerprint = user.fingerprint()
+        changed = 0
         duration, code, err = full_run(target, tmp)
         assert code == 1, err
-        print(f"[kill {a.engine}] a whole game day takes {duration:.1f}s; {a.trials} trials", flush=True)
+        print(f"[kill {a.engine} {a.case}] a whole game day takes {duration:.1f}s; {a.trials} trials"
+              + (f" (as role {role}, CREATEDB only)" if role else ""), flush=True)
         rows, failures = [], []
         i = attempts = 0
         cap = float("inf")
@@ -98,15 +125,16 @@ def main() -> int:
             if r["phase"] == "finished":  # the machine got faster: not a kill, lower the cap
                 cap = min(cap, delay)
                 print(f"  (run finished before {delay:.1f}s: not counted; kills now before {cap:.1f}s)")
-                if target.fingerprint() != fingerprint:
-                    failures.append((i, ["user target changed"]))
+                if user.fingerprint() != fingerprint:
+                    failures.append((i, ["user data changed"]))
                 continue
             i += 1
             r["trial"] = i
-            r["unchanged"] = target.fingerprint() == fingerprint
+            r["unchanged"] = user.fingerprint() == fingerprint
             problems = []
             if not r["unchanged"]:
-                problems.append("user target changed")
+                changed += 1
+                problems.append("user data changed")
             if r["stale_after_sweep"]:
                 problems.append(f"sweep left {r['stale_after_sweep']}")
             if r["orphan_workers"]:
@@ -117,7 +145,7 @@ def main() -> int:
             print(f"  trial {i:2d}: kill at {r['delay']:5.1f}s ({r['phase']:9s}) leftovers before "
                   f"{r['leftovers_before']}, after kill {r['leftovers_after_kill']}, stale after the next "
                   f"sweep {len(r['stale_after_sweep']) if r['stale_after_sweep'] is not None else '-'}, "
-                  f"target {'unchanged' if r['unchanged'] else 'CHANGED'}", flush=True)
+                  f"user data {'unchanged' if r['unchanged'] else 'CHANGED'}", flush=True)
         before_final = len(leftovers(tmp, server))
         _, code, err = full_run(target, tmp)
         after_final = len(leftovers(tmp, server))
@@ -125,12 +153,14 @@ def main() -> int:
             failures.append(("final", [f"final run exit {code}: {err.strip()[-300:]}"]))
         if after_final:
             failures.append(("final", [f"{after_final} sandboxes left after the final run"]))
-        if target.fingerprint() != fingerprint:
-            failures.append(("final", ["user target changed"]))
+        if user.fingerprint() != fingerprint:
+            changed += 1
+            failures.append(("final", ["user data changed"]))
         phases = Counter(r["phase"] for r in rows)
         swept = sum(1 for r in rows if r["stale_after_sweep"] is not None and r["leftovers_before"])
         stale = sum(len(r["stale_after_sweep"] or ()) for r in rows)
-        print(f"[kill {a.engine}] trials {len(rows)}, failures {len(failures)}; kills by phase "
+        print(f"[kill {a.engine} {a.case}] user data changed {changed}; leftovers after the next run "
+              f"{after_final}; trials {len(rows)}, failures {len(failures)}; kills by phase "
               f"{dict(phases)}; leftovers after kills: max {max(r['leftovers_after_kill'] for r in rows)}, "
               f"sum {sum(r['leftovers_after_kill'] for r in rows)}; sweeps checked {swept} (stale {stale}); "
               f"before the final run {before_final}, after it {after_final}")

@@ -1,53 +1,30 @@
 """Reliability, round two: no write outside a sandbox (dbt-duckdb external models), literals from data
-safe under standard_conforming_strings=off, a CREATEDB-only role, private work roots, secrets only
-through the environment. Real DuckDB files, a real PostgreSQL server, real dbt and real signals."""
+safe under standard_conforming_strings=off, a CREATEDB-only role (drops that survive autovacuum, two
+roles side by side), private work roots, secrets only through the environment, enum/domain/citext
+sources, a `diff --where` that stays a filter, and the small things (output directory, a run that cannot
+connect, half-made folders). Real DuckDB files, real PostgreSQL servers, real dbt and real signals."""
 from __future__ import annotations
 
 import os
 import signal
 import stat
-import subprocess
 import time
 import uuid
 from pathlib import Path
 
-import duckdb
 import pytest
 
 from gameday_support import file_sha256, load_report
-from test_reliability_support import (CHEAP, PREFIX, leftover_databases, leftover_folders, payments_target, phase,
-                                      spawn_gameday, wait_until, work_root)
+from test_reliability_support import (CHEAP, PREFIX, add_external_models, leftover_databases, leftover_folders,
+                                      payments_target, phase, project_files, spawn_gameday, wait_until, work_root)
 
 
 # ------------------------------------------------------------------ 1. external models stay in the sandbox
 
-def _files(root: Path) -> dict[str, str]:
-    """Every file under `root` (dbt's own folders left out) with its sha256."""
-    out = {}
-    for path in sorted(root.rglob("*")):
-        rel = path.relative_to(root)
-        if path.is_file() and rel.parts[0] not in ("target", "logs", "dbt_packages"):
-            out[str(rel)] = file_sha256(path)
-    return out
-
-
 def external_target(tmp: Path):
-    """The payments fixture on DuckDB plus two external models downstream of its incremental merge model:
-    one with a `location` (the user's export, present before the game day), one written to
-    `external_root` (the profile's default, the working directory)."""
+    """The payments fixture on DuckDB plus two external models (test_reliability_support.add_external_models)."""
     target = payments_target("duckdb", tmp)
-    export = target.project / "exports" / "payments.parquet"
-    export.parent.mkdir()
-    with duckdb.connect() as con:  # the user's own export from an earlier dbt run
-        con.execute(f"copy (select range as payment_no from range(4800)) to '{export}' (format parquet)")
-    models = target.project / "models"
-    (models / "payments_export.sql").write_text(
-        f"{{{{ config(materialized='external', location='{export}') }}}}\n"
-        "select account_id, payment_no, \"Amount EUR\" from {{ ref('payments_merged') }}\n")
-    (models / "payments_export_root.sql").write_text(
-        "{{ config(materialized='external', format='csv') }}\n"
-        "select account_id, count(*) as payments from {{ ref('payments_merged') }} group by 1\n")
-    return target, export
+    return target, add_external_models(target)
 
 
 EXTERNAL_SELECT = ("--select", "payments_merged", "--select", "payments_export", "--select", "payments_export_root")
@@ -55,12 +32,12 @@ EXTERNAL_SELECT = ("--select", "payments_merged", "--select", "payments_export",
 
 def test_external_models_write_only_into_sandboxes(tmp_path):
     target, export = external_target(tmp_path / "proj")
-    before = _files(target.project)
+    before = project_files(target.project)
     assert str(Path("exports") / "payments.parquet") in before
     proc = spawn_gameday(target, tmp_path / "run", "--steps", "2", "--scenarios", "replay,rerun", *EXTERNAL_SELECT)
     _, err = proc.communicate(timeout=600)
     assert proc.returncode == 0, err
-    assert _files(target.project) == before  # the export byte-identical, no csv in the working directory
+    assert project_files(target.project) == before  # the export byte-identical, no csv in the working directory
     assert not (target.project / "payments_export_root.csv").exists()
     models = {m["name"]: m for m in load_report(proc.out_dir)["models"]}
     for name in ("payments_export", "payments_export_root"):  # judged like tables
@@ -74,14 +51,14 @@ def test_external_models_write_only_into_sandboxes(tmp_path):
 
 def test_external_model_file_survives_sigkill(tmp_path):
     target, export = external_target(tmp_path / "proj")
-    before = _files(target.project)
+    before = project_files(target.project)
     proc = spawn_gameday(target, tmp_path / "run", "--steps", "2", "--scenarios", "replay,rerun", "--threads", "2",
                          *EXTERNAL_SELECT)
     assert wait_until(lambda: phase(tmp_path / "run") == "scenario", 240, proc, step=0.01), proc.communicate()[1]
     os.kill(proc.pid, signal.SIGKILL)
     proc.communicate(timeout=60)
     assert proc.returncode == -signal.SIGKILL
-    assert _files(target.project) == before
+    assert project_files(target.project) == before
     assert file_sha256(export) == before[str(Path("exports") / "payments.parquet")]
 
 
@@ -287,6 +264,12 @@ def test_work_root_owned_by_someone_else_is_refused(tmp_path):
 
 # ------------------------------------------------------------------ 8. small
 
+def _made(tmp: Path) -> list[str]:
+    """What a game day with TMPDIR=tmp left there, besides its stdout files and an empty work root."""
+    return sorted(str(p.relative_to(tmp)) for p in tmp.rglob("*")
+                  if not p.name.startswith("stdout_") and p != work_root(tmp))
+
+
 def test_unwritable_output_dir_is_found_before_any_work(tmp_path):
     target = payments_target("duckdb", tmp_path / "proj")
     blocker = tmp_path / "a_file"
@@ -297,8 +280,7 @@ def test_unwritable_output_dir_is_found_before_any_work(tmp_path):
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert proc.returncode == 2, err
     assert len(lines) == 1 and f"cannot write into the output directory {blocker / 'reports'}" in lines[0], err
-    assert leftover_folders(run) == []  # no parse, no snapshot: nothing was done
-    assert not any(work_root(run).glob("*"))
+    assert _made(run) == []  # no parse, no snapshot: nothing was done
 
 
 def test_run_that_cannot_connect_leaves_no_folder(tmp_path, pg_server):
@@ -313,7 +295,7 @@ def test_run_that_cannot_connect_leaves_no_folder(tmp_path, pg_server):
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert proc.returncode == 2, err
     assert len(lines) == 1 and "cannot open a maintenance connection" in lines[0], err
-    assert leftover_folders(run) == [] and not any(work_root(run).glob("*"))
+    assert _made(run) == []
 
 
 # ------------------------------------------------------------------ 7. secrets only through the environment
@@ -551,3 +533,25 @@ def test_read_only_connection_stays_read_only_after_set_config(pg_payments):
         assert con.fetchone("select count(*) from landing.payments") == (600,)  # usable after a refusal
     finally:
         con.close()
+
+
+def test_sweep_removes_half_made_run_folders_of_dead_runs(tmp_path):
+    """A run killed between creating its run folder and naming it leaves `.rerun_safety_new_*`: the next
+    sweep removes an old one, and leaves a young one (a live run may still be making it)."""
+    from rerun_safety.sandbox import engine_for
+    from rerun_safety.sandbox.base import NEW_PREFIX
+
+    target = payments_target("duckdb", tmp_path / "proj")
+    root = tmp_path / "work"
+    old, young = root / f"{NEW_PREFIX}dead", root / f"{NEW_PREFIX}alive"
+    for folder in (old, young):
+        folder.mkdir(parents=True)
+        (folder / "lock").write_text("")
+    os.utime(old, (time.time() - 300, time.time() - 300))
+    engine = engine_for(target.output, root, "sweep_half")
+    try:
+        assert engine.sweep() == 1
+    finally:
+        engine.cleanup()
+        engine.close()
+    assert not old.exists() and young.exists()

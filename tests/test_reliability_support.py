@@ -73,6 +73,39 @@ def payments_target(engine: str, dest: Path, server=None, output_extra: dict | N
     return Target(engine, project, profiles, output, server, dbname)
 
 
+def add_external_models(target: Target) -> Path:
+    """Two dbt-duckdb external models downstream of the payments fixture's incremental merge model:
+    `payments_export` with a `location` (the user's export, written here as an earlier run would have),
+    `payments_export_root` written to `external_root` (the profile's default: the working directory).
+    Returns the export's path."""
+    import duckdb
+
+    export = target.project / "exports" / "payments.parquet"
+    export.parent.mkdir(exist_ok=True)
+    with duckdb.connect() as con:
+        con.execute(f"copy (select range as payment_no from range(4800)) to '{export}' (format parquet)")
+    models = target.project / "models"
+    (models / "payments_export.sql").write_text(
+        f"{{{{ config(materialized='external', location='{export}') }}}}\n"
+        "select account_id, payment_no, \"Amount EUR\" from {{ ref('payments_merged') }}\n")
+    (models / "payments_export_root.sql").write_text(
+        "{{ config(materialized='external', format='csv') }}\n"
+        "select account_id, count(*) as payments from {{ ref('payments_merged') }} group by 1\n")
+    return export
+
+
+def project_files(project: Path) -> dict[str, str]:
+    """Every file of a project folder (dbt's own target/, logs/, dbt_packages/ left out) with its sha256."""
+    import hashlib
+
+    out = {}
+    for path in sorted(project.rglob("*")):
+        rel = path.relative_to(project)
+        if path.is_file() and rel.parts[0] not in ("target", "logs", "dbt_packages"):
+            out[str(rel)] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return out
+
+
 def spawn_gameday(target: Target, tmp: Path, *args: str, out: Path | None = None) -> subprocess.Popen:
     """A game day as its own process (own session, so a signal reaches only it), with the work root
     in `tmp/rerun_safety-<uid>` (TMPDIR), stdout/stderr in files next to it."""

@@ -21,6 +21,8 @@ from ..project import SourceTable
 PREFIX = "rerun_safety_sbx_"
 # dbt's parse output of a run, before its sandboxes exist; swept like run folders.
 PARSE_PREFIX = "rerun_safety_parse_"
+# A run folder being made (make_locked_dir), before it gets its name.
+NEW_PREFIX = ".rerun_safety_new_"
 SNAPSHOT_SCHEMA = "rerun_safety_snapshot"
 REFERENCE_SCHEMA = "rerun_safety_reference"
 
@@ -156,7 +158,10 @@ class Engine(abc.ABC):
     def sweep(self) -> int:
         """Remove run folders left by runs that are no longer alive; returns how many."""
         removed = 0
-        for folder in [*self.work_root.glob(f"{PREFIX}*"), *self.work_root.glob(f"{PARSE_PREFIX}*")]:
+        # a run killed inside make_locked_dir leaves its half-made folder under a temporary name;
+        # a young one may still be being made (its lock not yet taken), so only old ones are swept
+        half_made = [f for f in self.work_root.glob(f"{NEW_PREFIX}*") if _age(f) > 60]
+        for folder in [*self.work_root.glob(f"{PREFIX}*"), *self.work_root.glob(f"{PARSE_PREFIX}*"), *half_made]:
             if folder == self.run_dir or not folder.is_dir():
                 continue
             try:
@@ -287,12 +292,21 @@ def check_writable_dir(path: Path, what: str) -> None:
         raise ConfigError(f"cannot write into {what} {path}: {err.strerror or err}") from None
 
 
+def _age(path: Path) -> float:
+    import time
+
+    try:
+        return time.time() - path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
 def make_locked_dir(path: Path):
     """Create `path` holding a locked `lock` file, atomically (a sweep never sees it unlocked);
     returns the open lock file: the folder counts as alive until it is closed or the process dies."""
     import tempfile
 
-    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=".rerun_safety_new_"))
+    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=NEW_PREFIX))
     lock = open(tmp / "lock", "w")
     fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     tmp.rename(path)
