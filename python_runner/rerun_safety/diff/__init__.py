@@ -58,10 +58,11 @@ Floats
     2^(1-p) below 1; infinities and NaN as they are), so equal rounded values are always within
     the tolerance and tables equal up to float noise keep their checksums.
   - Two values within the tolerance on either side of a rounding boundary round apart: their
-    buckets differ and are confirmed row by row. Rows left unmatched by the (rounded) row hash
-    on both sides are read with their exact float values and paired in Python (same key and
-    non-float columns, every float within the tolerance); a key whose rows all pair is no longer
-    changed. Over MAX_TOLERANCE_ROWS unmatched rows the pairing is skipped and the counts are
+    buckets differ and are confirmed row by row. Where a row left unmatched by the (rounded) row
+    hash on the left and one on the right have the same non-float columns and rounded floats
+    within two tolerances, their buckets are read again with exact float values and the rows
+    paired in Python (same key and non-float columns, every float within the tolerance); a key
+    whose rows all pair is no longer changed. Over MAX_TOLERANCE_ROWS unmatched rows the pairing is skipped and the counts are
     those of the rounded values (the tables differ anyway).
 
 Modules
