@@ -179,3 +179,21 @@ def test_bad_schedule_options_exit_2_with_one_line(cadence, args, message):
     assert code == 2 and report is None
     assert len(stderr.strip().splitlines()) == 1, stderr
     assert message in stderr
+
+
+def test_late_fraction_makes_rows_arrive_late_on_a_source_without_a_load_time(cadence):
+    code, stderr, report = gameday(cadence, "--scenarios", "late", "--late-fraction", "0.05", "--late-by", "2d",
+                                   "--select", "orders_watermark orders_recent", out_name="late")
+    assert code == 1, stderr
+    summary = report["summary"]
+    assert summary["scenarios"] == ["reference", "late"]
+    # 5 % of the orders arrive two days late; 12 of them land after a later batch than their event's
+    assert ("late: 12 rows of raw.orders arrive after a later batch than their event time (5% of its rows "
+            "delayed by 2d)") in summary["notes"]
+    models = by_name(report)
+    late = scenario(models["orders_watermark"], "late")
+    assert (late["verdict"], late["rows"] + late["missing_rows"]) == ("loss", 900)
+    assert 0 < late["missing_rows"] <= 12
+    assert models["orders_watermark"]["notes"][0].startswith(f"dropped {late['missing_rows']} rows in late")
+    # a delete+insert over the last 14 days by the clock takes rows two days late in its stride
+    assert scenario(models["orders_recent"], "late")["verdict"] == "safe"

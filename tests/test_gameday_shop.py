@@ -7,7 +7,7 @@ import pytest
 from gameday_support import by_name, scenario
 
 SAFE = ["stg_events", "dim_users", "events_delete_insert", "events_merge", "events_partition_overwrite",
-        "events_microbatch", "daily_revenue_safe"]
+        "events_microbatch", "daily_revenue_safe", "events_by_load", "events_totalled"]
 
 
 @pytest.fixture(scope="module", params=["duckdb", "postgres"])
@@ -43,22 +43,52 @@ def test_append_with_lookback_duplicates(shop_run):
         m = models[name]
         assert (m["verdict"], m["root_cause"], m["contaminated_by"]) == ("duplicates", True, [])
         replay = scenario(m, "replay")
-        # 4,800 events over 6 days; the first build holds 2 days, then each of 4 daily batches
-        # re-appends the 3-day lookback (1,600 + 2,400 + 3,200 + 3,2xx + 3,2xx rows)
-        assert (replay["reference_rows"], replay["rows"], replay["missing_rows"]) == (4800, 13602, 0)
-        assert (replay["extra_rows"], replay["duplicate_keys"]) == (8802, 4000)
+        # 4,800 events over 6 days, arriving by their load time; the first build holds 2 days, then each
+        # of 4 daily batches re-appends the 3-day lookback
+        assert (replay["reference_rows"], replay["rows"], replay["missing_rows"]) == (4800, 13521, 0)
+        assert (replay["extra_rows"], replay["duplicate_keys"]) == (8721, 3979)
         rerun = scenario(m, "rerun")
         assert rerun["rows"] > replay["rows"] and rerun["duplicate_keys"] == 4800
 
 
-def test_strict_watermark_loses_rows_after_a_half_committed_batch(shop_run):
-    m = by_name(shop_run["report"])["events_watermark"]
+def test_an_event_time_watermark_drops_rows_that_land_late(shop_run):
+    """raw.events declares a load time: rows arrive by it, 86 of them a batch after their event's.
+    A strict watermark on the event time skips those for good; a merge that reads by load time with
+    a day of lookback keeps them."""
+    report = shop_run["report"]
+    assert ("raw.events: rows arrive by their load time (loaded_at) in every scenario; 86 of them after a later "
+            "batch than their event time") in report["summary"]["notes"]
+    m = by_name(report)["events_watermark"]
     assert (m["verdict"], m["root_cause"]) == ("loss", True)
-    assert scenario(m, "replay")["verdict"] == "safe"
+    replay = scenario(m, "replay")
+    assert (replay["verdict"], replay["rows"], replay["missing_rows"], replay["extra_rows"]) == ("loss", 4719, 81, 0)
+    assert m["notes"][0].startswith("dropped 81 rows in replay, where rows arrive late")
+    # after a half-committed batch the watermark has moved past more of them
     partial = scenario(m, "partial")
-    assert partial["verdict"] == "loss"
-    assert partial["missing_rows"] > 100 and partial["extra_rows"] == 0
+    assert partial["verdict"] == "loss" and partial["missing_rows"] > 300 and partial["extra_rows"] == 0
     assert partial["rows"] + partial["missing_rows"] == partial["reference_rows"] == 4800
+    by_load = by_name(report)["events_by_load"]
+    assert [s["verdict"] for s in by_load["scenarios"]] == ["safe"] * 6
+
+
+def test_a_hook_that_appends_a_summary_is_a_side_effect(shop_run):
+    models = by_name(shop_run["report"])
+    m = models["events_summarised"]
+    assert (m["verdict"], m["root_cause"]) == ("side_effect", True)
+    replay, rerun = scenario(m, "replay"), scenario(m, "rerun")
+    # its own rows match; the summary table gets a row per run: 5 runs in replay, 9 in rerun, 1 in the reference
+    assert (replay["rows"], replay["reference_rows"]) == (4800, 4800)
+    assert replay["message"].startswith("its hook writes audit.batch_summary, which differs from the reference run "
+                                        "(1 -> 5 rows: 4 extra, 0 missing); hook: insert into {{ source('audit', "
+                                        "'batch_summary') }}")
+    assert (replay["extra_rows"], rerun["extra_rows"]) == (4, 8)
+    assert scenario(m, "determinism")["verdict"] == "safe"
+    # what reads the summaries inherits them
+    audit = models["audit_daily"]
+    assert (audit["root_cause"], audit["contaminated_by"]) == (False, ["events_summarised"])
+    assert scenario(audit, "replay")["rows"] == 5
+    # delete + insert of the batch's days, and a run log declared as one row per run: safe
+    assert [s["verdict"] for s in models["events_totalled"]["scenarios"]] == ["safe"] * 6
 
 
 def test_unaligned_partition_replacement_loses_rows(shop_run):
@@ -86,18 +116,21 @@ def test_contamination_names_the_root_cause(shop_run):
     assert revenue["verdict"] != "safe"
     monitor = models["daily_volume_monitor"]
     assert monitor["contaminated_by"] == ["events_watermark"]
-    assert scenario(monitor, "replay")["verdict"] == "safe"
-    assert scenario(monitor, "partial")["verdict"] != "safe"
+    assert monitor["root_cause"] is False
+    assert scenario(monitor, "replay")["verdict"] == "drift"
+    assert scenario(monitor, "determinism")["verdict"] == "safe"
 
 
 def test_summary(shop_run):
     summary = shop_run["report"]["summary"]
     assert sorted(summary["root_causes"]) == sorted([
         "events_append_lookback", "events_keyed_append", "events_watermark",
-        "events_partition_overwrite_unaligned", "events_scored"])
+        "events_partition_overwrite_unaligned", "events_scored", "events_summarised"])
+    assert sorted(summary["contaminated"]) == ["audit_daily", "daily_revenue", "daily_volume_monitor"]
     assert summary["exit_code"] == 1
     # --steps 4 daily batches: reference 1, replay 5 and backfill 1 more in the same sandbox, rerun 9,
-    # partial 6, determinism 1; no isolation run (the contaminated marts are tables)
+    # partial 6, determinism 1; no isolation run (the contaminated marts are tables); `late` is not run
+    # (no --late-fraction: the events arrive by their load time in every scenario)
     assert summary["dbt_invocations"] == 1 + 5 + 1 + 9 + 6 + 1
     assert summary["cutoffs"] == ["2026-03-03 00:00:00", "2026-03-04 00:00:00", "2026-03-05 00:00:00",
                                   "2026-03-06 00:00:00", "2026-03-07 00:00:00"]

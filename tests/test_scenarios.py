@@ -94,3 +94,12 @@ def test_scenario_steps():
     ref = scenario_steps("reference", t)
     assert ref == [Run(True, (t.start, t.end), "full refresh", t.end)]
     assert count_runs(["reference", "replay", "rerun", "partial", "backfill", "determinism"], t) == 1 + 5 + 9 + 6 + 6 + 1
+
+
+def test_late_steps_arrive_by_load_time():
+    t = make_timeline(D(2026, 3, 1), D(2026, 3, 6, 12), 4, "day")
+    late = scenario_steps("late", t)
+    replay = scenario_steps("replay", t)
+    assert late[0] == Reset(late=True) and replay[0] == Reset()
+    assert [s for s in late if isinstance(s, Arrive)] == [Arrive(i, late=True) for i in (1, 2, 3, 4)]
+    assert [s for s in late if isinstance(s, Run)] == [s for s in replay if isinstance(s, Run)]

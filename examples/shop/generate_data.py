@@ -1,4 +1,6 @@
-"""Generate the example shop's raw data: six days of events and a static users table.
+"""Generate the example shop's raw data: six days of events (with the time each was loaded: most
+within minutes, one in twenty hours later), a static users table, and the empty audit tables that
+hooks write.
 
 Deterministic (fixed seed), so every run of the demo judges the same rows.
     python generate_data.py --out shop.duckdb
@@ -31,7 +33,10 @@ def events(days: int = DAYS, per_day: int = EVENTS_PER_DAY, seed: int = 7) -> li
             rows.append((event_id, rng.randint(1, USERS), kind, amount, rng.choice(CURRENCIES),
                          START + dt.timedelta(days=day, seconds=sec)))
             event_id += 1
-    return rows
+    # when the loader landed each event: most within ten minutes, one in twenty 2 to 20 hours late
+    late = random.Random(13)
+    return [(*r, r[-1] + dt.timedelta(seconds=late.randint(7_200, 72_000) if late.random() < 0.05
+                                       else late.randint(30, 600))) for r in rows]
 
 
 def users(seed: int = 11) -> list[tuple]:
@@ -40,7 +45,11 @@ def users(seed: int = 11) -> list[tuple]:
 
 
 EVENTS_DDL = ("create table raw.events (event_id integer, user_id integer, event_type varchar(16), "
-              "amount decimal(10,2), currency varchar(3), event_time timestamp)")
+              "amount decimal(10,2), currency varchar(3), event_time timestamp, loaded_at timestamp)")
+# What the models' hooks write: a per-run summary, per-day totals, a run log.
+AUDIT_DDL = ["create table audit.batch_summary (batch_day date, events bigint)",
+             "create table audit.batch_totals (batch_day date, events bigint)",
+             "create table audit.run_log (model varchar(64), rows_after bigint)"]
 USERS_DDL = "create table raw.users (user_id integer, country varchar(2), currency varchar(3))"
 
 
@@ -49,12 +58,17 @@ def load_duckdb(path: str) -> None:
 
     with duckdb.connect(path) as con:
         con.execute("drop schema if exists raw cascade")
+        con.execute("drop schema if exists audit cascade")
         con.execute("create schema raw")
+        con.execute("create schema audit")
         con.execute(EVENTS_DDL)
         con.execute(USERS_DDL)
+        for ddl in AUDIT_DDL:
+            con.execute(ddl)
         import pandas as pd
 
-        ev = pd.DataFrame(events(), columns=["event_id", "user_id", "event_type", "amount", "currency", "event_time"])
+        ev = pd.DataFrame(events(), columns=["event_id", "user_id", "event_type", "amount", "currency", "event_time",
+                                             "loaded_at"])
         us = pd.DataFrame(users(), columns=["user_id", "country", "currency"])
         con.register("ev", ev)
         con.register("us", us)
@@ -71,9 +85,13 @@ def load_postgres(dsn: str) -> None:
     try:
         with conn, conn.cursor() as cur:
             cur.execute("drop schema if exists raw cascade")
+            cur.execute("drop schema if exists audit cascade")
             cur.execute("create schema raw")
+            cur.execute("create schema audit")
             cur.execute(EVENTS_DDL)
             cur.execute(USERS_DDL)
+            for ddl in AUDIT_DDL:
+                cur.execute(ddl)
             execute_values(cur, "insert into raw.events values %s", events())
             execute_values(cur, "insert into raw.users values %s", users())
     finally:

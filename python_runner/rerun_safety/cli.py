@@ -77,8 +77,14 @@ def main(ctx: click.Context, debug: bool) -> None:
 @click.option("--until", default=None, help="Copy only rows before this time (ISO-8601).")
 @click.option("--float-tolerance", default=None, type=float,
               help="Relative tolerance for float columns (default suits float rounding).")
+@click.option("--late-fraction", default=None, type=float,
+              help="The late scenario replays inputs with a load time (loaded_at_field beside event_time) by "
+                   "it; this share of the rows of inputs without one arrive late too (default 0, or 0.05 with "
+                   "--late-by).")
+@click.option("--late-by", default=None,
+              help="How late those rows arrive, e.g. 6h, 2d (default: two batches).")
 @click.option("--scenarios", default="all", show_default=True,
-              help="Comma-separated: reference,replay,rerun,partial,backfill,determinism.")
+              help="Comma-separated: reference,replay,rerun,partial,backfill,late,determinism.")
 @click.option("--output-dir", default=None, type=click.Path(file_okay=False),
               help="Where the reports go (default: <project>/target/rerun_safety).")
 @click.option("--threads", default=1, show_default=True, type=click.IntRange(1, 64),
@@ -93,7 +99,8 @@ def main(ctx: click.Context, debug: bool) -> None:
               help="An earlier report.json (e.g. main's): exit 1 only for models that got worse than there.")
 @click.pass_context
 def gameday(ctx, project_dir, profiles_dir, target, select, exclude, vars_yaml, batch_size, steps, since, until,
-            float_tolerance, scenarios, output_dir, threads, keep_sandboxes, state, defer, baseline):
+            float_tolerance, late_fraction, late_by, scenarios, output_dir, threads, keep_sandboxes, state, defer,
+            baseline):
     """Replay every incremental model in sandboxes and diff it against a clean reference build."""
     from .gameday import GamedayOptions, run_gameday
     from .report import write_reports
@@ -106,7 +113,8 @@ def gameday(ctx, project_dir, profiles_dir, target, select, exclude, vars_yaml, 
             project_dir=project_dir, profiles_dir=profiles_dir, target=target, select=select,
             exclude=exclude, vars_yaml=vars_yaml, steps=steps, scenarios=scenarios,
             output_dir=output_dir, threads=threads, keep_sandboxes=keep_sandboxes, batch_size=batch_size,
-            since=since, until=until, float_tolerance=float_tolerance, state=state, baseline=baseline)
+            since=since, until=until, float_tolerance=float_tolerance, state=state, baseline=baseline,
+            late_fraction=late_fraction, late_by=late_by)
         with TerminalProgress() as progress:
             report = run_gameday(options, progress=progress)
         paths = write_reports(report, options.output_dir)

@@ -3,120 +3,34 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import os
 import shutil
-import tempfile
 import time
 import uuid
-from dataclasses import dataclass, field, replace
-from pathlib import Path
-from typing import Any, Iterator
+from dataclasses import replace
+from typing import Iterator
 
 import yaml
 from sqlglot import exp
 
-from . import clock
+from . import clock, side_effects
+from .assemble import build_report
 from .diff import DiffResult, diff_relations
 from .errors import ConfigError
-from .plan import Plan, batch_condition, cut_slice, make_plan, partition_column, plan_timeline, time_expr
+from .options import GamedayOptions  # noqa: F401 - the public import path
+from .plan import (Lateness, Plan, arrival_expr, arrives_out_of_order, batch_condition, cut_slice, late_superset, make_plan,
+                   partition_column, plan_timeline, row_hash_predicate, time_expr)
 from .preflight import check_columns, check_config
 from .project import Project
-from .results import VERDICT_ORDER, GamedayReport, ModelVerdict, PartitionCount, ScenarioResult
+from .results import GamedayReport, PartitionCount, ScenarioResult
 from .sandbox import Engine, Sandbox, engine_for
-from .sandbox.base import check_writable_dir, private_work_root, secrets_through_env
-from .sandbox.base import (PARSE_PREFIX, REFERENCE_SCHEMA, SNAPSHOT_SCHEMA, Connection, make_locked_dir,
-                           snapshot_table, table, ts_literal)
-from .scenarios import ALL_SCENARIOS, Arrive, Batch, Reset, Run, count_runs, scenario_steps
-from .verdict import differs, model_verdict, root_causes, scenario_verdict
+from .sandbox.base import (PARSE_PREFIX, REFERENCE_SCHEMA, SNAPSHOT_SCHEMA, Connection, check_writable_dir,
+                           make_locked_dir, private_work_root, secrets_through_env, snapshot_table, table,
+                           ts_literal)
+from .scenarios import Arrive, Reset, Run, count_runs, scenario_steps
+from .verdict import differs, scenario_verdict
 from .workers import kill_pool, run_parallel, start_pool
 
 PASSWORD_ENV = "RERUN_SAFETY_SANDBOX_PASSWORD"
-
-
-def _timestamp_option(value: Any, option: str) -> dt.datetime | None:
-    if value is None or value == "":
-        return None
-    if isinstance(value, dt.datetime):
-        return value.replace(tzinfo=None)
-    try:
-        parsed = dt.datetime.fromisoformat(str(value).strip())
-    except ValueError:
-        raise ConfigError(f"{option} '{value}' is not a date or timestamp (use ISO-8601, e.g. 2026-03-01 "
-                          "or 2026-03-01T06:00)") from None
-    return parsed.astimezone(dt.timezone.utc).replace(tzinfo=None) if parsed.tzinfo else parsed
-
-
-@dataclass(frozen=True)
-class GamedayOptions:
-    project_dir: Path
-    profiles_dir: str | None
-    target: str | None
-    select: tuple[str, ...]
-    exclude: tuple[str, ...]
-    vars_yaml: str | None
-    steps: int
-    scenarios: tuple[str, ...]
-    output_dir: Path
-    threads: int = 1
-    keep_sandboxes: bool = False
-    work_root: Path = field(default_factory=lambda: Path(tempfile.gettempdir()) / f"rerun_safety-{os.getuid()}")
-    batch_size: Batch = field(default_factory=lambda: Batch.parse("day"))
-    since: dt.datetime | None = None
-    until: dt.datetime | None = None
-    float_tolerance: float | None = None
-    state: str | None = None
-    # --baseline: model name -> verdict in an earlier report (e.g. main's); only models that got
-    # worse than there make the run fail
-    baseline: dict[str, str] | None = None
-
-    @classmethod
-    def build(cls, *, project_dir, profiles_dir=None, target=None, select=(), exclude=(), vars_yaml=None,
-              steps=4, scenarios="all", output_dir=None, threads=1, keep_sandboxes=False,
-              work_root=None, batch_size="day", since=None, until=None, float_tolerance=None, state=None,
-              baseline=None) -> "GamedayOptions":
-        project_dir = Path(project_dir).resolve()
-        if isinstance(scenarios, str):
-            names = ALL_SCENARIOS if scenarios.strip() in ("", "all") else tuple(
-                s.strip() for s in scenarios.split(",") if s.strip())
-        else:
-            names = tuple(scenarios)
-        unknown = [s for s in names if s not in ALL_SCENARIOS]
-        if unknown:
-            raise ConfigError(f"unknown scenario '{unknown[0]}' (known: {', '.join(ALL_SCENARIOS)})")
-        if steps < 1:
-            raise ConfigError("--steps must be at least 1")
-        since_t, until_t = _timestamp_option(since, "--since"), _timestamp_option(until, "--until")
-        if since_t and until_t and until_t <= since_t:
-            raise ConfigError(f"--until ({until_t}) must be after --since ({since_t})")
-        if float_tolerance is not None and not float(float_tolerance) >= 0:
-            raise ConfigError("--float-tolerance must be a number >= 0 (a relative tolerance such as 1e-9)")
-        names = tuple(s for s in ALL_SCENARIOS if s in names or s == "reference")
-        out = Path(output_dir).resolve() if output_dir else project_dir / "target" / "rerun_safety"
-        kwargs: dict[str, Any] = {}
-        if work_root:
-            kwargs["work_root"] = Path(work_root)
-        batch = batch_size if isinstance(batch_size, Batch) else Batch.parse(batch_size)
-        return cls(project_dir, profiles_dir, target, tuple(select), tuple(exclude), vars_yaml, steps, names,
-                   out, threads, keep_sandboxes, batch_size=batch, since=since_t, until=until_t,
-                   float_tolerance=None if float_tolerance is None else float(float_tolerance),
-                   state=str(state) if state else None, baseline=load_baseline(baseline), **kwargs)
-
-
-def load_baseline(path: Any) -> dict[str, str] | None:
-    """Verdicts of an earlier report.json, by model name."""
-    if not path:
-        return None
-    import json
-
-    try:
-        doc = json.loads(Path(path).read_text())
-        out = {str(m["name"]): str(m["verdict"]) for m in doc["models"]}
-    except OSError as err:
-        raise ConfigError(f"--baseline {path}: cannot read it ({err.strerror or err})") from None
-    except (ValueError, KeyError, TypeError):
-        raise ConfigError(f"--baseline {path}: not a game-day report.json (expected {{\"models\": [{{\"name\", "
-                          "\"verdict\"}}, ...]}})") from None
-    return out
 
 
 class _NoProgress:
@@ -187,15 +101,24 @@ class Gameday:
         for src in plan.inputs:
             col = time_expr(src)
             bounds = plan.timeline.bounds_for(src.unique_id)
-            if isinstance(step, Reset):
-                con.execute(exp.delete(table(src.schema, src.identifier), where=col >= ts_literal(bounds[0])))
+            copy = table(SNAPSHOT_SCHEMA, snapshot_table(src)).as_("rs_row")
+            live = table(src.schema, src.identifier)
+            if isinstance(step, Reset) and arrives_out_of_order(src, step.late):
+                # rows arrive by their load time: keep (put back) what arrived before the first batch
+                maybe_later = late_superset(src, plan, bounds[0])
+                con.execute(exp.delete(live, where=maybe_later))
+                before = exp.and_(maybe_later, arrival_expr(src, plan, con.dialect, step.late) < ts_literal(bounds[0]))
+                con.execute(exp.insert(exp.select("*").from_(copy).where(before), live))
                 continue
-            cond = batch_condition(col, bounds, step.index)
+            if isinstance(step, Reset):
+                con.execute(exp.delete(live, where=col >= ts_literal(bounds[0])))
+                continue
+            when = arrival_expr(src, plan, con.dialect, step.late) if arrives_out_of_order(src, step.late) else col
+            cond = batch_condition(when, bounds, step.index)
             if step.part:
-                half = _half_predicate(con.dialect)
+                half = row_hash_predicate(con.dialect, 2, 1)
                 cond = exp.and_(cond, half if step.part == "first" else exp.not_(half))
-            con.execute(exp.insert(exp.select("*").from_(table(SNAPSHOT_SCHEMA, snapshot_table(src)).as_("rs_row")).where(cond),
-                                   table(src.schema, src.identifier)))
+            con.execute(exp.insert(exp.select("*").from_(copy).where(cond), live))
 
     # ---------------------------------------------------------------- scenarios
     def _build_reference(self, plan: Plan, snapshot: Sandbox) -> tuple[Sandbox, dict[str, str], list]:
@@ -205,6 +128,8 @@ class Gameday:
         sb = self.engine.clone(snapshot, "reference")
         profiles = self._profiles_dir(sb)
         self.progress.scenario("reference")
+        with self.engine.connect(sb) as con:
+            side, existing = side_effects.before_reference(con, plan, self.project.manifest)
         res = self._dbt(plan, sb, profiles, scenario_steps("reference", plan.timeline)[0])
         self.progress.advance("reference: full refresh")
         errors = _node_errors(res, plan)
@@ -220,8 +145,10 @@ class Gameday:
                     plan.reference_rows[m.unique_id] = int(count[0])
                 elif m.unique_id not in errors:
                     errors[m.unique_id] = "the reference build did not create it"
+            side_effects.after_reference(con, plan, self.project.manifest, side, existing)
             for m in reversed(plan.build):
                 con.drop_relation(m.schema, m.identifier)
+        plan.side = side
         return sb, errors, [res]
 
     def _trace_time_columns(self, plan: Plan, res) -> None:
@@ -257,6 +184,7 @@ class Gameday:
             profiles = self._profiles_dir(sb)
             errors: dict[str, str] = {}
             results = []
+            runs: dict[str, int] = {}  # successful runs of each model so far (log tables: one row each)
             only = set(isolate["models"]) if isolate else None
             broken = set(isolate["broken"]) if isolate else set()
             judge_ids = set(isolate["judge"]) if isolate else None
@@ -274,6 +202,9 @@ class Gameday:
                             res = self._dbt(plan, sb, profiles, step, final=(i == last_run), only=only,
                                             exclude=exclude)
                         results.append(res)
+                        for n in res.nodes:
+                            if n.status == "success":
+                                runs[n.unique_id] = runs.get(n.unique_id, 0) + 1
                         for uid, msg in _node_errors(res, plan).items():
                             errors.setdefault(uid, f"{step.label}: {msg}")
                         self.progress.advance(f"{scenario}: {step.label}")
@@ -283,6 +214,11 @@ class Gameday:
                 done = len(steps)
                 with self.engine.connect(sb) as con:
                     judged_all[scenario] = self._judge(con, scenario, plan, errors, ref_errors, judge_ids)
+                    if not isolate and plan.side is not None:
+                        found = side_effects.judge(
+                            con, plan.side, runs, lambda a, b: diff_relations(con, a, b, float_tolerance=self.options.float_tolerance))
+                        _attribute_side_effects(judged_all[scenario], found, scenario)
+                        judged_all.setdefault(SIDE_KEY, {})[scenario] = found
             return judged_all, results
         finally:
             if not self.options.keep_sandboxes:
@@ -336,7 +272,7 @@ class Gameday:
                                column_detail=(name == "determinism"), float_tolerance=tol)
             r = _scenario_result(name, d)
             if r.verdict == "safe" and m.incremental and name != "determinism" and not plan.exercised.get(uid, True):
-                r = _replace(r, verdict="untested", message=plan.untested_reason(m))
+                r = replace(r, verdict="untested", message=plan.untested_reason(m))
             out[uid] = r
         return out
 
@@ -360,6 +296,13 @@ class Gameday:
             check_config(plan.build, project.target_output, project.target_name)
             scenarios = [s for s in o.scenarios if s != "reference"]
             chains = ["+".join(c) for c in _chains(scenarios)]
+            plan.late = Lateness(o.late_fraction, o.late_by)
+            if "late" in scenarios and not o.late_fraction:
+                scenarios.remove("late")
+                chains = ["+".join(c) for c in _chains(scenarios)]
+                o = self.options = replace(o, scenarios=tuple(s for s in o.scenarios if s != "late"))
+                plan.notes.append("late: not run; --late-fraction/--late-by make a share of the rows of inputs "
+                                  "without a load time arrive late (inputs with one arrive by it in every scenario)")
             if o.threads > 1 and len(chains) > 1:
                 # workers start now: their start-up overlaps the snapshot and the reference build
                 pool = start_pool(self, min(o.threads, len(chains)))
@@ -385,13 +328,16 @@ class Gameday:
                     message=ref_errors.get(uid, ""))
             payloads = [self._payload(plan, c, template, ref_errors)
                         for c in sorted(chains, key=lambda n: -count_runs(n.split("+"), plan.timeline))]
+            side_found: dict[str, list] = {}
             for judged, results in self._execute(pool, plan, payloads, template, ref_errors).values():
                 invocations += results
+                side_found.update(judged.pop(SIDE_KEY, {}))
                 for scenario, rs in judged.items():
                     for uid, r in rs.items():
                         by_model[uid][scenario] = r
+            plan.side_found = side_found
             isolated = self._isolate(pool, plan, by_model, template, ref_errors, invocations)
-            return self._report(plan, by_model, isolated, invocations, started, started_at)
+            return build_report(o, project, plan, by_model, isolated, invocations, started, started_at)
         except BaseException:
             if pool is not None:
                 kill_pool(pool)  # before cleanup, which drops the workers' sandboxes too
@@ -411,7 +357,7 @@ class Gameday:
                  isolate: dict | None = None) -> dict:
         return {"key": chain if not isolate else f"{chain} (isolation)", "scenario": chain, "template": template,
                 "ref_errors": ref_errors, "timeline": plan.timeline, "arrivals": plan.arrivals,
-                "time_columns": plan.time_columns, "isolate": isolate}
+                "time_columns": plan.time_columns, "late": plan.late, "side": plan.side, "isolate": isolate}
 
     def _execute(self, pool, plan: Plan, payloads: list[dict], template: Sandbox,
                  ref_errors: dict[str, str]) -> dict[str, tuple]:
@@ -474,80 +420,23 @@ class Gameday:
                 for s in timed:
                     con.copy_table(s.schema, s.identifier, SNAPSHOT_SCHEMA, snapshot_table(s))
 
-    def _report(self, plan: Plan, by_model, isolated: dict[str, set[str]], invocations, started: float,
-                started_at: str) -> GamedayReport:
-        verdicts = {uid: {s: r.verdict for s, r in rs.items()} for uid, rs in by_model.items()}
-        parents = {m.unique_id: plan.parents_in_judged(m) for m in plan.judged}
-        roots, contaminated = root_causes(verdicts, parents, isolated)
-        names = {m.unique_id: m.name for m in plan.judged}
-        reads = _clock_reads(invocations)
-        models = []
-        for m in plan.judged:
-            uid = m.unique_id
-            scen = tuple(by_model[uid][s] for s in self.options.scenarios if s in by_model[uid])
-            v = model_verdict({s.name: s.verdict for s in scen})
-            reason = next((s.message for s in scen if s.verdict == v and s.message), "")
-            models.append(ModelVerdict(
-                name=m.name, unique_id=uid, verdict=v, root_cause=uid in roots,
-                contaminated_by=tuple(sorted(names[r] for r in contaminated.get(uid, ()))),
-                materialized=m.materialized, strategy=m.strategy, key=m.key,
-                parents=tuple(names[p] for p in parents[uid]), scenarios=scen, reason=reason,
-                notes=tuple(self._model_notes(plan, m, reads.get(uid)))))
-        models.sort(key=lambda mv: (VERDICT_ORDER.index(mv.verdict), not mv.root_cause, mv.name))
-        assert self.project and plan.timeline
-        t = plan.timeline
-        run_notes = [f"simulated schedule: {t.steps} {t.batch.label} batches from {t.bounds[0]} to {t.end} "
-                     f"(the first build holds everything before {t.bounds[0]}); each run sees the clock at the "
-                     "end of its batch", *plan.notes]
-        if self.options.since or self.options.until:
-            run_notes.append(f"slice: only rows from {self.options.since or 'the start'} to "
-                             f"{self.options.until or 'the end'} were copied; older history is not in any build")
-        return GamedayReport(
-            project=self.project.name, adapter=self.project.adapter, target=self.project.target_name,
-            scenarios=self.options.scenarios, steps=t.steps,
-            cutoffs=tuple(c.isoformat(sep=" ") for c in t.bounds), models=tuple(models),
-            wall_time=time.perf_counter() - started, dbt_invocations=len(invocations),
-            model_time=sum(r.model_time for r in invocations), started_at=started_at,
-            extra={"invocations": [{"wall_s": round(r.wall_time, 4), "model_s": round(r.model_time, 4),
-                                    "nodes": len(r.nodes)} for r in invocations]},
-            batch_size=t.batch.label, notes=tuple(run_notes), baseline=self.options.baseline)
-
-    def _model_notes(self, plan: Plan, m, reads: tuple[set, set] | None) -> list[str]:
-        notes = []
-        if plan.empty_first.get(m.unique_id):
-            notes.append(plan.empty_first[m.unique_id])
-        if reads and reads[0]:
-            notes.append(f"reads the clock ({', '.join(sorted(reads[0]))}): each run saw the end of its batch")
-        unsimulated = sorted(reads[1]) if reads else []
-        if m.language == "python":
-            unsimulated += list(clock.python_clock_reads(m.raw_code))
-        if unsimulated:
-            notes.append(f"reads the clock in a way that cannot be simulated ({', '.join(unsimulated)}): its runs "
-                         "saw the real time, so a difference may come from the clock")
-        return notes
+SIDE_KEY = "__side_effects__"  # in run_scenario's result: scenario -> side relations that differ
 
 
-def _clock_reads(invocations) -> dict[str, tuple[set, set]]:
-    out: dict[str, tuple[set, set]] = {}
-    for res in invocations:
-        for node, used, kept in res.clock_reads:
-            seen = out.setdefault(node, (set(), set()))
-            seen[0].update(used)
-            seen[1].update(kept)
-    return out
-
-
-def _replace(r: ScenarioResult, **changes) -> ScenarioResult:
-    import dataclasses
-
-    return dataclasses.replace(r, **changes)
-
-
-def _half_predicate(dialect: str) -> exp.Expression:
-    """An arbitrary half of the rows, independent of time order (parallel writers commit in any order)."""
-    if dialect == "duckdb":
-        return exp.condition("hash(rs_row) % 2 = 0")
-    return exp.condition("abs(hashtext(rs_row::text)) % 2 = 0", dialect="postgres")
+def _attribute_side_effects(judged: dict[str, ScenarioResult], found: list[dict], scenario: str) -> None:
+    """A differing side relation makes the model whose hook writes it `side_effect` (unless its
+    own output is already worse), with the relation and the hook named."""
+    for f in found:
+        for uid in f["writers"]:
+            r = judged.get(uid)
+            if r is None:
+                continue
+            text = side_effects.describe(f)
+            if r.verdict in ("safe", "untested"):
+                judged[uid] = replace(r, verdict="side_effect", message=text, extra_rows=f["extra_rows"],
+                                      missing_rows=max(f["missing_rows"], 0))
+            else:
+                judged[uid] = replace(r, message="; ".join(x for x in (r.message, text) if x))
 
 
 def _node_errors(res, plan: Plan) -> dict[str, str]:

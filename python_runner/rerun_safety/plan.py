@@ -17,6 +17,15 @@ from .sandbox.base import SNAPSHOT_SCHEMA, Connection, snapshot_table, table, ts
 from .scenarios import Batch, Timeline, make_timeline
 
 
+@dataclass(frozen=True)
+class Lateness:
+    """How rows arrive in the `late` scenario where an input declares no load time: a fixed,
+    deterministic share of its rows (chosen by a hash of the row) arrives `by` later."""
+
+    fraction: float = 0.05
+    by: Batch | None = None  # None: two batches of the schedule
+
+
 @dataclass
 class Plan:
     project: Project
@@ -35,6 +44,10 @@ class Plan:
     exercised: dict[str, bool] = field(default_factory=dict)  # model -> its inputs received new rows
     empty_first: dict[str, str] = field(default_factory=dict)  # model -> why its first build saw no rows
     time_columns: dict[str, str] = field(default_factory=dict)  # model -> its output's time column
+    late: Lateness = field(default_factory=Lateness)
+    late_rows: dict[str, int] = field(default_factory=dict)  # input id -> rows arriving after a later batch
+    side: Any = None  # side_effects.SidePlan, once the reference has run
+    side_found: dict[str, list] = field(default_factory=dict)  # scenario -> side relations that differ
 
     @property
     def timed_sources(self) -> list[SourceTable]:
@@ -169,6 +182,59 @@ def time_expr(src: SourceTable) -> exp.Expression:
     return exp.cast(exp.column(src.time_column, quoted=True), exp.DataType.build("timestamp"))
 
 
+def row_hash_predicate(dialect: str, modulus: int, below: int) -> exp.Expression:
+    """A deterministic share (below/modulus) of the rows of a table aliased `rs_row`, independent
+    of time order (parallel writers commit in any order; late rows are any rows)."""
+    if dialect == "duckdb":
+        return exp.condition(f"hash(rs_row) % {int(modulus)} < {int(below)}")
+    return exp.condition(f"abs(hashtext(rs_row::text)) % {int(modulus)} < {int(below)}", dialect="postgres")
+
+
+def _delay(batch: Batch) -> exp.Expression:
+    if batch.months:
+        return exp.Interval(this=exp.Literal.string(str(batch.months)), unit=exp.Var(this="MONTH"))
+    assert batch.delta is not None
+    return exp.Interval(this=exp.Literal.string(str(int(batch.delta.total_seconds()))), unit=exp.Var(this="SECOND"))
+
+
+def late_delay(plan: "Plan") -> Batch:
+    assert plan.timeline is not None
+    if plan.late.by is not None:
+        return plan.late.by
+    b = plan.timeline.batch
+    return Batch(f"2 x {b.label}", b.delta * 2 if b.delta else None, b.months * 2)
+
+
+def arrival_expr(src: SourceTable, plan: "Plan", dialect: str, late: bool = True) -> exp.Expression:
+    """When a row arrives: its load time where the input declares one (in every scenario: a row
+    is never visible before it was loaded); else its event time, in the `late` scenario delayed
+    for a deterministic share of the rows."""
+    col = time_expr(src)
+    if src.load_column:
+        load = exp.cast(exp.column(src.load_column, quoted=True), exp.DataType.build("timestamp"))
+        return exp.func("coalesce", load, col)
+    if not late or not plan.late.fraction:
+        return col
+    share = row_hash_predicate(dialect, 10_000, round(plan.late.fraction * 10_000))
+    return exp.Case(ifs=[exp.If(this=share, true=exp.Add(this=col, expression=_delay(late_delay(plan))))],
+                    default=col)
+
+
+def arrives_out_of_order(src: SourceTable, late: bool) -> bool:
+    """Whether rows of this input arrive by something other than their event time."""
+    return bool(src.load_column) or late
+
+
+def late_superset(src: SourceTable, plan: "Plan", b0: dt.datetime) -> exp.Expression:
+    """Rows that may arrive at or after b0 in the `late` scenario (a cheap condition without the
+    row hash, for the DELETE of the reset)."""
+    col = time_expr(src)
+    if src.load_column:
+        load = exp.cast(exp.column(src.load_column, quoted=True), exp.DataType.build("timestamp"))
+        return exp.or_(col >= ts_literal(b0), load >= ts_literal(b0))
+    return exp.Add(this=col, expression=_delay(late_delay(plan))) >= ts_literal(b0)
+
+
 def cut_slice(con: Connection, plan: Plan, since: dt.datetime | None, until: dt.datetime | None) -> None:
     """--since/--until: keep only the slice [since, until) of each timed input, in the sandbox's
     live table and in the copy rows arrive from."""
@@ -195,6 +261,12 @@ def batch_condition(col: exp.Expression, bounds: tuple[dt.datetime, ...], i: int
     """Rows of replayed batch i; the last batch also takes whatever lies beyond the timeline."""
     lower = col >= ts_literal(bounds[i - 1])
     return lower if i == len(bounds) - 1 else exp.and_(lower, col < ts_literal(bounds[i]))
+
+
+def _batch_index(col: exp.Expression, bounds: tuple[dt.datetime, ...]) -> exp.Expression:
+    """0 before the first replayed batch, i for batch i, the last batch for anything beyond."""
+    ifs = [exp.If(this=col < ts_literal(b), true=exp.Literal.number(i)) for i, b in enumerate(bounds[:-1])]
+    return exp.Case(ifs=ifs, default=exp.Literal.number(len(bounds) - 1))
 
 
 def _count_where(cond: exp.Expression) -> exp.Expression:
@@ -226,14 +298,18 @@ def plan_timeline(con: Connection, plan: Plan, batch: Batch, steps: int) -> Time
         raise ConfigError(f"every timed input is empty, so there is nothing to replay (timed inputs: {names})")
     tmin = min(lo for lo, _ in ranges.values())
     tmax = max(hi for _, hi in ranges.values())
-    timeline = make_timeline(tmin, tmax, steps, batch, ranges)
+    timeline = plan.timeline = make_timeline(tmin, tmax, steps, batch, ranges)
     for src in plan.inputs:
         b = timeline.bounds_for(src.unique_id)
         col = time_expr(src)
-        counts = [_count_where(col < ts_literal(b[0]))]
-        counts += [_count_where(batch_condition(col, b, i)) for i in range(1, len(b))]
-        row = con.fetchone(exp.select(*counts).from_(table(SNAPSHOT_SCHEMA, snapshot_table(src))))
-        plan.arrivals[src.unique_id] = tuple(int(x or 0) for x in row)
+        when = arrival_expr(src, plan, con.dialect, late=False)
+        counts = [_count_where(when < ts_literal(b[0]))]
+        counts += [_count_where(batch_condition(when, b, i)) for i in range(1, len(b))]
+        # rows that arrive (by load time, or in the `late` scenario) after a later batch than their event's
+        counts.append(_count_where(_batch_index(arrival_expr(src, plan, con.dialect), b) > _batch_index(col, b)))
+        row = con.fetchone(exp.select(*counts).from_(table(SNAPSHOT_SCHEMA, snapshot_table(src)).as_("rs_row")))
+        plan.arrivals[src.unique_id] = tuple(int(x or 0) for x in row[:-1])
+        plan.late_rows[src.unique_id] = int(row[-1] or 0)
     if timeline.steps < steps:
         plan.notes.append(f"--steps {steps} asked for more batches than the data holds: {timeline.steps} "
                           f"{batch.label} batches replayed")

@@ -30,6 +30,7 @@ class SourceTable:
     time_origin: str | None  # event_time | loaded_at_field | meta | rerun_safety.yml | vars
     seed: bool = False  # a timed seed: loaded by `dbt seed`, then replayed like a source
     external: str | None = None  # dbt-duckdb `external_location`, as dbt renders it (a file read)
+    load_column: str | None = None  # when rows were loaded, beside the event time: drives `late`
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,7 @@ class Model:
     language: str = "sql"
     raw_code: str = field(default="", repr=False, compare=False)
     float_tolerance: float | None = None
+    log_tables: tuple[str, ...] = ()  # relations its hooks write one row per run into, by design
 
     @property
     def incremental(self) -> bool:
@@ -275,8 +277,10 @@ class Project:
                 time_col, origin = src.loaded_at_field, "loaded_at_field"
             elif meta_rs.get("time_column") or meta_rs.get("event_time"):
                 time_col, origin = meta_rs.get("time_column") or meta_rs.get("event_time"), "meta"
+            load_col = meta_rs.get("loaded_at") or (src.loaded_at_field if origin == "event_time" else None)
             self.sources[uid] = SourceTable(uid, f"{src.source_name}.{src.name}", src.database, src.schema,
-                                            src.identifier, time_col, origin, external=self._external(src))
+                                            src.identifier, time_col, origin, external=self._external(src),
+                                            load_column=str(load_col) if load_col and time_col else None)
         self.seed_inputs: dict[str, SourceTable] = {}
         keys_by_test = _keys_from_tests(m)
         for uid, node in m.nodes.items():
@@ -300,6 +304,7 @@ class Project:
                 sources=tuple(d for d in deps if d.startswith("source.")),
                 ignore_columns=_as_tuple(_meta(node).get("ignore_columns")),
                 float_tolerance=_tolerance(node.name, _meta(node).get("float_tolerance")),
+                log_tables=_as_tuple(_meta(node).get("log_tables")),
                 window_driven=(strategy == "microbatch" or "window_filter" in raw),
                 language=str(getattr(node, "language", "sql") or "sql"),
                 raw_code=raw,

@@ -6,8 +6,10 @@ from typing import Any
 
 # Worst first. A model's verdict is the worst of its scenarios' verdicts.
 # `untested`: the model's inputs received no new rows in any replayed batch, so nothing was exercised.
-VERDICT_ORDER = ("error", "nondeterministic", "loss", "duplicates", "drift", "untested", "safe", "skipped")
-UNSAFE = frozenset({"error", "nondeterministic", "loss", "duplicates", "drift"})
+# `side_effect`: the model's own output matches, but what its hooks write elsewhere does not.
+VERDICT_ORDER = ("error", "nondeterministic", "loss", "duplicates", "drift", "side_effect", "untested", "safe",
+                 "skipped")
+UNSAFE = frozenset({"error", "nondeterministic", "loss", "duplicates", "drift", "side_effect"})
 
 
 def _verdict_rank(verdict: str) -> int:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from .errors import ConfigError
 
-ALL_SCENARIOS = ("reference", "replay", "rerun", "partial", "backfill", "determinism")
+ALL_SCENARIOS = ("reference", "replay", "rerun", "partial", "backfill", "late", "determinism")
 
 _UNITS = {"m": dt.timedelta(minutes=1), "h": dt.timedelta(hours=1), "d": dt.timedelta(days=1),
           "w": dt.timedelta(weeks=1)}
@@ -71,7 +71,10 @@ class Batch:
 
 @dataclass(frozen=True)
 class Reset:
-    """Delete every input row at or after the input's first replayed boundary."""
+    """Delete every input row at or after the input's first replayed boundary; `late`: by the
+    rows' arrival (load) time instead of their event time."""
+
+    late: bool = False
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,7 @@ class Arrive:
 
     index: int
     part: str | None = None  # None | "first" | "rest"
+    late: bool = False  # rows arrive by their load time (or a simulated delay), not their event time
 
 
 @dataclass(frozen=True)
@@ -153,7 +157,8 @@ def scenario_steps(name: str, t: Timeline) -> list[Step]:
         return [Run(True, (t.start, t.end), "full refresh", t.end)]
     b = t.bounds
     n = t.steps
-    steps: list[Step] = [Reset(), Run(True, (t.start, b[0]), "first build", b[0])]
+    late = name == "late"
+    steps: list[Step] = [Reset(late), Run(True, (t.start, b[0]), "first build", b[0])]
     partial_at = n // 2 + 1
     for i in range(1, n + 1):
         label = f"batch {i}"
@@ -161,7 +166,7 @@ def scenario_steps(name: str, t: Timeline) -> list[Step]:
             steps += [Arrive(i, "first"), Run(False, t.window(i), f"{label}, half-committed", b[i]),
                       Arrive(i, "rest"), Run(False, t.window(i), f"{label}, rerun", b[i])]
             continue
-        steps.append(Arrive(i))
+        steps.append(Arrive(i, late=late))
         steps.append(Run(False, t.window(i), label, b[i]))
         if name == "rerun":
             steps.append(Run(False, t.window(i), f"{label}, again", b[i]))

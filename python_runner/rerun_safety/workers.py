@@ -89,6 +89,8 @@ def _scenario_worker(payload: dict) -> tuple:
     plan.timeline = payload["timeline"]
     plan.arrivals = payload["arrivals"]
     plan.time_columns = payload["time_columns"]
+    plan.late = payload["late"]
+    plan.side = payload["side"]
     plan.judge_exercise()
     judged, results = gd.run_scenario(payload["scenario"], plan, payload["template"], payload["ref_errors"],
                                       isolate=payload.get("isolate"))

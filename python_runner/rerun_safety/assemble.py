@@ -1,0 +1,118 @@
+"""From the scenarios' results to the report: verdicts, root causes, contamination, notes."""
+from __future__ import annotations
+
+import time
+
+from . import clock
+from .options import GamedayOptions
+from .plan import Plan
+from .project import Project
+from .results import VERDICT_ORDER, GamedayReport, ModelVerdict
+from .verdict import model_verdict, root_causes
+
+
+def build_report(options: GamedayOptions, project: Project, plan: Plan, by_model, isolated: dict[str, set[str]],
+                 invocations, started: float, started_at: str) -> GamedayReport:
+    """The frozen report: verdicts per model, root causes and contamination, notes."""
+    verdicts = {uid: {s: r.verdict for s, r in rs.items()} for uid, rs in by_model.items()}
+    parents = {m.unique_id: plan.parents_in_judged(m) for m in plan.judged}
+    # a model reading a relation that another model's hook writes inherits that side effect
+    readers = _side_readers(project, plan)
+    graph = {uid: tuple(sorted(set(ps) | readers.get(uid, set()))) for uid, ps in parents.items()}
+    roots, contaminated = root_causes(verdicts, graph, isolated)
+    names = {m.unique_id: m.name for m in plan.judged}
+    reads = _clock_reads(invocations)
+    models = []
+    for m in plan.judged:
+        uid = m.unique_id
+        scen = tuple(by_model[uid][s] for s in options.scenarios if s in by_model[uid])
+        v = model_verdict({s.name: s.verdict for s in scen})
+        reason = next((s.message for s in scen if s.verdict == v and s.message), "")
+        models.append(ModelVerdict(
+            name=m.name, unique_id=uid, verdict=v, root_cause=uid in roots,
+            contaminated_by=tuple(sorted(names[r] for r in contaminated.get(uid, ()))),
+            materialized=m.materialized, strategy=m.strategy, key=m.key,
+            parents=tuple(names[p] for p in parents[uid]), scenarios=scen, reason=reason,
+            notes=tuple(_model_notes(plan, m, reads.get(uid), scen))))
+    models.sort(key=lambda mv: (VERDICT_ORDER.index(mv.verdict), not mv.root_cause, mv.name))
+    assert plan.timeline
+    t = plan.timeline
+    run_notes = [f"simulated schedule: {t.steps} {t.batch.label} batches from {t.bounds[0]} to {t.end} "
+                 f"(the first build holds everything before {t.bounds[0]}); each run sees the clock at the "
+                 "end of its batch", *plan.notes]
+    from .plan import late_delay
+
+    for src in plan.inputs:
+        if src.load_column:
+            run_notes.append(f"{src.name}: rows arrive by their load time ({src.load_column}) in every scenario; "
+                             f"{plan.late_rows.get(src.unique_id, 0)} of them after a later batch than their event time")
+        elif "late" in options.scenarios:
+            run_notes.append(f"late: {plan.late_rows.get(src.unique_id, 0)} rows of {src.name} arrive after a later "
+                             f"batch than their event time ({plan.late.fraction:.0%} of its rows delayed by "
+                             f"{late_delay(plan).label})")
+    for scenario, found in sorted(plan.side_found.items()):
+        for f in found:
+            if not f["writers"]:
+                run_notes.append(f"side effect in {scenario}: {f['relation']} differs from the reference run and "
+                                 "only the project's on-run-start/end hooks write it")
+    if options.since or options.until:
+        run_notes.append(f"slice: only rows from {options.since or 'the start'} to "
+                         f"{options.until or 'the end'} were copied; older history is not in any build")
+    return GamedayReport(
+        project=project.name, adapter=project.adapter, target=project.target_name,
+        scenarios=options.scenarios, steps=t.steps,
+        cutoffs=tuple(c.isoformat(sep=" ") for c in t.bounds), models=tuple(models),
+        wall_time=time.perf_counter() - started, dbt_invocations=len(invocations),
+        model_time=sum(r.model_time for r in invocations), started_at=started_at,
+        extra={"invocations": [{"wall_s": round(r.wall_time, 4), "model_s": round(r.model_time, 4),
+                                "nodes": len(r.nodes)} for r in invocations]},
+        batch_size=t.batch.label, notes=tuple(run_notes), baseline=options.baseline)
+
+def _model_notes(plan: Plan, m, reads: tuple[set, set] | None, scenarios=()) -> list[str]:
+    notes = []
+    if plan.empty_first.get(m.unique_id):
+        notes.append(plan.empty_first[m.unique_id])
+    if reads and reads[0]:
+        notes.append(f"reads the clock ({', '.join(sorted(reads[0]))}): each run saw the end of its batch")
+    # a loss no larger than the rows that arrive late is put down to them (the partial scenario has
+    # its own cause: a half-committed batch)
+    late_rows = sum(plan.late_rows.get(s.unique_id, 0) for s in plan.inputs_of(m)
+                    if s.load_column or "late" in {x.name for x in scenarios})
+    lossy = [s for s in scenarios if s.verdict == "loss" and s.name != "partial" and 0 < s.missing_rows <= late_rows]
+    if lossy:
+        s = lossy[0]
+        notes.append(f"dropped {s.missing_rows} rows in {s.name}, where rows arrive late (by load time, not in "
+                     "event-time order): filter on the load time, or re-read a lookback at least as long as the "
+                     "lateness with a keyed strategy")
+    unsimulated = sorted(reads[1]) if reads else []
+    if m.language == "python":
+        unsimulated += list(clock.python_clock_reads(m.raw_code))
+    if unsimulated:
+        notes.append(f"reads the clock in a way that cannot be simulated ({', '.join(unsimulated)}): its runs "
+                     "saw the real time, so a difference may come from the clock")
+    return notes
+
+
+def _clock_reads(invocations) -> dict[str, tuple[set, set]]:
+    out: dict[str, tuple[set, set]] = {}
+    for res in invocations:
+        for node, used, kept in res.clock_reads:
+            seen = out.setdefault(node, (set(), set()))
+            seen[0].update(used)
+            seen[1].update(kept)
+    return out
+
+
+def _side_readers(project: Project, plan: Plan) -> dict[str, set[str]]:
+    """Model -> the models whose hooks write a relation it reads as a source."""
+    out: dict[str, set[str]] = {}
+    if plan.side is None:
+        return out
+    by_relation = {(r.schema.lower(), r.name.lower()): set(r.writers) for r in plan.side.relations if r.writers}
+    for m in plan.judged:
+        for s in m.sources:
+            src = project.sources[s]
+            writers = by_relation.get((src.schema.lower(), src.identifier.lower()), set()) - {m.unique_id}
+            if writers:
+                out.setdefault(m.unique_id, set()).update(writers)
+    return out
