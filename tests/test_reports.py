@@ -163,7 +163,7 @@ def test_json_follows_the_contract(written):
     assert data["models"][6]["reason"] == "static reference data: no time column"
     s = data["summary"]
     assert s["verdicts"] == {"error": 1, "nondeterministic": 1, "loss": 1, "duplicates": 1, "drift": 1,
-                             "untested": 0, "safe": 1, "skipped": 1}
+                             "side_effect": 0, "untested": 0, "safe": 1, "skipped": 1}
     assert (s["models"], s["unsafe"], s["exit_code"]) == (7, 5, 1)
     assert s["root_causes"] == ["orders_append", "sessions_watermark", HOSTILE]
     assert s["contaminated"] == ["daily_revenue"]
@@ -383,7 +383,7 @@ def test_html_escapes_user_strings(written, dom):
 
 def test_html_summary_counts_and_sections_worst_first(dom):
     cards = dom.with_class("card")
-    assert len(cards) == 8  # one per verdict, untested included
+    assert len(cards) == 9  # one per verdict, side_effect and untested included
     sections = [a["data-model"] for t, a in dom.tags if t == "section"]
     assert sections == ["broken_model", HOSTILE, "sessions_watermark", "orders_append", "daily_revenue",
                         "stg_orders", "country_codes"]

@@ -307,6 +307,8 @@ def _model_html(index: int, m: ModelVerdict) -> str:
            + "</p>"]
     if m.reason:
         out.append(f'<div class="message">{e(m.reason)}</div>')
+    if m.notes:
+        out.append('<ul class="notes">' + "".join(f"<li>{e(n)}</li>" for n in m.notes) + "</ul>")
     out.extend(_scenario_html(s) for s in m.scenarios)
     out.append("</section>")
     return "\n".join(out)
@@ -342,7 +344,7 @@ class HtmlRenderer(Renderer):
         cutoffs = report.cutoffs
         meta = [("project", report.project), ("adapter", report.adapter), ("target", report.target),
                 ("started", report.started_at), ("scenarios", ", ".join(report.scenarios)),
-                ("steps", report.steps),
+                ("batch", report.batch_size), ("steps", report.steps),
                 ("window", f"{cutoffs[0]} → {cutoffs[-1]}" if cutoffs else ""),
                 ("wall time", f"{report.wall_time:.1f} s"), ("dbt invocations", report.dbt_invocations),
                 ("model time", f"{report.model_time:.1f} s")]
@@ -350,7 +352,10 @@ class HtmlRenderer(Renderer):
         body = [
             f"<header><h1>rerun-safety game day: {e(report.project)}</h1>",
             f'<p class="meta">{meta_html}</p>',
-            f'<p class="headline" data-exit-code="{summary["exit_code"]}">{e(headline(report))}</p></header>',
+            f'<p class="headline" data-exit-code="{summary["exit_code"]}">{e(headline(report))}</p>',
+            ('<ul class="notes run-notes">' + "".join(f"<li>{e(n)}</li>" for n in report.notes) + "</ul>"
+             if report.notes else ""),
+            "</header>",
             f'<h2>Verdicts</h2><div class="cards">{cards}</div>',
             "<h2>Lineage</h2>",
             '<div class="legend"><i style="background:#fee2e2;border:2px solid var(--bad)"></i>root cause'

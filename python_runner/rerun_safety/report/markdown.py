@@ -115,8 +115,11 @@ class MarkdownRenderer(Renderer):
         out = [f"### {icon} rerun-safety game day: {md(headline(report))}", ""]
         out.append(f"Project `{md_code(report.project)}` on {md(report.adapter)} "
                    f"(target `{md_code(report.target)}`), scenarios "
-                   f"{', '.join(f'`{md_code(s)}`' for s in report.scenarios)}, {report.steps} steps.")
+                   f"{', '.join(f'`{md_code(s)}`' for s in report.scenarios)}, {report.steps} "
+                   f"{md(report.batch_size)} batches.")
         out.append("")
+        if report.notes:
+            out += [f"- {md(n)}" for n in report.notes] + [""]
         models = sort_worst_first(report.models)
         roots = [m for m in models if m.root_cause]
         if roots:
@@ -127,6 +130,7 @@ class MarkdownRenderer(Renderer):
                 if fanout:
                     line += ". Contaminates " + ", ".join(md(n) for n in fanout)
                 out.append(line)
+                out += [f"  - {md(n)}" for n in m.notes]
             out.append("")
         contaminated = [m for m in models if m.contaminated_by and not m.root_cause]
         if contaminated:

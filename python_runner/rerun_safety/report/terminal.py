@@ -24,7 +24,7 @@ from ..results import GamedayReport, sort_worst_first
 from .base import cause, errors, headline
 
 VERDICT_STYLE = {"error": "bold magenta", "nondeterministic": "bold yellow", "loss": "bold red",
-                 "duplicates": "bold red", "drift": "yellow", "untested": "cyan", "safe": "green", "skipped": "dim"}
+                 "duplicates": "bold red", "drift": "yellow", "side_effect": "magenta", "untested": "cyan", "safe": "green", "skipped": "dim"}
 
 
 class TerminalProgress:
@@ -152,6 +152,8 @@ def print_summary(report: GamedayReport, paths: dict[str, Path], console: Consol
         console.print(summary_table(report))
     style = "bold red" if report.unsafe else "bold green"
     console.print(Text(headline(report), style=style), soft_wrap=log)
+    for note in report.notes:
+        console.print(Text(f"  note: {note}", style="dim"), soft_wrap=log)
     for m, scenarios, message in errors(sort_worst_first(report.models)):
         label = f"{m.name} [{', '.join(scenarios)}]" if scenarios else m.name
         lines = message.splitlines() or [""]
