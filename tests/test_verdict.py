@@ -23,6 +23,10 @@ def d(**kw):
     (d(rows=12, extra_rows=2, extra_copies=2), "rerun", "duplicates"),
     (d(rows=10, extra_rows=2, missing_rows=2, changed_rows=2), "rerun", "drift"),
     (d(schema_message="columns differ: +x"), "replay", "drift"),
+    # copies of some rows make the table larger, yet others were lost: loss outranks duplicates
+    (d(reference_rows=59368, rows=63805, extra_rows=5103, missing_rows=666, extra_copies=5103), "partial", "loss"),
+    # two copies beside two changed rows (their new versions are no copies): duplicates, nothing lost
+    (d(reference_rows=10, rows=12, extra_rows=4, missing_rows=2, extra_copies=2), "rerun", "duplicates"),
 ])
 def test_scenario_verdict(diff, scenario, expected):
     assert scenario_verdict(scenario, diff) == expected

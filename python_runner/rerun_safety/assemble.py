@@ -84,6 +84,14 @@ def _model_notes(plan: Plan, m, reads: tuple[set, set] | None, scenarios=()) -> 
         notes.append(f"dropped {s.missing_rows} rows in {s.name}, where rows arrive late (by load time, not in "
                      "event-time order): filter on the load time, or re-read a lookback at least as long as the "
                      "lateness with a keyed strategy")
+    if m.strategy == "microbatch" and any(s.verdict == "loss" for s in scenarios):
+        node = plan.project.manifest.nodes.get(m.unique_id)
+        size = node.config.get("batch_size") if node is not None else None
+        back = node.config.get("lookback", 1) if node is not None else 1
+        notes.append(f"microbatch: each run rebuilds the {size} batches from {back} before the run's own up to the "
+                     f"run's time (batch_size {size}, lookback {back}); on a {plan.timeline.batch.label} schedule "
+                     "the batches in between may never be rebuilt, or rows landing later miss theirs: the lookback "
+                     "must cover the time between runs and the lateness")
     unsimulated = sorted(reads[1]) if reads else []
     if m.language == "python":
         unsimulated += list(clock.python_clock_reads(m.raw_code))

@@ -21,7 +21,11 @@ def scenario_verdict(scenario: str, diff: DiffResult) -> str:
         if diff.duplicate_keys:
             return "duplicates"
         return "drift"
-    if diff.rows < diff.reference_rows and diff.missing_rows > diff.extra_rows:
+    # Without a key, a changed row is one extra (its new version, not a copy of a reference row)
+    # and one missing row; missing rows beyond those changed versions were lost, even when copies
+    # of other rows make the table larger than the reference.
+    changed_versions = diff.extra_rows - diff.extra_copies
+    if diff.missing_rows > changed_versions:
         return "loss"
     if diff.extra_copies:
         return "duplicates"
