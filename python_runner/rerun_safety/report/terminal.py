@@ -88,7 +88,10 @@ def difference(s) -> Text:
     """The worst scenario and its numbers that are not zero: 'rerun: 200 extra, 200 dup keys'."""
     if s is None:
         return Text("")
-    parts = [f"{n:,} {label}" for n, label in ((s.extra_rows, "extra"), (s.missing_rows, "missing"),
+    extra, missing = s.extra_rows, s.missing_rows
+    if s.changed_rows:  # a changed row is counted once, not also as its extra and its missing version
+        extra, missing = max(extra - s.changed_rows, 0), max(missing - s.changed_rows, 0)
+    parts = [f"{n:,} {label}" for n, label in ((extra, "extra"), (missing, "missing"),
                                                (s.duplicate_keys, "dup keys"), (s.changed_rows, "changed"))
              if n]
     text = Text(f"{s.name}: ")
