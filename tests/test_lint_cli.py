@@ -30,7 +30,8 @@ EXPECTED_POSTGRES = {**EXPECTED_DUCKDB, "events_microbatch": ["microbatch-postgr
 ALL_MODELS = {"daily_revenue", "daily_revenue_safe", "daily_volume_monitor", "dim_users", "stg_events",
               "events_append_lookback", "events_delete_insert", "events_keyed_append", "events_merge",
               "events_microbatch", "events_partition_overwrite", "events_partition_overwrite_unaligned",
-              "events_scored", "events_watermark"}
+              "events_scored", "events_watermark", "audit_daily", "events_by_load", "events_summarised",
+              "events_totalled"}
 
 
 def _load_generator():
@@ -180,7 +181,8 @@ def test_lint_shop_postgres(shop, tmp_path, pg_server, pg_database):
     profiles = tmp_path / "profiles"
     write_profiles(profiles, "shop", postgres_profile(pg_server, pg_database, schema="analytics"))
     before = _pg_relations(pg_server, pg_database)
-    assert len(before) == 2  # raw.events, raw.users
+    assert [(schema, name) for schema, name, _ in before] == [
+        ("audit", "batch_summary"), ("audit", "batch_totals"), ("audit", "run_log"), ("raw", "events"), ("raw", "users")]
 
     code, doc = _lint(project, profiles)
 
@@ -196,7 +198,7 @@ def test_lint_shop_postgres(shop, tmp_path, pg_server, pg_database):
     try:
         with conn.cursor() as cur:
             cur.execute("create role lint_reader login nocreatedb")
-            cur.execute("grant usage on schema raw to lint_reader")
+            cur.execute("grant usage on schema raw, audit to lint_reader")
     finally:
         conn.close()
     try:
@@ -208,13 +210,13 @@ def test_lint_shop_postgres(shop, tmp_path, pg_server, pg_database):
         conn = pg_server.connect(pg_database)
         try:
             with conn.cursor() as cur:
-                cur.execute("revoke usage on schema raw from lint_reader")
+                cur.execute("revoke usage on schema raw, audit from lint_reader")
                 cur.execute("drop role lint_reader")
         finally:
             conn.close()
     incremental = {"events_append_lookback", "events_delete_insert", "events_keyed_append", "events_merge",
                    "events_microbatch", "events_partition_overwrite", "events_partition_overwrite_unaligned",
-                   "events_watermark"}
+                   "events_watermark", "events_by_load", "events_summarised", "events_totalled"}
     assert code == 1
     assert doc["summary"]["incremental_branch"].startswith("not checked (no scratch database: permission denied")
     assert _rules_by_model(doc, "warning") == {m: ["incremental-branch-unchecked"] for m in incremental}

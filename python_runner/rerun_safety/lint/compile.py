@@ -471,7 +471,7 @@ def compile_project(project_dir: str | Path, profiles_dir: str | Path | None, ta
                                          profiles_dir=scratch.profiles_dir(), vars_yaml=window_vars,
                                          flags=scratch.extra_flags))
             not_created, late_incr = _materialize(session, manifest, scratch, full, intro, wanted | upstream,
-                                                  window_vars, plain_vars)
+                                                  window_vars, plain_vars, unknown)
             incr.update(late_incr)
             timings["scratch_models"] = time.perf_counter() - t
 
@@ -551,7 +551,7 @@ def _spec(node, sql: str) -> RelationSpec:
 
 
 def _materialize(session: DbtSession, manifest, scratch: Scratch, full: dict, intro: set[str], needed: set[str],
-                 window_vars: str | None, plain_vars: str | None) -> tuple[dict, dict]:
+                 window_vars: str | None, plain_vars: str | None, unknown: dict) -> tuple[dict, dict]:
     """Create the needed models in the scratch catalog, empty, from their compiled SQL, upstream
     first. A model that introspects compiles only once what it reads exists: such models wait in
     a batch, compiled (both branches) when a model below needs them or at the end. Returns
@@ -596,6 +596,10 @@ def _materialize(session: DbtSession, manifest, scratch: Scratch, full: dict, in
         if node.config.materialized == "ephemeral" or getattr(node, "language", "sql") == "python":
             continue
         parents = getattr(node.depends_on, "nodes", None) or ()
+        missing = next((p for p in parents if p in unknown or p in not_created), None)
+        if missing is not None and uid not in intro:  # it cannot run here: say why without trying
+            not_created[uid] = f"upstream {unknown.get(missing) or missing} is not in the scratch catalog"
+            continue
         if any(p in pending_ids for p in parents):
             flush()
         if uid in intro:

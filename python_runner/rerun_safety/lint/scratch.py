@@ -92,6 +92,18 @@ def create_statements(spec: RelationSpec, dialect: str, with_database: bool) -> 
     return [schema, ddl]
 
 
+def _batch(specs: list[RelationSpec], dialect: str, with_database: bool) -> list[str]:
+    """The statements of all specs, each schema created once."""
+    out, schemas = [], set()
+    for spec in specs:
+        schema, *rest = create_statements(spec, dialect, with_database)
+        if schema not in schemas:
+            schemas.add(schema)
+            out.append(schema)
+        out += rest
+    return out
+
+
 # ---------------------------------------------------------------------------------------------
 # Secrets and profiles
 # ---------------------------------------------------------------------------------------------
@@ -280,9 +292,8 @@ class DuckDBScratch(Scratch):
         try:
             try:  # all in one transaction first: one commit instead of one per relation
                 con.execute("begin")
-                for spec in specs:
-                    for stmt in create_statements(spec, "duckdb", with_database=True):
-                        con.execute(stmt)
+                for stmt in _batch(specs, "duckdb", with_database=True):
+                    con.execute(stmt)
                 con.execute("commit")
                 specs = []
             except Exception:  # then one at a time, to keep those that work and say why the others fail
@@ -434,9 +445,8 @@ class PostgresScratch(Scratch):
             with conn.cursor() as cur:
                 try:  # all in one transaction first: one commit instead of one per relation
                     cur.execute("begin")
-                    for spec in specs:
-                        for stmt in create_statements(spec, "postgres", with_database=False):
-                            cur.execute(stmt)
+                    for stmt in _batch(specs, "postgres", with_database=False):
+                        cur.execute(stmt)
                     cur.execute("commit")
                     specs = []
                 except Exception:  # then one at a time, to keep those that work and say why the others fail
