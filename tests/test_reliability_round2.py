@@ -555,3 +555,42 @@ def test_sweep_removes_half_made_run_folders_of_dead_runs(tmp_path):
         engine.cleanup()
         engine.close()
     assert not old.exists() and young.exists()
+
+
+PLUGIN = '''"""A dbt-duckdb plugin whose store() writes outside the warehouse (as Glue, SQLAlchemy or Excel ones do)."""
+from pathlib import Path
+
+from dbt.adapters.duckdb.plugins import BasePlugin
+
+
+class Plugin(BasePlugin):
+    def store(self, target_config):
+        with open(Path(__file__).with_name("registered.txt"), "a") as fh:
+            fh.write(f"{target_config.relation} {target_config.location.path}\\n")
+'''
+
+
+def test_external_model_plugin_store_is_not_called_in_sandboxes(tmp_path):
+    """An external model with `plugin=` hands its relation to the plugin's store() after the write (e.g.
+    registering it in a catalog): the game day keeps the file and its view in the sandbox, and never
+    calls the store."""
+    from _support import write_profiles
+
+    target = payments_target("duckdb", tmp_path / "proj")
+    (target.project / "prod_store.py").write_text(PLUGIN)
+    write_profiles(target.profiles, "payments",
+                   dict(target.output, module_paths=[str(target.project)],
+                        plugins=[{"module": "prod_store", "alias": "catalog"}]), target="local")
+    (target.project / "models" / "payments_registered.sql").write_text(
+        "{{ config(materialized='external', plugin='catalog') }}\n"
+        "select account_id, payment_no from {{ ref('payments_merged') }}\n")
+    before = project_files(target.project)
+    proc = spawn_gameday(target, tmp_path / "run", "--steps", "2", "--scenarios", "replay",
+                         "--select", "payments_merged", "--select", "payments_registered")
+    _, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err
+    assert not (target.project / "registered.txt").exists()
+    assert project_files(target.project) == before
+    models = {m["name"]: m for m in load_report(proc.out_dir)["models"]}
+    assert models["payments_registered"]["verdict"] == "safe"
+    assert models["payments_registered"]["scenarios"][0]["reference_rows"] == 600

@@ -193,6 +193,11 @@ class DuckDBEngine(Engine):
             original = self._original_location.setdefault(uid, config.get("location"))
             if original:
                 config["location"] = str(_redirect(str(original), self._external_dir(sandbox) / "location"))
+            # After writing the file, `plugin` / `glue_register` hand the relation to a plugin's
+            # store(): an AWS Glue catalog, a database through SQLAlchemy, a spreadsheet... outside
+            # any sandbox. The sandbox keeps the file and its view only.
+            config["plugin"] = None
+            config["glue_register"] = False
 
 
 def _redirect(location: str, base: Path) -> Path:
