@@ -398,26 +398,26 @@ def test_marked_partitions_are_visible(report_page):
 
 def test_safe_models_have_no_marked_partition(report_page):
     safe = [name for name, m in report_page.models.items() if m["verdict"] == "safe"]
-    assert len(safe) == 7 and "events_delete_insert" in safe
+    assert len(safe) == 9 and "events_delete_insert" in safe
     assert not [(name, sname) for name, sname, _ in _marked(report_page.dom) if name in safe]
     assert report_page.page.evaluate(
         "document.querySelectorAll('section.model[data-verdict=\"safe\"] .partition-diff').length") == 0
 
 
 def test_broken_model_doubled_days_are_marked(report_page):
-    """events_append_lookback re-appends its 3-day lookback at each of the 3 incremental steps of the replay:
-    4,800 events become 10,787 rows, and the days read again hold 2-3 times their rows."""
+    """events_append_lookback re-appends its 3-day lookback at each of the 4 daily batches of the replay:
+    4,800 events become 13,521 rows, and the days read again hold 2-4 times their rows."""
     replay_json = scenario(report_page.models[BROKEN], "replay")
-    assert (replay_json["reference_rows"], replay_json["rows"], replay_json["extra_rows"]) == (4800, 10787, 5987)
+    assert (replay_json["reference_rows"], replay_json["rows"], replay_json["extra_rows"]) == (4800, 13521, 8721)
     assert replay_json["partitions"], f"no rows per day for {BROKEN}: its config must keep event_time='event_time'"
     replay = report_page.dom[BROKEN]["scenarios"]["replay"]
     drawn = replay["partitions"]
-    assert sum(p["reference"] for p in drawn) == 4800 and sum(p["rows"] for p in drawn) == 10787
+    assert sum(p["reference"] for p in drawn) == 4800 and sum(p["rows"] for p in drawn) == 13521
     marked = [p for p in drawn if p["diff"]]
     assert {p["partition"] for p in marked} == \
         {p["partition"] for p in replay_json["partitions"] if p["rows"] > p["reference_rows"]}
     assert all(p["rows"] > p["reference"] for p in marked)
-    assert sum(p["rows"] - p["reference"] for p in marked) == 5987
+    assert sum(p["rows"] - p["reference"] for p in marked) == 8721
     assert max(p["rows"] / p["reference"] for p in marked) >= 2  # a day at least doubled
     assert replay["open"] and replay["diff_table"]["rows"] == len(marked)
     assert all(p["fill"] == BAD and p["bar_shown"] and p["bar_on_top"] for p in marked)
