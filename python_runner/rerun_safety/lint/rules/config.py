@@ -1,0 +1,98 @@
+"""Rules on a model's config: keys and partitions that name missing columns or are ignored, and
+strategies the adapter rejects or runs differently from what the name suggests."""
+from __future__ import annotations
+
+import re
+
+from sqlglot import exp
+
+from ..context import ModelContext
+from ..findings import WARNING
+from .base import Hit, _needle
+from .windows import _partition_spec
+
+
+def unique_key_ignored(ctx: ModelContext) -> list[Hit]:
+    """unique_key configured with the append strategy, which ignores it."""
+    if ctx.is_incremental and ctx.unique_key and (ctx.incremental_strategy or "") == "append":
+        key = ", ".join(ctx.unique_key)
+        return [Hit("unique-key-ignored",
+                    f"unique_key '{key}' is configured but incremental_strategy 'append' ignores it: "
+                    "re-read rows are inserted again, not replaced",
+                    "config", (r"unique_key", r"append"))]
+    return []
+
+
+def _output_names(ctx: ModelContext) -> set[str] | None:
+    """The model's output columns: its relation in the scratch catalog, else the outer select's
+    projections when they name every column (no `*`)."""
+    if ctx.columns is not None:
+        return set(ctx.columns)
+    for _, parsed in ctx.branches():
+        stmt = parsed.statements[-1]
+        outer = stmt if isinstance(stmt, exp.Select) else None
+        if outer is None or any(isinstance(p, exp.Star) or (isinstance(p, exp.Column) and isinstance(p.this, exp.Star))
+                                for p in outer.expressions):
+            return None
+        return {p.alias_or_name.lower() for p in outer.expressions}
+    return None
+
+
+def config_columns(ctx: ModelContext) -> list[Hit]:
+    """partition_key and unique_key must name columns of the compiled model: a misspelt key makes
+    the strategy fail at run time, or (unique_key on some adapters) match nothing."""
+    if not ctx.is_incremental:
+        return []
+    names = _output_names(ctx)
+    if not names:
+        return []
+    hits = []
+    part_cols, _ = _partition_spec(ctx)
+    for label, cols in (("partition_key", sorted(part_cols)), ("unique_key", [c.lower() for c in ctx.unique_key])):
+        for col in cols:
+            if col and re.fullmatch(r"[a-z_][a-z0-9_$]*", col) and col not in names:  # expressions: not checked
+                shown = ", ".join(sorted(names)[:12]) + (", ..." if len(names) > 12 else "")
+                hits.append(Hit("config-column-missing",
+                                f"{label} names column '{col}', which model {ctx.name} does not have "
+                                f"(its columns: {shown})", "config", (_needle(col), label), key=f"{label}|{col}"))
+    return hits
+
+
+def microbatch_postgres(ctx: ModelContext) -> list[Hit]:
+    """microbatch on dbt-postgres runs a MERGE upsert: rows deleted upstream stay."""
+    if ctx.is_incremental and ctx.adapter_type == "postgres" and ctx.strategy == "microbatch":
+        return [Hit("microbatch-postgres",
+                    "incremental_strategy 'microbatch' on dbt-postgres upserts each batch with MERGE "
+                    "(unique_key required): rows deleted or re-keyed upstream stay in the table",
+                    "config", (r"microbatch",))]
+    return []
+
+
+def adapter_trap(ctx: ModelContext) -> list[Hit]:
+    """Config that dbt-duckdb / dbt-postgres reject or silently ignore."""
+    if not ctx.is_incremental and not ctx.config.get("partition_by") and not ctx.config.get("partitioned_by"):
+        return []
+    hits = []
+    adapter = ctx.adapter_type
+    native = adapter in ("duckdb", "postgres")
+    if ctx.is_incremental and native and ctx.strategy == "insert_overwrite":
+        hits.append(Hit("adapter-trap",
+                        f"dbt-{adapter} rejects incremental_strategy 'insert_overwrite' (reserved for adapters "
+                        "that implement it)", "config", (r"insert_overwrite",)))
+    if ctx.is_incremental and ctx.strategy == "partition_overwrite":
+        if not ctx.partition_key:
+            hits.append(Hit("adapter-trap", "incremental_strategy 'partition_overwrite' without partition_key: "
+                            "the strategy cannot tell which partitions to replace", "config", (r"partition_overwrite",)))
+        if ctx.root_macros and "get_incremental_partition_overwrite_sql" not in ctx.root_macros:
+            hits.append(Hit("adapter-trap",
+                            "incremental_strategy 'partition_overwrite' but the root project has no "
+                            "get_incremental_partition_overwrite_sql shim: dbt only finds strategy macros there",
+                            "config", (r"partition_overwrite",)))
+    if ctx.is_incremental and adapter == "duckdb" and ctx.strategy == "microbatch" and ctx.unique_key:
+        hits.append(Hit("adapter-trap", "dbt-duckdb's microbatch refuses unique_key (it replaces each batch "
+                        "window with delete+insert)", "config", (r"unique_key",)))
+    if adapter == "duckdb" and (ctx.config.get("partition_by") or ctx.config.get("partitioned_by")):
+        hits.append(Hit("adapter-trap", "dbt-duckdb reads partition_by/partitioned_by for DuckLake only and "
+                        "ignores it on a plain table; rerun_safety's partition_overwrite reads partition_key",
+                        "config", (r"partition(ed)?_by",), severity=WARNING))
+    return hits

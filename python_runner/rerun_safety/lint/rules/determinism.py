@@ -1,0 +1,365 @@
+"""Rules on determinism: functions that differ between builds (the clock, random, uuid), filters
+on the clock, and picks of one row by an order that can tie (dedup, first_value, limit)."""
+from __future__ import annotations
+
+from typing import Callable
+
+from sqlglot import exp
+
+from ..context import ModelContext
+from ..findings import INFO, WARNING
+from ..grain import Typer
+from .base import _FILTER_CLAUSES, Hit, _clause_of, _column_names, _needle, _output_column, _sql
+
+
+_NONDET_CLASSES = tuple(c for c in (getattr(exp, n, None) for n in (
+    "CurrentTimestamp", "CurrentDate", "CurrentTime", "CurrentDatetime", "Localtimestamp", "Localtime",
+    "CurrentTimestampLTZ", "Rand", "Randn", "Uuid", "GenerateUuid")) if isinstance(c, type))
+_NONDET_NAMES = frozenset({
+    "now", "getdate", "sysdate", "systimestamp", "clock_timestamp", "statement_timestamp",
+    "transaction_timestamp", "timeofday", "get_current_timestamp", "get_current_time", "today",
+    "current_timestamp", "current_date", "localtimestamp", "random", "rand", "random_normal", "setseed",
+    "uuid", "uuidv4", "uuidv7", "gen_random_uuid", "uuid_generate_v1", "uuid_generate_v4", "newid",
+    "random_uuid", "generate_uuid", "gen_random_bytes",
+})
+_NONDET_NEEDLES = {  # how a function may be spelled in the model's source
+    "current_timestamp": ("now", "current_timestamp", "getdate", "current_timestamp"),
+    "random": ("random", "rand"),
+    "rand": ("random", "rand"),
+    "gen_random_uuid": ("gen_random_uuid", "uuid"),
+    "uuid": ("uuid", "gen_random_uuid"),
+    "today": ("today", "current_date"),
+    "current_date": ("current_date", "today"),
+}
+
+
+_CLOCK_CLASSES = tuple(c for c in (getattr(exp, n, None) for n in (
+    "CurrentTimestamp", "CurrentDate", "CurrentTime", "CurrentDatetime", "Localtimestamp", "Localtime",
+    "CurrentTimestampLTZ")) if isinstance(c, type))
+_CLOCK_NAMES = frozenset({
+    "now", "getdate", "sysdate", "systimestamp", "clock_timestamp", "statement_timestamp",
+    "transaction_timestamp", "timeofday", "get_current_timestamp", "get_current_time", "today",
+    "current_timestamp", "current_date", "current_time", "localtimestamp", "localtime"})
+
+
+def _nondet_name(node: exp.Expression) -> str | None:
+    if isinstance(node, exp.Anonymous):
+        name = node.name.lower()
+        return name if name in _NONDET_NAMES else None
+    if _NONDET_CLASSES and isinstance(node, _NONDET_CLASSES):
+        return node.sql().split("(")[0].strip().lower() or type(node).__name__.lower()
+    return None
+
+
+def _is_clock(node: exp.Expression, name: str) -> bool:
+    return (bool(_CLOCK_CLASSES) and isinstance(node, _CLOCK_CLASSES)) or name in _CLOCK_NAMES
+
+
+def nondeterministic_function(ctx: ModelContext) -> list[Hit]:
+    """Clock, random and uuid functions make two builds of the same input differ, unless the
+    column they feed is declared in meta.rerun_safety.ignore_columns. The clock in a model rebuilt
+    in full that feeds no incremental model is a note (no rerun hazard); the clock in a filter of
+    a model where reruns matter is `clock-window`."""
+    hits = []
+    ignored = ctx.ignore_columns
+    for branch, parsed in ctx.branches():
+        for stmt in parsed.statements:
+            for node in stmt.walk():
+                name = _nondet_name(node)
+                if name is None:
+                    continue
+                column = _output_column(node)
+                where = _clause_of(node)
+                if column is not None and column in ignored and where.startswith("column"):
+                    continue
+                clock = _is_clock(node, name)
+                if clock and ctx.rerun_scope and where in _FILTER_CLAUSES:
+                    continue  # clock-window
+                text = _sql(node, ctx, 40)
+                needles = tuple(_needle(n) for n in _NONDET_NEEDLES.get(name, (name,)))
+                if clock and not ctx.rerun_scope:
+                    hits.append(Hit("nondeterministic-function",
+                                    f"`{text}` in {where} reads the clock; the model is rebuilt in full and feeds "
+                                    "no incremental model, so reruns do not change it", branch, needles,
+                                    severity=INFO, key=f"{text}|{where}"))
+                    continue
+                hits.append(Hit("nondeterministic-function",
+                                f"`{text}` in {where} is non-deterministic: two builds of the same input differ",
+                                branch, needles, key=f"{text}|{where}"))
+    return hits
+
+
+def _clock_starts_window(node: exp.Expression) -> bool:
+    """The clock sets where the batch starts (`col >= clock - 14`, `clock - 14 <= col`,
+    `between clock - 14 and ...`), not only an upper bound (`col < now()`)."""
+    child, parent = node, node.parent
+    while parent is not None and not isinstance(parent, (exp.Where, exp.Join, exp.Having, exp.Qualify)):
+        if isinstance(parent, exp.Between):
+            return child.arg_key == "low"
+        if isinstance(parent, (exp.GT, exp.GTE)):
+            return child.arg_key == "expression"
+        if isinstance(parent, (exp.LT, exp.LTE)):
+            return child.arg_key == "this"
+        if isinstance(parent, (exp.EQ, exp.In)):
+            return True  # one day picked by the clock
+        child, parent = parent, parent.parent
+    return True
+
+
+def clock_window(ctx: ModelContext) -> list[Hit]:
+    """A filter on the clock (`where day >= current_date - 14`) in an incremental model or one
+    that feeds it: which rows a batch holds depends on when it runs, so a rerun, a late run or a
+    backfill reads a different window than the run it replaces."""
+    if not ctx.rerun_scope:
+        return []
+    hits = []
+    for branch, parsed in ctx.branches():
+        for stmt in parsed.statements:
+            for node in stmt.walk():
+                name = _nondet_name(node)
+                if name is None or not _is_clock(node, name):
+                    continue
+                where = _clause_of(node)
+                if where not in _FILTER_CLAUSES:
+                    continue
+                cond = node
+                while cond.parent is not None and not isinstance(cond.parent, (exp.Where, exp.Join, exp.Having,
+                                                                                  exp.Qualify, exp.And, exp.Or)):
+                    cond = cond.parent
+                text = _sql(cond, ctx, 90)
+                what = "an incremental model" if ctx.is_incremental else "a model that feeds an incremental one"
+                start = _clock_starts_window(node)
+                hits.append(Hit("clock-window",
+                                f"`{text}` in {where} of {what}: the rows of a batch depend on when it runs, so "
+                                "a rerun, a late run or a backfill reads a different window" if start else
+                                f"`{text}` in {where} of {what} bounds the batch by the clock from above: rows "
+                                "stamped later than the run wait for a later run",
+                                branch, tuple(_needle(n) for n in _NONDET_NEEDLES.get(name, (name,))),
+                                severity="" if start else WARNING, key=f"{text}|{where}"))
+    return hits
+
+
+_RANKING = (exp.RowNumber, *(c for c in (getattr(exp, "Rank", None), getattr(exp, "DenseRank", None))
+                             if isinstance(c, type)))
+
+
+def _is_first_rank(cmp: exp.Expression, target: Callable[[exp.Expression], bool]) -> bool:
+    """`x = n`, `x <= n`, `x < n` (or mirrored) for a positive integer n, where target(x): the
+    first row(s) of each partition are kept (n = 1 deduplicates, n > 1 keeps a top n)."""
+    if not isinstance(cmp, (exp.EQ, exp.LTE, exp.LT, exp.GTE, exp.GT)):
+        return False
+    left, right = cmp.this, cmp.expression
+
+    def positive(node, minimum):
+        return isinstance(node, exp.Literal) and not node.is_string and node.name.isdigit() and \
+            int(node.name) >= minimum
+
+    upper_right = {exp.EQ: 1, exp.LTE: 1, exp.LT: 2}  # x op n
+    upper_left = {exp.EQ: 1, exp.GTE: 1, exp.GT: 2}  # n op x
+    if target(left) and type(cmp) in upper_right and positive(right, upper_right[type(cmp)]):
+        return True
+    return target(right) and type(cmp) in upper_left and positive(left, upper_left[type(cmp)])
+
+
+_VALUE_PICKS = tuple(c for c in (getattr(exp, n, None) for n in ("FirstValue", "LastValue", "NthValue", "Lag", "Lead"))
+                     if isinstance(c, type))
+
+
+def _dedup_windows(stmt: exp.Expression) -> list[exp.Window]:
+    found = []
+    comparisons = list(stmt.find_all(exp.EQ, exp.LTE, exp.LT, exp.GTE, exp.GT))
+    for win in stmt.find_all(exp.Window):
+        if not isinstance(win.this, _RANKING):
+            continue
+        alias = win.parent.alias_or_name.lower() if isinstance(win.parent, exp.Alias) else None
+        used = any(_is_first_rank(c, lambda n: n is win) for c in comparisons)
+        if not used and alias:
+            used = any(_is_first_rank(c, lambda n: isinstance(n, exp.Column) and n.name.lower() == alias)
+                       for c in comparisons)
+        if used:
+            found.append(win)
+    return found
+
+
+def _source_columns(select: exp.Select, ctx: ModelContext, typer: Typer) -> set[str] | None:
+    """All columns of a select's single row source (a relation or a subquery without `*`)."""
+    sources = typer.sources(select)
+    if len(sources) != 1:
+        return None
+    src = next(iter(sources.values()))
+    if isinstance(src, exp.Table):
+        types = ctx.relation_types(src)
+        return set(types) if types else None
+    if isinstance(src, exp.Select) and not any(isinstance(p, exp.Star) or isinstance(p.this, exp.Star)
+                                               for p in src.expressions):
+        return {p.alias_or_name.lower() for p in src.expressions}
+    return None
+
+
+def _keys_of(src: exp.Expression, alias: str, ctx: ModelContext, typer: Typer, depth: int) -> list[frozenset]:
+    """Column sets unique in a row source, as (alias, column) pairs."""
+    if depth > 10:
+        return []
+    if isinstance(src, exp.Table):
+        rel = (src.db.lower() if src.db else "", src.name.lower())
+        sets = ctx.relation_keys.get(rel) or (ctx.relation_keys.get(("", rel[1])) if not src.db else None)
+        if sets is None and not ctx.relation_keys:
+            sets = list(ctx.unique_sets)  # no per-relation keys known: the model's and its parents'
+        return [frozenset((alias, c) for c in key) for key in sets or ()]
+    if isinstance(src, exp.Select):
+        out = []
+        for key in _select_keys(src, ctx, typer, depth + 1):
+            names = set()
+            for proj in src.expressions:
+                inner = proj.this if isinstance(proj, exp.Alias) else proj
+                if isinstance(inner, exp.Column) and (inner.table.lower(), inner.name.lower()) in key:
+                    names.add((alias, proj.alias_or_name.lower()))
+                elif isinstance(inner, exp.Star) or (isinstance(inner, exp.Column) and isinstance(inner.this, exp.Star)):
+                    names |= {(alias, c) for _, c in key}
+            if len(names) >= len(key):
+                out.append(frozenset(names))
+        group = src.args.get("group")
+        if group is not None and not src.args.get("joins"):
+            cols = {(alias, p.alias_or_name.lower()) for p in src.expressions
+                    if any(p.alias_or_name.lower() == g.alias_or_name.lower() or
+                           (isinstance(p, exp.Alias) and p.this == g) for g in group.expressions)}
+            if cols:
+                out.append(frozenset(cols))
+        return out
+    return []
+
+
+def _select_keys(select: exp.Select, ctx: ModelContext, typer: Typer, depth: int = 0) -> list[frozenset]:
+    """Unique column sets of the rows a select's FROM and JOINs produce, as (alias, column)
+    pairs: a cross join keeps the pair of both sides' keys (unique on unique); a join that matches
+    at most one row of the joined side (its key equated) keeps the left side's keys; any other join
+    (one-to-many) keeps only the combined keys."""
+    frm = select.args.get("from_")
+    if frm is None:
+        return []
+    def item(node):
+        if isinstance(node, exp.Table):
+            name = node.name.lower()
+            target = typer.ctes.get(name) if not node.db and name in typer.ctes else node
+            return (node.alias or node.name).lower(), target
+        if isinstance(node, exp.Subquery):
+            return (node.alias or "").lower(), node.this
+        return "", None
+    alias, src = item(frm.this)
+    keys = _keys_of(src, alias, ctx, typer, depth) if src is not None else []
+    for join in select.args.get("joins") or []:
+        j_alias, j_src = item(join.this)
+        j_keys = _keys_of(j_src, j_alias, ctx, typer, depth) if j_src is not None else []
+        combined = [a | b for a in keys for b in j_keys]
+        on = join.args.get("on")
+        matched = set()
+        if on is not None:
+            for eq in on.find_all(exp.EQ):
+                for side in (eq.this, eq.expression):
+                    if isinstance(side, exp.Column) and side.table.lower() == j_alias:
+                        matched.add((j_alias, side.name.lower()))
+        using = join.args.get("using") or []
+        matched |= {(j_alias, u.name.lower()) for u in using}
+        if any(k <= matched for k in j_keys):
+            keys = keys + combined  # many-to-one: each left row matches at most one joined row
+        else:
+            keys = combined
+    return keys
+
+
+def _qualified(cols: list[exp.Expression], select: exp.Select, typer: Typer, ctx: ModelContext) -> set:
+    out = set()
+    sources = typer.sources(select)
+    for node in cols:
+        for col in ([node] if isinstance(node, exp.Column) else list(node.find_all(exp.Column))):
+            name = col.name.lower()
+            if col.table:
+                out.add((col.table.lower(), name))
+                continue
+            for alias, src in sources.items():
+                types = ctx.relation_types(src) if isinstance(src, exp.Table) else None
+                if len(sources) == 1 or (types and name in types):
+                    out.add((alias, name))
+    return out
+
+
+def dedup_order_not_total(ctx: ModelContext) -> list[Hit]:
+    """row_number()/rank() = 1 whose order by is not a total order: ties pick an arbitrary row.
+    Keys are traced through joins: unique on both sides of a cross join, broken by a
+    one-to-many join; ordering by every column of the source is total too."""
+    hits = []
+    for branch, parsed in ctx.branches():
+        for stmt in parsed.statements:
+            typer = Typer(stmt, ctx.relation_types)
+            picks = []  # (construct, partition expressions, order by or None, its select, label)
+            for win in _dedup_windows(stmt):
+                picks.append((win, list(win.args.get("partition_by") or []), win.args.get("order"),
+                              win.find_ancestor(exp.Select), f"dedup `{_sql(win, ctx, 90)}` = 1"))
+            for win in stmt.find_all(exp.Window):
+                if isinstance(win.this, _VALUE_PICKS):
+                    arg_cols = {c.name.lower() for c in win.this.find_all(exp.Column)}
+                    ordered = {c.name.lower() for n in [*(win.args.get("partition_by") or []),
+                                                        *((win.args.get("order") or exp.Order()).expressions)]
+                               for c in n.find_all(exp.Column)}
+                    if arg_cols and arg_cols <= ordered:
+                        continue  # tied rows share the value picked
+                    picks.append((win, list(win.args.get("partition_by") or []), win.args.get("order"),
+                                  win.find_ancestor(exp.Select), f"`{_sql(win, ctx, 90)}`"))
+            for select in stmt.find_all(exp.Select):
+                distinct = select.args.get("distinct")
+                on = distinct.args.get("on") if distinct is not None else None
+                if on is not None:
+                    exprs = list(on.expressions) if isinstance(on, exp.Tuple) else [on]
+                    picks.append((distinct, exprs, select.args.get("order"), select,
+                                  f"`{_sql(distinct, ctx, 60)}`"))
+            for node, part_nodes, order, select, label in picks:
+                partition = _column_names(part_nodes)
+                order_nodes = [o.this if isinstance(o, exp.Ordered) else o for o in (order.expressions if order else [])]
+                order_cols = _column_names(order.expressions) if order is not None else set()
+                joined = select is not None and bool(select.args.get("joins"))
+                total = False
+                if select is not None:
+                    keys = _select_keys(select, ctx, typer)
+                    only_part = _qualified(part_nodes, select, typer, ctx)
+                    both = _qualified(order_nodes, select, typer, ctx) | only_part
+                    total = any(k <= both and not k <= only_part for k in keys)
+                    everything = _source_columns(select, ctx, typer)
+                    mentioned = {c.name.lower() for n in order_nodes + part_nodes
+                                 for c in ([n] if isinstance(n, exp.Column) else n.find_all(exp.Column))}
+                    if everything and everything <= mentioned and order is not None:
+                        total = True  # rows equal on every column are interchangeable
+                if not total and not joined:
+                    total = any(s <= (order_cols | partition) and not s <= partition for s in ctx.unique_sets)
+                if total:
+                    continue
+                word = "distinct" if isinstance(node, exp.Distinct) else node.this.sql().split("(")[0].lower()
+                why = "has no order by" if order is None else \
+                    f"orders by {', '.join(sorted(order_cols)) or 'expressions'}, which is not a total order " \
+                    "(no column known to be unique within the partition" + \
+                    (", after its joins" if joined else "") + ")"
+                hits.append(Hit("dedup-order-not-total", f"{label} {why}: ties keep an arbitrary row",
+                                branch, (_needle(word),), key=_sql(node, ctx)))
+    return hits
+
+
+def limit_without_order(ctx: ModelContext) -> list[Hit]:
+    """`limit` / `fetch first` without `order by` returns an arbitrary subset."""
+    hits = []
+    for branch, parsed in ctx.branches():
+        for stmt in parsed.statements:
+            for node in stmt.find_all(exp.Select, exp.Union):
+                limit = node.args.get("limit")
+                if limit is None or node.args.get("order") is not None:
+                    continue
+                if isinstance(node.parent, exp.Union) and node.parent.args.get("order") is not None:
+                    continue
+                count = limit.args.get("expression") or limit.args.get("count")
+                if isinstance(count, exp.Literal) and count.name == "0":
+                    continue
+                if node.find_ancestor(exp.Exists) is not None:
+                    continue  # existence does not depend on which rows
+                text = _sql(limit, ctx, 40)
+                hits.append(Hit("limit-without-order",
+                                f"`{text}` without order by returns an arbitrary subset of rows",
+                                branch, (r"\blimit\b", r"\bfetch\b"), key=text))
+    return hits

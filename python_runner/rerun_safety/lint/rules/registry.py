@@ -1,0 +1,172 @@
+"""The rule registry (`RULES`: id, severity, what, fix, check) and running the rules on one model:
+hits become findings, located in the model's file, with the model's suppressions applied."""
+from __future__ import annotations
+
+import re
+from typing import Iterable
+
+from ..context import ModelContext
+from ..findings import ERROR, INFO, WARNING, Finding
+from .base import Rule
+from .config import adapter_trap, config_columns, microbatch_postgres, unique_key_ignored
+from .determinism import (clock_window, dedup_order_not_total, limit_without_order,
+                          nondeterministic_function)
+from .windows import (append_reread, inclusive_window_bound, partition_lookback_unaligned, self_state,
+                      watermark_strict_gt)
+
+
+RULES: dict[str, Rule] = {r.id: r for r in (
+    Rule("append-reread", ERROR,
+         "append (or the default strategy without unique_key) whose incremental filter re-reads rows already "
+         "written: a lookback or `>=` on a watermark from {{ this }}, or no filter at all",
+         "Use delete+insert or merge with unique_key (or partition_overwrite) so re-read rows replace "
+         "themselves, or drop already-loaded rows with `not exists` against {{ this }}.", append_reread),
+    Rule("unique-key-ignored", ERROR, "unique_key configured with incremental_strategy 'append', which ignores it",
+         "Switch to delete+insert or merge, or remove unique_key if rows really are append-only.", unique_key_ignored),
+    Rule("watermark-strict-gt", ERROR,
+         "watermark filter `col > (select max(col) from {{ this }})`: after a half-committed batch, or with "
+         "late or tied events, rows below the new max are never loaded",
+         "Re-read a lookback (`>=` max minus an interval, aligned to a grain) with delete+insert/merge on "
+         "unique_key, or use rerun_safety.window_filter / microbatch.", watermark_strict_gt),
+    Rule("partition-lookback-unaligned", ERROR,
+         "partition_overwrite whose lookback starts inside a partition (not truncated to the partition_key "
+         "granularity): the oldest partition is replaced by its tail",
+         "Start the batch at a partition boundary: `date_trunc('<grain>', max(col)) - interval '<n> <grain>'`, "
+         "or use rerun_safety.window_filter(col, grain='<grain>').", partition_lookback_unaligned),
+    Rule("nondeterministic-function", ERROR,
+         "now()/current_timestamp/current_date/getdate, random(), uuid functions and the like: two builds "
+         "of the same input differ",
+         "Derive the value from the data or pass it in as a var (e.g. the window end); for an audit column, "
+         "list it in meta.rerun_safety.ignore_columns.", nondeterministic_function),
+    Rule("clock-window", ERROR,
+         "a filter on the clock (`current_date - 14`, `now() - interval ...`) in an incremental model or one "
+         "that feeds it: the batch depends on when it runs",
+         "Bound the batch by the data, not the clock: a lookback from the watermark of {{ this }} "
+         "(`>= (select max(day) - 14 from {{ this }})`) or the window vars (rerun_safety.window_filter).",
+         clock_window),
+    Rule("self-state", ERROR,
+         "an incremental model whose output reads its own previous output ({{ this }} beyond a watermark or "
+         "`not exists` filter): running totals, previous-day lookups, unions with {{ this }}",
+         "Compute the value from the sources alone (a window function over the source history, or re-read "
+         "the whole lookback), or rebuild the model in full; filter on {{ this }} only for a watermark.",
+         self_state),
+    Rule("config-column-missing", ERROR, "partition_key or unique_key names a column the compiled model lacks",
+         "Fix the spelling in config(), or add the column to the model's select.", config_columns),
+    Rule("dedup-order-not-total", ERROR,
+         "a row picked by an order that can tie: row_number()/rank() = 1 or <= n, DISTINCT ON, "
+         "first_value/last_value/lag/lead of another column (no order by, or no column known to be unique "
+         "after the joins)",
+         "End the order by with a unique column (declared as unique_key or with a unique test), e.g. "
+         "`order by updated_at desc, event_id`.", dedup_order_not_total),
+    Rule("limit-without-order", ERROR, "`limit` / `fetch first` without `order by`: an arbitrary subset",
+         "Add an order by over a unique column, or filter instead of limiting.", limit_without_order),
+    Rule("inclusive-window-bound", ERROR,
+         "inclusive `between` (or `>=` start and `<=` end) on the window vars: the boundary row is in two windows",
+         "Use the half-open window `col >= start and col < end`, e.g. rerun_safety.window_filter(col).",
+         inclusive_window_bound),
+    Rule("microbatch-postgres", ERROR,
+         "microbatch on dbt-postgres: a MERGE upsert per batch keeps rows deleted upstream",
+         "Use delete+insert over the window (rerun_safety.window_filter) or rerun_safety's partition_overwrite.",
+         microbatch_postgres),
+    Rule("adapter-trap", ERROR,
+         "config dbt-duckdb/dbt-postgres reject or ignore: insert_overwrite, partition_overwrite without "
+         "partition_key or without the root shim, microbatch with unique_key on DuckDB, partition_by on a "
+         "plain DuckDB table (warning)",
+         "Use partition_overwrite with partition_key and run `rerun-safety init` for the shim; drop unique_key "
+         "from DuckDB microbatch models.", adapter_trap),
+    Rule("compile-error", WARNING, "the model could not be compiled (full-refresh or incremental branch); "
+         "the message says why",
+         "Fix the model so `dbt compile` succeeds (or, if it needs data the scratch catalog lacks, declare the "
+         "source's columns in YAML); the other rules could not check it."),
+    Rule("python-model", INFO, "a Python model: the SQL rules do not apply to it",
+         "Nothing to do; the game day replays Python models like the others."),
+    Rule("sql-parse-error", WARNING, "sqlglot could not parse the compiled SQL in the target's dialect",
+         "Check the SQL; if it is valid for the warehouse, suppress with a reason. The other rules skipped "
+         "this branch."),
+    Rule("incremental-branch-unchecked", WARNING,
+         "the incremental branch could not be compiled without writing to the target, so only the "
+         "full-refresh SQL was checked",
+         "Grant CREATEDB to the lint user (a scratch database is created and dropped), or lint against DuckDB."),
+    Rule("suppression-missing-reason", ERROR, "a lint_ignore entry without a reason (it suppresses nothing)",
+         "Write `{rule: <id>, reason: <why this is safe>}`."),
+    Rule("suppression-unknown-rule", WARNING, "a lint_ignore entry names a rule that does not exist",
+         "Use one of the rule ids in the table."),
+)}
+
+
+# ---------------------------------------------------------------------------------------------
+# Running rules on one model
+# ---------------------------------------------------------------------------------------------
+
+def locate(raw_code: str, needles: Iterable[str]) -> int | None:
+    """1-based line of the first match of the first needle that matches, skipping comment lines."""
+    lines = raw_code.splitlines()
+    for pattern in needles:
+        rx = re.compile(pattern, re.IGNORECASE)
+        for i, line in enumerate(lines, 1):
+            stripped = line.strip()
+            if stripped.startswith("--") or stripped.startswith("{#"):
+                continue
+            if rx.search(line):
+                return i
+    return None
+
+
+def make_finding(ctx: ModelContext, rule_id: str, message: str, *, branch: str = "", line: int | None = None,
+                 severity: str = "") -> Finding:
+    rule = RULES[rule_id]
+    where = f"{ctx.path}:{line}" if ctx.path and line else ctx.path
+    text = f"{message} ({where})" if where else message
+    return Finding(rule=rule_id, model=ctx.name, severity=severity or rule.severity, message=text,
+                   hint=rule.fix, unique_id=ctx.unique_id, path=ctx.path, line=line, branch=branch)
+
+
+def run_rules(ctx: ModelContext) -> list[Finding]:
+    """Every rule on one model, each construct reported once (full-refresh branch first)."""
+    findings, seen = [], set()
+    for rule in RULES.values():
+        if rule.check is None:
+            continue
+        for hit in rule.check(ctx):
+            ident = (hit.rule, hit.key or hit.message)
+            if ident in seen:
+                continue
+            seen.add(ident)
+            findings.append(make_finding(ctx, hit.rule, hit.message, branch=hit.branch,
+                                         line=locate(ctx.raw_code, hit.needles), severity=hit.severity))
+    return findings
+
+
+def suppressions(ctx: ModelContext) -> tuple[dict[str, str], list[Finding]]:
+    """The model's `meta.rerun_safety.lint_ignore` as {rule: reason}, plus findings for bad entries."""
+    entries = ctx.rerun_safety_meta.get("lint_ignore") or []
+    if isinstance(entries, (str, dict)):
+        entries = [entries]
+    allowed, problems = {}, []
+    for entry in entries:
+        rule = entry.get("rule") if isinstance(entry, dict) else entry
+        reason = entry.get("reason") if isinstance(entry, dict) else None
+        rule = str(rule or "").strip()
+        if rule and rule not in RULES:
+            problems.append(make_finding(ctx, "suppression-unknown-rule",
+                                         f"lint_ignore names unknown rule '{rule}'", branch="config",
+                                         line=locate(ctx.raw_code, (r"lint_ignore",))))
+            continue
+        if not rule or not str(reason or "").strip():
+            problems.append(make_finding(ctx, "suppression-missing-reason",
+                                         f"lint_ignore entry for rule '{rule or '?'}' has no reason, so it "
+                                         "suppresses nothing", branch="config",
+                                         line=locate(ctx.raw_code, (r"lint_ignore",))))
+            continue
+        allowed[rule] = str(reason).strip()
+    return allowed, problems
+
+
+def lint_model(ctx: ModelContext, extra: Iterable[Finding] = (), run: bool = True) -> tuple[list[Finding], list[Finding]]:
+    """(findings, suppressed findings) for one model; `extra` are findings made outside the rules
+    (compile and parse errors), subject to the same suppressions."""
+    allowed, problems = suppressions(ctx)
+    kept, suppressed = [], []
+    for f in [*extra, *(run_rules(ctx) if run else [])]:
+        (suppressed if f.rule in allowed else kept).append(f)
+    return kept + problems, suppressed

@@ -1,0 +1,292 @@
+"""Rules on incremental filters and partitions: watermarks read from {{ this }}, lookbacks against
+the partition grain, window bounds, and state carried over from the model's own output."""
+from __future__ import annotations
+
+from sqlglot import exp
+
+from ..context import ModelContext
+from ..grain import INSTANT, Typer, aligned, constant_within, type_grain
+from .base import (_FILTER_CLAUSES, Hit, _anti_joins_this, _clause_of, _has_window_literal, _is_this,
+                   _mentions_window, _Scope, _sql,
+                   _unwrap, _needle, watermarks)
+
+
+def append_reread(ctx: ModelContext) -> list[Hit]:
+    """append (or the default strategy without unique_key) whose incremental filter re-reads
+    rows already written: every run appends them again."""
+    if not ctx.is_incremental or ctx.strategy != "append" or ctx.incremental is None or not ctx.incremental.ok:
+        return []
+    hits = []
+    for stmt in ctx.incremental.statements:
+        if _anti_joins_this(stmt, ctx):
+            continue
+        marks = watermarks(stmt, ctx)
+        for w in marks:
+            if w.op == ">=" or not w.bare_max:
+                how = "`>=` on the watermark" if w.bare_max else "a lookback from the watermark"
+                hits.append(Hit("append-reread",
+                                f"incremental filter `{_sql(w.node, ctx)}` re-reads rows already written "
+                                f"({how} of {{{{ this }}}}); strategy '{ctx.strategy}' inserts them again",
+                                "incremental", (r"\{\{\s*this\s*\}\}", _needle(w.column.sql().split(".")[-1].strip('"'))),
+                                key=_sql(w.node, ctx)))
+        if not marks and not _mentions_window(stmt, ctx) and not _Scope(stmt, ctx).sources:
+            hits.append(Hit("append-reread",
+                            f"no incremental filter on {{{{ this }}}}: with strategy '{ctx.strategy}' every run "
+                            "appends all selected rows again",
+                            "incremental", (r"\bselect\b",), key="no-filter"))
+    return hits
+
+
+def watermark_strict_gt(ctx: ModelContext) -> list[Hit]:
+    """`col > (select max(col) from {{ this }})`: loses rows after a half-committed batch."""
+    if not ctx.is_incremental or ctx.incremental is None or not ctx.incremental.ok:
+        return []
+    hits = []
+    for stmt in ctx.incremental.statements:
+        for w in watermarks(stmt, ctx):
+            if w.op == ">" and w.bare_max:
+                hits.append(Hit("watermark-strict-gt",
+                                f"watermark filter `{_sql(w.node, ctx)}` skips for good the rows a half-committed "
+                                "batch (or a late or tied event) left behind once max() has moved past them",
+                                "incremental", (r"\{\{\s*this\s*\}\}",), key=_sql(w.node, ctx)))
+    return hits
+
+
+_GRAIN_ALIGNED = {  # a truncation to <key> starts a partition of each grain in the set
+    "second": {"second"},
+    "minute": {"second", "minute"},
+    "hour": {"second", "minute", "hour"},
+    "day": {"second", "minute", "hour", "day"},
+    "week": {"second", "minute", "hour", "day", "week"},
+    "month": {"second", "minute", "hour", "day", "month"},
+    "quarter": {"second", "minute", "hour", "day", "month", "quarter"},
+    "year": {"second", "minute", "hour", "day", "month", "quarter", "year"},
+}
+
+
+def _trunc_unit(node: exp.Expression) -> str | None:
+    """The grain an expression is truncated to (date_trunc / cast as date), or None."""
+    if isinstance(node, (exp.TimestampTrunc, exp.DateTrunc, exp.DatetimeTrunc)):
+        unit = node.args.get("unit")
+        return (unit.name if unit is not None else "").lower() or None
+    if isinstance(node, exp.Anonymous) and node.name.lower() in ("date_trunc", "datetrunc") and node.expressions:
+        lit = next((e for e in node.expressions if isinstance(e, exp.Literal) and e.is_string), None)
+        return lit.name.lower() if lit is not None else None
+    if isinstance(node, (exp.Cast, exp.TryCast)) and node.to.is_type(exp.DataType.Type.DATE):
+        return "day"
+    if isinstance(node, exp.Date):
+        return "day"
+    return None
+
+
+def _interval_unit(node: exp.Expression) -> str | None:
+    if not isinstance(node, exp.Interval):
+        return None
+    unit = node.args.get("unit")
+    text = unit.name if unit is not None else str(node.this.name if node.this is not None else "")
+    word = text.strip().split()[-1].lower() if text.strip() else ""
+    return word[:-1] if word.endswith("s") else word or None
+
+
+def _shifted_trunc_unit(node: exp.Expression, grain: str | None) -> str | None:
+    """`date_trunc(u, x) - interval 'n <v>'`: the truncation unit, when <v> keeps the grain."""
+    while isinstance(node, (exp.Sub, exp.Add)):
+        shift = _interval_unit(node.expression)
+        if shift is None or (grain is not None and grain not in _GRAIN_ALIGNED.get(shift, set())):
+            return None
+        node = _unwrap(node.this)
+    return _trunc_unit(node)
+
+
+def _partition_spec(ctx: ModelContext) -> tuple[set[str], str | None]:
+    """(partition columns, grain) from partition_key: a column, a list, or {'field', 'granularity'}."""
+    key = ctx.partition_key
+    if isinstance(key, dict):
+        field = str(key.get("field") or "").lower()
+        return ({field} if field else set()), str(key.get("granularity") or "day").lower()
+    if isinstance(key, str):
+        return {key.lower()}, None
+    if isinstance(key, (list, tuple)):
+        return {str(k).lower() for k in key}, None
+    return set(), None
+
+
+def _projection_grain(stmt: exp.Expression, column: str) -> tuple[str | None, str | None]:
+    """For an output column defined as date_trunc(g, src) / cast(src as date): (g, src)."""
+    if not isinstance(stmt, exp.Select):
+        return None, None
+    for proj in stmt.expressions:
+        if proj.alias_or_name.lower() == column:
+            inner = _unwrap(proj)
+            grain = _trunc_unit(inner)
+            if grain is None and isinstance(inner, (exp.Cast, exp.TryCast)):
+                grain = _trunc_unit(inner.this)
+            src = next((c.name.lower() for c in inner.find_all(exp.Column)), None)
+            return grain, src
+    return None, None
+
+
+def _partition_grain(ctx: ModelContext, stmt: exp.Expression, typer: Typer, columns: set[str],
+                     declared: str | None) -> str | None:
+    """The grain of the partitions: the declared granularity, else the partition column's grain
+    in the model's output (its definition, else its type in the scratch catalog)."""
+    if declared:
+        return declared
+    outer = stmt if isinstance(stmt, exp.Select) else next(stmt.find_all(exp.Select), None)
+    for col in sorted(columns):
+        g = None
+        if isinstance(outer, exp.Select):
+            g = typer._from_source(outer, col, 0)
+        if g is None and ctx.columns and col in ctx.columns:
+            g = type_grain(ctx.columns[col])
+        if g is not None:
+            return g
+    return None
+
+
+def partition_lookback_unaligned(ctx: ModelContext) -> list[Hit]:
+    """partition_overwrite whose batch starts inside a partition: that partition is replaced by
+    its tail only, and the rest of it is lost. Grains come from types and expressions: a filter on
+    a column constant within each partition (a date for day partitions) selects whole partitions;
+    otherwise the bound must be a partition boundary (`>=`)."""
+    if not ctx.is_incremental or ctx.strategy != "partition_overwrite" or ctx.partitions:
+        return []
+    if ctx.incremental is None or not ctx.incremental.ok:
+        return []
+    columns, declared = _partition_spec(ctx)
+    hits = []
+    for stmt in ctx.incremental.statements:
+        typer = Typer(stmt, ctx.relation_types, lambda t: _is_this(t, ctx))
+        part = _partition_grain(ctx, stmt, typer, columns, declared)
+        if part is None or part == INSTANT:
+            continue  # unknown grain, or one partition per timestamp: nothing to misalign
+        for w in watermarks(stmt, ctx):
+            col = w.column.name.lower() if isinstance(w.column, exp.Column) else ""
+            cg = typer.grain(w.column)
+            if cg is None and col in columns and not w.column.table:
+                cg = part  # the filter is on the partition column itself
+            if constant_within(part, cg):
+                continue  # one value per partition: whole partitions either way
+            bg = typer.grain(w.bound)
+            if bg is None:
+                continue  # cannot tell: no error on a guess
+            if aligned(part, bg) and (w.op == ">=" or cg is None):
+                continue
+            why = (f"`>` skips the first instant of the {part} it starts" if aligned(part, bg) else
+                   f"its bound has {bg} grain, finer than the {part} partitions" if bg != INSTANT else
+                   f"its bound is not truncated to the {part} grain")
+            hits.append(Hit("partition-lookback-unaligned",
+                            f"lookback `{_sql(w.node, ctx)}` starts inside a partition ({why}): the oldest "
+                            f"{part} in the batch is replaced by its tail and loses the rest of its rows",
+                            "incremental", (r"\{\{\s*this\s*\}\}",), key=_sql(w.node, ctx)))
+    return hits
+
+
+def inclusive_window_bound(ctx: ModelContext) -> list[Hit]:
+    """Inclusive `between` on a window var (or `>= start and <= end`): the boundary row belongs
+    to two consecutive windows."""
+    start, end = ctx.window_literals
+    hits = []
+    for branch, parsed in ctx.branches():
+        for stmt in parsed.statements:
+            for node in stmt.find_all(exp.Between):
+                low, high = node.args.get("low"), node.args.get("high")
+                if any(x is not None and (_has_window_literal(x, start) or _has_window_literal(x, end))
+                       for x in (low, high)):
+                    hits.append(Hit("inclusive-window-bound",
+                                    f"`{_sql(node, ctx)}` includes both window bounds: a row at the boundary "
+                                    "is read by two consecutive windows",
+                                    branch, (r"\bbetween\b",), key=_sql(node, ctx)))
+            lows = {n.this.sql().lower() for n in stmt.find_all(exp.GTE)
+                    if _has_window_literal(n.expression, start)}
+            for node in stmt.find_all(exp.LTE):
+                if _has_window_literal(node.expression, end) and node.this.sql().lower() in lows:
+                    hits.append(Hit("inclusive-window-bound",
+                                    f"`{_sql(node, ctx)}` closes the window at its end as well as its start: "
+                                    "a row at the boundary is read by two consecutive windows",
+                                    branch, (r"<=",), key=_sql(node, ctx)))
+    return hits
+
+
+def _alias_output(select: exp.Select, alias: str, root: exp.Expression, depth: int) -> bool:
+    """Columns of `alias` reach the projections of `select`, and from there the model's output."""
+    sources = [j.this for j in select.args.get("joins") or []]
+    if select.args.get("from_"):
+        sources.append(select.args["from_"].this)
+    only = len(sources) == 1
+    for proj in select.expressions:
+        for node in [proj, *proj.find_all(exp.Column, exp.Star)]:
+            if isinstance(node, exp.Star) and (only or isinstance(node.parent, exp.Select)):
+                return _flows_to_output(select, root, depth + 1)
+            if isinstance(node, exp.Column):
+                if isinstance(node.this, exp.Star) and (node.table or "").lower() in ("", alias):
+                    return _flows_to_output(select, root, depth + 1)
+                if (node.table or "").lower() == alias or (only and not node.table):
+                    if node.find_ancestor(exp.Subquery) not in (None,) and \
+                            node.find_ancestor(exp.Subquery).find_ancestor(exp.Select) is select:
+                        continue  # inside a nested subquery of the projection: its own scope
+                    return _flows_to_output(select, root, depth + 1)
+    return False
+
+
+def _flows_to_output(sel: exp.Expression, root: exp.Expression, depth: int = 0) -> bool:
+    """The rows or values a select produces reach the model's output (not only a filter)."""
+    if depth > 20:
+        return False
+    parent = sel.parent
+    if parent is None or isinstance(parent, (exp.Create, exp.Insert)):
+        return True
+    if isinstance(parent, (exp.Union, exp.Paren)):
+        return _flows_to_output(parent, root, depth + 1)
+    if isinstance(parent, (exp.In, exp.Exists)):
+        return False
+    if isinstance(parent, exp.CTE):
+        name = parent.alias_or_name.lower()
+        for table in root.find_all(exp.Table):
+            if table.name.lower() == name and not table.db:
+                user = table.find_ancestor(exp.Select)
+                if user is not None and _alias_output(user, (table.alias or table.name).lower(), root, depth + 1):
+                    return True
+        return False
+    if isinstance(parent, exp.Subquery):
+        clause = _clause_of(parent)
+        if clause.startswith("column"):
+            return True
+        if clause in _FILTER_CLAUSES:
+            return False
+        outer = parent.find_ancestor(exp.Select)
+        if outer is None:
+            return True
+        if parent.alias:
+            return _alias_output(outer, parent.alias.lower(), root, depth + 1)
+        return _flows_to_output(outer, root, depth + 1)
+    outer = sel.find_ancestor(exp.Select)
+    return True if outer is None else _flows_to_output(outer, root, depth + 1)
+
+
+def self_state(ctx: ModelContext) -> list[Hit]:
+    """An incremental model whose output is computed from its own previous output (a running
+    total, a "previous day" lookup, a union with {{ this }}): a rerun or a backfill reads state
+    that the failed or earlier run already changed, and a window whose day before is missing
+    restarts from nothing. Reading {{ this }} only to filter (a watermark, `not exists`) is fine."""
+    if not ctx.is_incremental or ctx.incremental is None or not ctx.incremental.ok:
+        return []
+    hits = []
+    for stmt in ctx.incremental.statements:
+        for table in stmt.find_all(exp.Table):
+            if not _is_this(table, ctx):
+                continue
+            sel = table.find_ancestor(exp.Select)
+            if sel is None:
+                continue
+            alias = (table.alias or table.name).lower()
+            if not _alias_output(sel, alias, stmt, 0):
+                continue
+            text = _sql(sel, ctx, 90)
+            hits.append(Hit("self-state",
+                            f"values read from {{{{ this }}}} reach the output (`{text}`): the model carries state "
+                            "from its own previous output, so a rerun or backfill of a window builds on rows the "
+                            "failed or earlier run already changed",
+                            "incremental", (r"\{\{\s*this\s*\}\}",), key=f"self-state|{alias}"))
+            break
+    return hits
