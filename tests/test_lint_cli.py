@@ -17,13 +17,15 @@ from rerun_safety.lint import run_lint
 SHOP = REPO_ROOT / "examples" / "shop"
 
 # The unsafe models of examples/shop and what lint must say about them; every other model is safe
-# and must get no finding at all.
+# and must get no finding at all (events_totalled's hooks delete the days they insert, and append to a
+# declared run log; events_by_load's watermark is on the load time).
 EXPECTED_DUCKDB = {
     "events_append_lookback": ["append-reread"],
     "events_keyed_append": ["append-reread", "unique-key-ignored"],
-    "events_watermark": ["watermark-strict-gt"],
+    "events_watermark": ["late-watermark", "watermark-strict-gt"],
     "events_partition_overwrite_unaligned": ["partition-lookback-unaligned"],
     "events_scored": ["nondeterministic-function"],
+    "events_summarised": ["hook-append"],
 }
 # On PostgreSQL the microbatch model is unsafe too: MERGE keeps rows deleted upstream.
 EXPECTED_POSTGRES = {**EXPECTED_DUCKDB, "events_microbatch": ["microbatch-postgres"]}
@@ -97,7 +99,7 @@ def test_lint_shop_duckdb(shop):
         assert f["severity"] == "error"
         assert f["model"] in f["message"] or f["path"] in f["message"]
     assert doc["summary"]["models"] == len(ALL_MODELS)
-    assert doc["summary"]["errors"] == 6
+    assert doc["summary"]["errors"] == 8
     assert doc["summary"]["incremental_branch"] == "scratch duckdb file"
     # the append-reread finding comes from the incremental branch, located at the is_incremental filter
     lookback = next(f for f in doc["findings"] if f["model"] == "events_append_lookback")
@@ -121,10 +123,12 @@ def test_lint_shop_duckdb(shop):
     model.write_text(model.read_text().replace(
         "incremental_strategy='append')",
         "incremental_strategy='append', meta={'rerun_safety': {'lint_ignore': ["
-        "{'rule': 'watermark-strict-gt', 'reason': 'single writer, events never late'}]}})"))
+        "{'rule': 'watermark-strict-gt', 'reason': 'single writer, events never late'}, "
+        "{'rule': 'late-watermark', 'reason': 'loaded in event order'}]}})"))
     code, doc = _lint(project, project, "--select", "events_merge events_delete_insert events_watermark")
     assert (code, doc["findings"], doc["summary"]["models"]) == (0, [], 3)
-    assert [(f["model"], f["rule"]) for f in doc["suppressed"]] == [("events_watermark", "watermark-strict-gt")]
+    assert sorted((f["model"], f["rule"]) for f in doc["suppressed"]) == [
+        ("events_watermark", "late-watermark"), ("events_watermark", "watermark-strict-gt")]
 
 
 def test_lint_text_output_and_broken_models(shop):
@@ -149,7 +153,8 @@ def test_lint_text_output_and_broken_models(shop):
     assert "warning compile-error" in " ".join(blocks["broken_jinja"].split())
     assert "undefined_macro_xyz" in blocks["broken_jinja"]
     assert "error watermark-strict-gt" in " ".join(blocks["events_watermark"].split())
-    assert out.strip().splitlines()[-1].startswith("3 models linted: 1 errors, 2 warnings, 0 suppressed")
+    assert "error late-watermark" in " ".join(blocks["events_watermark"].split())
+    assert out.strip().splitlines()[-1].startswith("3 models linted: 2 errors, 2 warnings, 0 suppressed")
 
 
 def _pg_relations(server, dbname):
@@ -222,5 +227,6 @@ def test_lint_shop_postgres(shop, tmp_path, pg_server, pg_database):
     assert _rules_by_model(doc, "warning") == {m: ["incremental-branch-unchecked"] for m in incremental}
     assert _rules_by_model(doc, "error") == {"events_keyed_append": ["unique-key-ignored"],
                                              "events_microbatch": ["microbatch-postgres"],
-                                             "events_scored": ["nondeterministic-function"]}
+                                             "events_scored": ["nondeterministic-function"],
+                                             "events_summarised": ["hook-append"]}
     assert _pg_relations(pg_server, pg_database) == before

@@ -118,6 +118,37 @@ def test_clock_window(adapter):
     assert [f.rule for f in run_rules(view)] == ["clock-window"]
 
 
+def test_clock_window_on_a_keyed_write_is_a_warning(adapter):
+    """`where o.event_ts >= current_date - 7` in the is_incremental() branch of a keyed write: a rerun
+    reads the same or a larger window and replaces by key, so only a gap between runs longer than the
+    window, or a backfill of older days, misses rows. Without a key it stays an error."""
+    full = f"select * from {SRC} o"
+    batch = f"select * from {SRC} o where o.event_ts >= current_date - 7"
+
+    def found(strategy, key, **kw):
+        ctx = ModelContext.from_sql("daily", adapter, full, batch, materialized="incremental",
+                                    incremental_strategy=strategy, unique_key=key, this=THIS, types=TYPES, **kw)
+        return run_rules(ctx)
+
+    for strategy, key, kw in (("delete+insert", "event_id", {}), ("merge", "event_id", {}), (None, "event_id", {}),
+                              ("partition_overwrite", None, {"partition_key": "event_date"}),
+                              ("microbatch", None, {"config": {"event_time": "event_ts", "batch_size": "day"}})):
+        hits = [f for f in found(strategy, key, **kw) if f.rule == "clock-window"]
+        assert [(f.severity, f.branch) for f in hits] == [("warning", "incremental")], strategy
+        assert "gap between two runs is longer than the window" in hits[0].message
+        assert "backfill" in hits[0].message
+    # append, or the default strategy without a key: re-read rows are not replaced
+    for strategy in ("append", None):
+        assert sorted((f.rule, f.severity) for f in found(strategy, None)) == \
+            [("append-reread", "error"), ("clock-window", "error")], strategy
+    # merge without a unique_key has nothing to replace by
+    assert [(f.rule, f.severity) for f in found("merge", None)] == [("clock-window", "error")]
+    # the clock outside is_incremental(): the full refresh keeps only the last days, an error
+    both = ModelContext.from_sql("daily", adapter, batch, batch, materialized="incremental",
+                                 incremental_strategy="delete+insert", unique_key="event_id", this=THIS, types=TYPES)
+    assert [(f.rule, f.severity, f.branch) for f in run_rules(both)] == [("clock-window", "error", "full")]
+
+
 def test_clock_in_a_full_rebuild_is_a_note(adapter):
     table = _model(adapter, f"select *, current_date as built_on from {SRC} where event_date >= current_date - 14",
                    materialized="table")

@@ -85,6 +85,24 @@ MODELS: dict[str, tuple[str, list[str]]] = {
     "recent_orders": ("{{ config(materialized='incremental', incremental_strategy='merge', unique_key='order_id') }}\n"
                       "select * from {{ ref('stg_orders') }}\n"
                       "where cast(ordered_at as date) >= current_date - 14\n", ["clock-window"]),
+    # the last week re-read on every run and replaced by key: a rerun reads the same or a larger
+    # window, so a warning (gaps and backfills), not an error
+    "orders_last_week": ("{{ config(materialized='incremental', incremental_strategy='delete+insert',\n"
+                         "           unique_key='order_id') }}\n"
+                         "select o.order_id, o.amount, o.ordered_at from {{ ref('stg_orders') }} o\n"
+                         "{% if is_incremental() %} where o.ordered_at >= current_date - 7 {% endif %}\n", []),
+    # UNSAFE: the same window appended: a rerun appends the week again
+    "orders_last_week_appended": ("{{ config(materialized='incremental', incremental_strategy='append') }}\n"
+                                  "select o.order_id, o.amount, o.ordered_at from {{ ref('stg_orders') }} o\n"
+                                  "{% if is_incremental() %} where o.ordered_at >= current_date - 7 {% endif %}\n",
+                                  ["append-reread", "clock-window"]),
+    # an aggregate by day keyed (on PostgreSQL) on its event_time column: each batch recomputes and
+    # upserts whole days, a note on PostgreSQL
+    "page_views_daily": ("{{ config(materialized='incremental', incremental_strategy='microbatch',\n"
+                         "           event_time='view_date', batch_size='day', lookback=1, begin='2024-01-01',\n"
+                         "           unique_key=('view_date' if target.type == 'postgres' else none)) }}\n"
+                         "select cast(event_ts as date) as view_date, count(*) as views\n"
+                         "from {{ ref('stg_events') }}\ngroup by 1\n", []),
     # UNSAFE: partition_key misspelt
     "orders_by_day": ("{{ config(materialized='incremental', incremental_strategy='partition_overwrite',\n"
                       "           partition_key='order_dte') }}\n"
@@ -193,9 +211,12 @@ def test_new_user_project_errs_on_exactly_the_unsafe_models(newshop, engine):
     notes = sorted((f["model"], f["rule"]) for f in doc["findings"] if f["severity"] == "info")
     expected_notes = [("orders_report", "nondeterministic-function")]
     if engine == "duckdb":
-        expected_notes = [("orders_report", "nondeterministic-function"), ("py_scores", "python-model")]
+        expected_notes.append(("py_scores", "python-model"))
+    else:
+        expected_notes.append(("page_views_daily", "microbatch-postgres"))
     assert notes == expected_notes
-    assert [f["severity"] for f in doc["findings"] if f["severity"] not in ("error", "info")] == []
+    assert [(f["model"], f["rule"]) for f in doc["findings"] if f["severity"] == "warning"] == \
+        [("orders_last_week", "clock-window")]
     assert doc["summary"]["models"] == len(MODELS) + (1 if engine == "duckdb" else 0)
     # the fix text comes with each finding
     assert all(f["hint"] for f in doc["findings"] if f["severity"] == "error")

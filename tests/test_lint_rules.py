@@ -102,6 +102,40 @@ def test_watermark_near_misses(adapter):
     assert rules(incremental(adapter, other, "merge", "id")) == []
 
 
+# --- late-watermark ----------------------------------------------------------------------------
+
+LATE = (("raw.orders", "ts", "loaded_at"),)  # the source declares a load time beside its event time
+
+
+def test_late_watermark(adapter):
+    ctx = incremental(adapter, STRICT, "merge", "id", load_times=LATE)
+    assert rules(ctx) == ["late-watermark", "watermark-strict-gt"]
+    late = next(f for f in run_rules(ctx) if f.rule == "late-watermark")
+    assert (late.severity, late.branch) == ("error", "incremental")
+    assert "'ts' of raw.orders" in late.message and "'loaded_at'" in late.message
+    assert late.hint.startswith("Filter on the load time")
+    # `>=` on the event-time watermark misses late rows too, whatever the strategy
+    assert rules(incremental(adapter, GTE_MAX, "merge", "id", load_times=LATE)) == ["late-watermark"]
+    assert rules(incremental(adapter, GTE_MAX, "append", load_times=LATE)) == ["append-reread", "late-watermark"]
+    cte = (f"with wm as (select coalesce(max(ts), '1900-01-01') as hi from {T}) "
+           f"select s.* from {SRC} s cross join wm where s.ts >= wm.hi")
+    assert rules(incremental(adapter, cte, "delete+insert", "id", load_times=LATE)) == ["late-watermark"]
+
+
+def test_late_watermark_near_misses(adapter):
+    # a filter on the load time reads late rows when they land
+    by_load = f"select * from {SRC} where loaded_at >= (select max(loaded_at) - interval '1 hour' from {T})"
+    assert rules(incremental(adapter, by_load, "merge", "id", load_times=LATE)) == []
+    by_load_gt = f"select * from {SRC} where loaded_at > (select max(loaded_at) from {T})"
+    assert rules(incremental(adapter, by_load_gt, "merge", "id", load_times=LATE)) == ["watermark-strict-gt"]
+    # a lookback from the event-time watermark: how late rows land is not known statically
+    assert rules(incremental(adapter, LOOKBACK, "merge", "id", load_times=LATE)) == []
+    # no source upstream declares a load time
+    assert rules(incremental(adapter, GTE_MAX, "merge", "id")) == []
+    # a table model has no watermark
+    assert rules(table(adapter, GTE_MAX, load_times=LATE)) == []
+
+
 # --- partition-lookback-unaligned --------------------------------------------------------------
 
 def _po(adapter, sql, key=None):
@@ -243,6 +277,36 @@ def test_microbatch(adapter):
     assert rules(incremental(adapter, GTE_MAX, "delete+insert", "id")) == []
 
 
+MB_DAILY = f"select cast(ts as date) as view_date, count(*) as views from {SRC} group by 1"
+MB_CFG = {"event_time": "view_date", "batch_size": "day"}
+
+
+def _microbatch(adapter, sql, key, **config):
+    return incremental(adapter, sql, "microbatch", key if adapter == "postgres" else None, full_sql=sql,
+                       config={**MB_CFG, **config})
+
+
+def test_microbatch_keyed_on_its_event_time(adapter):
+    """An aggregate by day keyed on its event_time column: each batch recomputes and upserts whole
+    days, so only a day that disappears upstream entirely stays stale (a note on PostgreSQL)."""
+    found = run_rules(_microbatch(adapter, MB_DAILY, "view_date"))
+    assert [(f.rule, f.severity) for f in found] == ([("microbatch-postgres", "info")] if adapter == "postgres" else [])
+    if adapter == "postgres":
+        assert "unique_key 'view_date'" in found[0].message and "stays stale" in found[0].message
+    # a key derived from the event time at a grain inside the batch (hours of a day batch)
+    hourly = f"select date_trunc('hour', ts) as view_hour, ts, amount from {SRC}"
+    found = run_rules(_microbatch(adapter, hourly, "view_hour", event_time="ts"))
+    assert [(f.rule, f.severity) for f in found] == ([("microbatch-postgres", "info")] if adapter == "postgres" else [])
+    # near misses, still errors on PostgreSQL: a key coarser than the batch (a month upserted from one
+    # day's rows), a composite key, a key unrelated to the event time
+    monthly = f"select date_trunc('month', ts) as view_month, ts, amount from {SRC}"
+    for sql, key, cfg in ((monthly, "view_month", {"event_time": "ts"}), (MB_DAILY, "view_date, views", {}),
+                          (MB_DAILY, "views", {})):
+        found = run_rules(_microbatch(adapter, sql, key, **cfg))
+        assert [(f.rule, f.severity) for f in found] == \
+            ([("microbatch-postgres", "error")] if adapter == "postgres" else []), key
+
+
 def test_adapter_traps(adapter):
     assert rules(incremental(adapter, GTE_MAX, "insert_overwrite", "id")) == ["adapter-trap"]
     po = incremental(adapter, f"select * from {SRC}", "partition_overwrite",
@@ -254,6 +318,59 @@ def test_adapter_traps(adapter):
     ducklake = table(adapter, f"select * from {SRC}", config={"partition_by": "day"})
     found = run_rules(ducklake)
     assert [(f.rule, f.severity) for f in found] == ([("adapter-trap", "warning")] if adapter == "duckdb" else [])
+
+
+# --- hook-append -------------------------------------------------------------------------------
+
+SUMMARY = "insert into {{ source('audit', 'batch_summary') }} select cast(max(ts) as date), count(*) from {{ this }}"
+CLEAR = ("delete from {{ source('audit', 'batch_summary') }} "
+         "where day in (select distinct cast(ts as date) from {{ this }})")
+
+
+def _hooked(adapter, post=(), pre=(), meta=None, **kw):
+    return incremental(adapter, LOOKBACK, "merge", "id", config={"pre_hook": pre, "post_hook": post},
+                       rerun_safety_meta=meta or {}, **kw)
+
+
+def test_hook_append(adapter):
+    found = run_rules(_hooked(adapter, post=[SUMMARY]))
+    assert [(f.rule, f.severity, f.branch) for f in found] == [("hook-append", "error", "config")]
+    assert "post_hook" in found[0].message and "audit.batch_summary" in found[0].message
+    # a single string, a pre-hook, dbt's {sql, transaction} form, a table model: the same
+    assert rules(_hooked(adapter, post=SUMMARY)) == ["hook-append"]
+    assert rules(_hooked(adapter, pre=[SUMMARY])) == ["hook-append"]
+    assert rules(_hooked(adapter, post=[{"sql": SUMMARY, "transaction": True}])) == ["hook-append"]
+    assert rules(table(adapter, f"select * from {SRC}", config={"post_hook": [SUMMARY]})) == ["hook-append"]
+    # the delete comes after the insert: the rows of this run are deleted, not the earlier run's
+    assert rules(_hooked(adapter, post=[SUMMARY, CLEAR])) == ["hook-append"]
+    # a log table declared for another relation does not cover this one
+    assert rules(_hooked(adapter, post=[SUMMARY], meta={"log_tables": ["audit.run_log"]})) == ["hook-append"]
+    # two appending hooks into two tables: one finding each
+    runs = "insert into audit.run_log values (1)"
+    assert rules(_hooked(adapter, post=[SUMMARY, runs])) == ["hook-append", "hook-append"]
+
+
+def test_hook_append_near_misses(adapter):
+    # the hooks delete the batch's rows first (in the same hook, or a pre-hook), or truncate
+    assert rules(_hooked(adapter, post=[CLEAR, SUMMARY])) == []
+    assert rules(_hooked(adapter, post=[f"{CLEAR}; {SUMMARY}"])) == []
+    assert rules(_hooked(adapter, pre=[CLEAR], post=[SUMMARY])) == []
+    assert rules(_hooked(adapter, post=["truncate table audit.batch_summary", SUMMARY])) == []
+    # a keyed insert
+    keyed = SUMMARY.replace("from {{ this }}", "from {{ this }} group by 1 on conflict (day) do nothing")
+    assert rules(_hooked(adapter, post=[keyed])) == []
+    # rows already in the table are skipped
+    skip = ("insert into audit.batch_summary select distinct cast(ts as date) from {{ this }} t "
+            "where not exists (select 1 from audit.batch_summary b where b.day = cast(t.ts as date))")
+    assert rules(_hooked(adapter, post=[skip])) == []
+    # a run log declared as one row per run (by schema.table, or as the source renders)
+    assert rules(_hooked(adapter, post=[SUMMARY], meta={"log_tables": ["audit.batch_summary"]})) == []
+    renamed = _hooked(adapter, post=[SUMMARY], meta={"log_tables": ["audit_prod.batch_summary"]},
+                      relation_names={"source:audit.batch_summary": "audit_prod.batch_summary"})
+    assert rules(renamed) == []
+    # hooks that write nothing, or that sqlglot cannot read
+    assert rules(_hooked(adapter, post=["grant select on {{ this }} to reporter", "analyze {{ this }}"])) == []
+    assert rules(_hooked(adapter, post=["{% do log('done') %}", "insert into ((("])) == []
 
 
 # --- suppressions ------------------------------------------------------------------------------
@@ -273,10 +390,10 @@ def test_suppressions(adapter):
 
 def test_rule_table_is_stable(adapter):
     assert list(RULES) == [
-        "append-reread", "unique-key-ignored", "watermark-strict-gt", "partition-lookback-unaligned",
+        "append-reread", "unique-key-ignored", "watermark-strict-gt", "late-watermark", "partition-lookback-unaligned",
         "nondeterministic-function", "clock-window", "self-state", "config-column-missing",
         "dedup-order-not-total", "limit-without-order", "inclusive-window-bound",
-        "microbatch-postgres", "adapter-trap", "compile-error", "python-model", "sql-parse-error",
+        "microbatch-postgres", "adapter-trap", "hook-append", "compile-error", "python-model", "sql-parse-error",
         "incremental-branch-unchecked", "suppression-missing-reason", "suppression-unknown-rule"]
     assert {r.severity for r in RULES.values()} == {"error", "warning", "info"}
     assert RULES["compile-error"].severity == "warning"

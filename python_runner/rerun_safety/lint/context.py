@@ -95,6 +95,11 @@ class ModelContext:
     language: str = "sql"
     # (schema, name) -> unique column sets of each relation read (keys, unique tests, constraints)
     relation_keys: dict = field(default_factory=dict)
+    # (source, event-time column, load-time column) of the sources upstream that declare when rows
+    # were loaded beside when they happened
+    load_times: tuple[tuple[str, str, str], ...] = ()
+    # how hooks' `{{ source('a', 'b') }}` / `{{ ref('m') }}` render: {"source:a.b": "schema.table", "ref:m": ...}
+    relation_names: dict = field(default_factory=dict)
 
     def relation_types(self, table: exp.Table) -> dict | None:
         """{column: type} of a relation the SQL reads, from the scratch catalog."""
@@ -132,6 +137,14 @@ class ModelContext:
         if self.incremental_strategy:
             return str(self.incremental_strategy)
         return "delete+insert" if self.unique_key else "append"
+
+    @property
+    def keyed_write(self) -> bool:
+        """Each run replaces what it rewrites by key or partition, so re-read rows replace themselves:
+        merge or delete+insert with a unique_key, partition_overwrite, microbatch."""
+        if self.strategy in ("merge", "delete+insert"):
+            return bool(self.unique_key)
+        return self.strategy in ("partition_overwrite", "microbatch")
 
     @property
     def ignore_columns(self) -> frozenset:

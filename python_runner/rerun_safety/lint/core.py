@@ -85,6 +85,48 @@ def _config_get(node, key: str) -> Any:
     return value
 
 
+def _source_load_times(manifest) -> dict[str, tuple[str, str, str]]:
+    """source unique_id -> (name, event-time column, load-time column) for the sources that declare
+    when rows were loaded beside when they happened, read as the game day reads them: `loaded_at_field`
+    beside `config: {event_time: ...}`, or `meta: {rerun_safety: {loaded_at: col}}`."""
+    out = {}
+    for uid, src in manifest.sources.items():
+        meta = _meta(src)
+        declared = getattr(src.config, "event_time", None)
+        event = declared or src.loaded_at_field or meta.get("time_column") or meta.get("event_time")
+        load = meta.get("loaded_at") or (src.loaded_at_field if declared else None)
+        if event and load and str(event).lower() != str(load).lower():
+            out[uid] = (f"{src.source_name}.{src.name}", str(event), str(load))
+    return out
+
+
+def _relation_names(manifest) -> dict[str, str]:
+    """How hooks' `source()` and `ref()` render, as schema.identifier (the lint reads which table a hook writes)."""
+    names = {f"source:{s.source_name}.{s.name}": f"{s.schema}.{s.identifier}" for s in manifest.sources.values()}
+    for node in manifest.nodes.values():
+        if str(node.resource_type) in ("model", "seed", "snapshot"):
+            names[f"ref:{node.name}"] = f"{node.schema}.{node.alias or node.name}"
+    return names
+
+
+def _upstream(uid: str, manifest, cache: dict) -> frozenset:
+    """Every node and source upstream of a node."""
+    if uid in cache:
+        return cache[uid]
+    cache[uid] = frozenset()  # a cycle (never in a valid project) stops here
+    node = manifest.nodes.get(uid)
+    parents = tuple(getattr(node.depends_on, "nodes", None) or ()) if node is not None else ()
+    found = set(parents)
+    for parent in parents:
+        found |= _upstream(parent, manifest, cache)
+    cache[uid] = frozenset(found)
+    return cache[uid]
+
+
+def _hooks(node, key: str) -> list[str]:
+    return [str(getattr(h, "sql", h)) for h in (_config_get(node, key) or [])]
+
+
 def _parse(sql: str | None, dialect: str | None, cache: dict) -> ParsedSql | None:
     if sql is None:
         return None
@@ -109,6 +151,9 @@ def run_lint(project_dir: str | Path = ".", profiles_dir: str | Path | None = No
     root_macros = frozenset(m.name for m in manifest.macros.values() if m.package_name == root)
 
     catalog = {key: dict(cols) for key, cols in outcome.columns.items()}
+    load_times = _source_load_times(manifest)
+    relation_names = _relation_names(manifest)
+    upstream: dict = {}
     feeds = _feeding_incremental(manifest)
     relation_keys: dict = {}
     for uid, sets in uniq.items():
@@ -149,13 +194,17 @@ def run_lint(project_dir: str | Path = ".", profiles_dir: str | Path | None = No
             incremental_strategy=_config_get(node, "incremental_strategy"),
             unique_key=_names(_config_get(node, "unique_key")),
             partition_key=_config_get(node, "partition_key"), partitions=_config_get(node, "partitions"),
-            config={k: _config_get(node, k) for k in ("partition_by", "partitioned_by")},
+            config={**{k: _config_get(node, k) for k in ("partition_by", "partitioned_by", "event_time",
+                                                         "batch_size", "lookback")},
+                    "pre_hook": _hooks(node, "pre_hook"), "post_hook": _hooks(node, "post_hook")},
             rerun_safety_meta=_meta(node), unique_sets=tuple(sets),
             this=(node.database or "", node.schema or "", node.alias or node.name),
             full=full, incremental=incr, unique_id=uid, path=node.original_file_path,
             raw_code=node.raw_code or "", window_literals=outcome.window_literals, root_macros=root_macros,
             catalog=catalog, columns=own, feeds_incremental=uid in feeds, relation_keys=relation_keys,
-            language="python" if python else "sql")
+            language="python" if python else "sql",
+            load_times=tuple(load_times[u] for u in sorted(_upstream(uid, manifest, upstream)) if u in load_times),
+            relation_names=relation_names)
         unknown = sorted(outcome.unknown_relations.get(p, p) for p in node.depends_on.nodes
                          if p in outcome.unknown_relations)
         extra = _python_findings(ctx, compiled) if python else _pipeline_findings(ctx, compiled, full, incr, unknown)

@@ -7,9 +7,10 @@ import re
 from sqlglot import exp
 
 from ..context import ModelContext
-from ..findings import WARNING
+from ..findings import INFO, WARNING
+from ..grain import aligned, unit_grain
 from .base import Hit, _needle
-from .windows import _partition_spec
+from .windows import _partition_spec, _projection_grain
 
 
 def unique_key_ignored(ctx: ModelContext) -> list[Hit]:
@@ -58,14 +59,41 @@ def config_columns(ctx: ModelContext) -> list[Hit]:
     return hits
 
 
+def _batch_grain_key(ctx: ModelContext) -> str | None:
+    """The unique_key column when it is the model's event_time column, or one derived from it at
+    the batch grain or finer (`date_trunc('day', event_time) as day` with batch_size 'day'): each
+    key value then lies in one batch, which recomputes it whole."""
+    event_time = str(ctx.config.get("event_time") or "").lower()
+    if len(ctx.unique_key) != 1 or not event_time:
+        return None
+    key = ctx.unique_key[0].lower()
+    if key == event_time:
+        return key
+    batch = unit_grain(str(ctx.config.get("batch_size") or ""))
+    for _, parsed in ctx.branches():
+        grain, src = _projection_grain(parsed.statements[-1], key)
+        if src == event_time and batch and grain and aligned(grain, batch):
+            return key
+    return None
+
+
 def microbatch_postgres(ctx: ModelContext) -> list[Hit]:
-    """microbatch on dbt-postgres runs a MERGE upsert: rows deleted upstream stay."""
-    if ctx.is_incremental and ctx.adapter_type == "postgres" and ctx.strategy == "microbatch":
+    """microbatch on dbt-postgres runs a MERGE upsert: rows deleted upstream stay. Keyed on the
+    event time at the batch grain, each batch replaces whole keys: only a key whose rows all
+    disappear upstream stays (a note)."""
+    if not (ctx.is_incremental and ctx.adapter_type == "postgres" and ctx.strategy == "microbatch"):
+        return []
+    key = _batch_grain_key(ctx)
+    if key is not None:
         return [Hit("microbatch-postgres",
-                    "incremental_strategy 'microbatch' on dbt-postgres upserts each batch with MERGE "
-                    "(unique_key required): rows deleted or re-keyed upstream stay in the table",
-                    "config", (r"microbatch",))]
-    return []
+                    f"incremental_strategy 'microbatch' on dbt-postgres upserts each batch with MERGE on "
+                    f"unique_key '{key}', the event time at the batch grain: every batch recomputes and replaces "
+                    f"whole values of '{key}'; only one whose rows all disappear upstream stays stale",
+                    "config", (r"microbatch",), severity=INFO)]
+    return [Hit("microbatch-postgres",
+                "incremental_strategy 'microbatch' on dbt-postgres upserts each batch with MERGE "
+                "(unique_key required): rows deleted or re-keyed upstream stay in the table",
+                "config", (r"microbatch",))]
 
 
 def adapter_trap(ctx: ModelContext) -> list[Hit]:

@@ -109,7 +109,9 @@ def _clock_starts_window(node: exp.Expression) -> bool:
 def clock_window(ctx: ModelContext) -> list[Hit]:
     """A filter on the clock (`where day >= current_date - 14`) in an incremental model or one
     that feeds it: which rows a batch holds depends on when it runs, so a rerun, a late run or a
-    backfill reads a different window than the run it replaces."""
+    backfill reads a different window than the run it replaces. In the incremental branch of a
+    keyed write (merge or delete+insert on a unique_key, partition_overwrite, microbatch) a rerun
+    reads the same or a larger window and replaces by key: a warning about gaps and backfills."""
     if not ctx.rerun_scope:
         return []
     hits = []
@@ -128,14 +130,24 @@ def clock_window(ctx: ModelContext) -> list[Hit]:
                     cond = cond.parent
                 text = _sql(cond, ctx, 90)
                 what = "an incremental model" if ctx.is_incremental else "a model that feeds an incremental one"
-                start = _clock_starts_window(node)
-                hits.append(Hit("clock-window",
-                                f"`{text}` in {where} of {what}: the rows of a batch depend on when it runs, so "
-                                "a rerun, a late run or a backfill reads a different window" if start else
-                                f"`{text}` in {where} of {what} bounds the batch by the clock from above: rows "
-                                "stamped later than the run wait for a later run",
-                                branch, tuple(_needle(n) for n in _NONDET_NEEDLES.get(name, (name,))),
-                                severity="" if start else WARNING, key=f"{text}|{where}"))
+                needles = tuple(_needle(n) for n in _NONDET_NEEDLES.get(name, (name,)))
+                if not _clock_starts_window(node):
+                    hits.append(Hit("clock-window",
+                                    f"`{text}` in {where} of {what} bounds the batch by the clock from above: rows "
+                                    "stamped later than the run wait for a later run",
+                                    branch, needles, severity=WARNING, key=f"{text}|{where}"))
+                elif branch == "incremental" and ctx.keyed_write:
+                    hits.append(Hit("clock-window",
+                                    f"`{text}` in {where} of an incremental model whose '{ctx.strategy}' write "
+                                    "replaces rows by key: a rerun reads the same or a larger window and replaces "
+                                    "what the failed run wrote, but rows are missed when the gap between two runs "
+                                    "is longer than the window, and a backfill of older days reads nothing",
+                                    branch, needles, severity=WARNING, key=f"{text}|{where}"))
+                else:
+                    hits.append(Hit("clock-window",
+                                    f"`{text}` in {where} of {what}: the rows of a batch depend on when it runs, so "
+                                    "a rerun, a late run or a backfill reads a different window",
+                                    branch, needles, key=f"{text}|{where}"))
     return hits
 
 

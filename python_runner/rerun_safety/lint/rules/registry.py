@@ -11,8 +11,9 @@ from .base import Rule
 from .config import adapter_trap, config_columns, microbatch_postgres, unique_key_ignored
 from .determinism import (clock_window, dedup_order_not_total, limit_without_order,
                           nondeterministic_function)
-from .windows import (append_reread, inclusive_window_bound, partition_lookback_unaligned, self_state,
-                      watermark_strict_gt)
+from .hooks import hook_append
+from .windows import (append_reread, inclusive_window_bound, late_watermark, partition_lookback_unaligned,
+                      self_state, watermark_strict_gt)
 
 
 RULES: dict[str, Rule] = {r.id: r for r in (
@@ -28,6 +29,13 @@ RULES: dict[str, Rule] = {r.id: r for r in (
          "late or tied events, rows below the new max are never loaded",
          "Re-read a lookback (`>=` max minus an interval, aligned to a grain) with delete+insert/merge on "
          "unique_key, or use rerun_safety.window_filter / microbatch.", watermark_strict_gt),
+    Rule("late-watermark", ERROR,
+         "a watermark on the event time (`event_ts > (select max(event_ts) from {{ this }})`, or `>=`) over a "
+         "source that declares a separate load time (`loaded_at_field` beside `config: {event_time: ...}`, "
+         "or `meta: {rerun_safety: {loaded_at: col}}`): rows that land late are never read. A lookback from "
+         "the watermark is not judged",
+         "Filter on the load time, or re-read a lookback at least as long as the lateness with a keyed "
+         "strategy.", late_watermark),
     Rule("partition-lookback-unaligned", ERROR,
          "partition_overwrite whose lookback starts inside a partition (not truncated to the partition_key "
          "granularity): the oldest partition is replaced by its tail",
@@ -40,7 +48,10 @@ RULES: dict[str, Rule] = {r.id: r for r in (
          "list it in meta.rerun_safety.ignore_columns.", nondeterministic_function),
     Rule("clock-window", ERROR,
          "a filter on the clock (`current_date - 14`, `now() - interval ...`) in an incremental model or one "
-         "that feeds it: the batch depends on when it runs",
+         "that feeds it: the batch depends on when it runs. A warning in the incremental branch of a keyed "
+         "write (merge or delete+insert on unique_key, partition_overwrite, microbatch): a rerun re-reads "
+         "the same or a larger window and replaces by key, and only a gap between runs longer than the "
+         "window or a backfill of older days misses rows",
          "Bound the batch by the data, not the clock: a lookback from the watermark of {{ this }} "
          "(`>= (select max(day) - 14 from {{ this }})`) or the window vars (rerun_safety.window_filter).",
          clock_window),
@@ -65,7 +76,9 @@ RULES: dict[str, Rule] = {r.id: r for r in (
          "Use the half-open window `col >= start and col < end`, e.g. rerun_safety.window_filter(col).",
          inclusive_window_bound),
     Rule("microbatch-postgres", ERROR,
-         "microbatch on dbt-postgres: a MERGE upsert per batch keeps rows deleted upstream",
+         "microbatch on dbt-postgres: a MERGE upsert per batch keeps rows deleted upstream. A note when "
+         "unique_key is the event_time column (or derived from it at the batch grain): each batch replaces "
+         "whole keys, and only a key whose rows all disappear upstream stays",
          "Use delete+insert over the window (rerun_safety.window_filter) or rerun_safety's partition_overwrite.",
          microbatch_postgres),
     Rule("adapter-trap", ERROR,
@@ -74,6 +87,13 @@ RULES: dict[str, Rule] = {r.id: r for r in (
          "plain DuckDB table (warning)",
          "Use partition_overwrite with partition_key and run `rerun-safety init` for the shim; drop unique_key "
          "from DuckDB microbatch models.", adapter_trap),
+    Rule("hook-append", ERROR,
+         "a pre_hook/post_hook that INSERTs into a table without a key: every rerun appends its rows again "
+         "(not when the hooks first DELETE from that table, the INSERT has ON CONFLICT or skips rows already "
+         "there, or the table is declared in meta.rerun_safety.log_tables as one row per run)",
+         "Delete the batch's rows from the table before inserting them (a delete + insert in the hooks), "
+         "insert with ON CONFLICT on a key, or, for a run log, declare it: "
+         "`meta={'rerun_safety': {'log_tables': ['schema.table']}}`.", hook_append),
     Rule("compile-error", WARNING, "the model could not be compiled (full-refresh or incremental branch); "
          "the message says why",
          "Fix the model so `dbt compile` succeeds (or, if it needs data the scratch catalog lacks, declare the "

@@ -7,8 +7,7 @@ from sqlglot import exp
 from ..context import ModelContext
 from ..grain import INSTANT, Typer, aligned, constant_within, type_grain
 from .base import (_FILTER_CLAUSES, Hit, _anti_joins_this, _clause_of, _has_window_literal, _is_this,
-                   _mentions_window, _Scope, _sql,
-                   _unwrap, _needle, watermarks)
+                   _mentions_window, _needle, _Scope, _sql, _unwrap, watermarks)
 
 
 def append_reread(ctx: ModelContext) -> list[Hit]:
@@ -49,6 +48,33 @@ def watermark_strict_gt(ctx: ModelContext) -> list[Hit]:
                                 f"watermark filter `{_sql(w.node, ctx)}` skips for good the rows a half-committed "
                                 "batch (or a late or tied event) left behind once max() has moved past them",
                                 "incremental", (r"\{\{\s*this\s*\}\}",), key=_sql(w.node, ctx)))
+    return hits
+
+
+def late_watermark(ctx: ModelContext) -> list[Hit]:
+    """A watermark on the event time (`event_ts > / >= (select max(event_ts) from {{ this }})`) over a
+    source that declares a separate load time: a row that lands after the watermark has passed its
+    event time is never read. A lookback from the watermark is not judged (the lateness is unknown)."""
+    if not ctx.is_incremental or not ctx.load_times or ctx.incremental is None or not ctx.incremental.ok:
+        return []
+    events: dict[str, tuple[str, str]] = {}
+    for source, event, load in ctx.load_times:
+        if event and load and event.lower() != load.lower():
+            events.setdefault(event.lower(), (source, load))
+    hits = []
+    for stmt in ctx.incremental.statements:
+        for w in watermarks(stmt, ctx):
+            column = w.column
+            while isinstance(column, (exp.Paren, exp.Cast, exp.TryCast)):
+                column = column.this
+            if not w.bare_max or not isinstance(column, exp.Column) or column.name.lower() not in events:
+                continue
+            source, load = events[column.name.lower()]
+            hits.append(Hit("late-watermark",
+                            f"watermark `{_sql(w.node, ctx)}` is on the event time '{column.name}' of {source}, "
+                            f"which declares a load time '{load}': a row loaded after the watermark has passed "
+                            "its event time is never read",
+                            "incremental", (r"\{\{\s*this\s*\}\}",), key=_sql(w.node, ctx)))
     return hits
 
 

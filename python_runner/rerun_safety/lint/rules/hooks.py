@@ -1,0 +1,109 @@
+"""Rules on a model's hooks (pre_hook, post_hook): SQL that writes outside the model's own relation
+and is run again, whole, by every rerun."""
+from __future__ import annotations
+
+import re
+
+import sqlglot
+from sqlglot import exp
+
+from ..context import ModelContext
+from .base import Hit
+
+_SOURCE = re.compile(r"\{\{\s*source\(\s*['\"]([^'\"]+)['\"]\s*,\s*['\"]([^'\"]+)['\"]\s*\)\s*\}\}")
+_REF = re.compile(r"\{\{\s*ref\(\s*['\"]([^'\"]+)['\"]\s*\)\s*\}\}")
+_THIS = re.compile(r"\{\{\s*this\s*\}\}")
+
+
+def hook_sqls(ctx: ModelContext) -> list[tuple[str, str]]:
+    """(pre_hook | post_hook, SQL as written) in the order dbt runs them: pre-hooks, then post-hooks."""
+    out = []
+    for kind in ("pre_hook", "post_hook"):
+        value = ctx.config.get(kind)
+        items = [value] if isinstance(value, (str, dict)) else list(value or [])
+        for item in items:
+            sql = item.get("sql") if isinstance(item, dict) else getattr(item, "sql", item)
+            if isinstance(sql, str) and sql.strip():
+                out.append((kind, sql))
+    return out
+
+
+def _render(sql: str, ctx: ModelContext) -> str:
+    """The hook with its relations rendered (source, ref, this) and any other Jinja blanked: enough
+    to see which table a statement writes."""
+    _, schema, ident = ctx.this
+    sql = _SOURCE.sub(lambda m: ctx.relation_names.get(f"source:{m[1]}.{m[2]}", f"{m[1]}.{m[2]}"), sql)
+    sql = _REF.sub(lambda m: ctx.relation_names.get(f"ref:{m[1]}", m[1]), sql)
+    sql = _THIS.sub(f"{schema}.{ident}" if schema else ident, sql)
+    sql = re.sub(r"\{#.*?#\}|\{%.*?%\}", " ", sql, flags=re.S)
+    return re.sub(r"\{\{.*?\}\}", "'jinja'", sql, flags=re.S)
+
+
+def _table(node: exp.Expression | None) -> tuple[str, str] | None:
+    if isinstance(node, exp.Schema):
+        node = node.this
+    if not isinstance(node, exp.Table) or not node.name:
+        return None
+    return (node.db or "").lower(), node.name.lower()
+
+
+def _same(a: tuple[str, str], b: tuple[str, str]) -> bool:
+    return a[1] == b[1] and (not a[0] or not b[0] or a[0] == b[0])
+
+
+def _skips_existing(insert: exp.Insert, target: tuple[str, str]) -> bool:
+    """The inserted rows leave out those already in the target (`not exists` / `not in`)."""
+    for node in insert.find_all(exp.Not):
+        inner = node.this.this if isinstance(node.this, exp.Paren) else node.this
+        if isinstance(inner, (exp.Exists, exp.In)) and any(
+                (t := _table(tbl)) is not None and _same(t, target) for tbl in inner.find_all(exp.Table)):
+            return True
+    return False
+
+
+def hook_append(ctx: ModelContext) -> list[Hit]:
+    """A hook that INSERTs into a table without a key runs again on every rerun and appends its
+    rows again. Fine when the hooks first DELETE (or truncate) from that table, when the INSERT has
+    ON CONFLICT (or is `insert or replace`), skips rows already there, or when the model declares
+    the table a log written once per run (meta.rerun_safety.log_tables)."""
+    hooks = hook_sqls(ctx)
+    if not hooks:
+        return []
+    logs = ctx.rerun_safety_meta.get("log_tables") or ()
+    logs = [logs] if isinstance(logs, str) else list(logs)
+    declared = [(parts[-2] if len(parts) > 1 else "", parts[-1])
+                for parts in (str(x).lower().replace('"', "").split(".") for x in logs)]
+    cleared: list[tuple[str, str]] = []
+    hits = []
+    for kind, raw in hooks:
+        try:
+            statements = [s for s in sqlglot.parse(_render(raw, ctx), read=ctx.dialect) if s is not None]
+        except Exception:  # sqlglot's ParseError / TokenError: a hook it cannot read is not judged
+            continue
+        for stmt in statements:
+            if isinstance(stmt, exp.Delete) or type(stmt).__name__ == "TruncateTable":
+                target = _table(stmt.this) if isinstance(stmt, exp.Delete) else \
+                    next((t for t in map(_table, stmt.expressions) if t), None)
+                if target:
+                    cleared.append(target)
+                continue
+            if not isinstance(stmt, exp.Insert):
+                continue
+            target = _table(stmt.this)
+            if target is None:
+                continue
+            if stmt.args.get("conflict") is not None or str(stmt.args.get("alternative") or "").upper() in (
+                    "REPLACE", "IGNORE"):
+                continue
+            if any(_same(target, c) for c in cleared) or any(_same(target, d) for d in declared):
+                continue
+            if _skips_existing(stmt, target):
+                continue
+            name = ".".join(p for p in target if p)
+            text = " ".join(raw.split())
+            text = text if len(text) <= 90 else text[:87] + "..."
+            hits.append(Hit("hook-append",
+                            f"{kind} `{text}` inserts into {name} without a key: every rerun (or retry) of the "
+                            f"model appends its rows to {name} again",
+                            "config", (r"\binsert\s+into\b", kind), key=f"hook-append|{name}"))
+    return hits
