@@ -29,7 +29,7 @@ INC = "{{{{{{{{ config(materialized='incremental', {cfg}) }}}}}}}}\n"
 TABLE = "{{{{ config(materialized='table') }}}}\n"
 
 # (shape, expected error rules, SQL); {ev} is a ref to a staging view of events, {od} of orders,
-# {src} the raw events source, {n} the copy number
+# {le} of events whose source declares a load time beside the event time, {n} the copy number
 SHAPES: list[tuple[str, list[str], str]] = [
     # ---- safe
     ("delete_insert_lookback", [], INC.format(cfg="incremental_strategy='delete+insert', unique_key='event_id'") +
@@ -94,6 +94,33 @@ SHAPES: list[tuple[str, list[str], str]] = [
     ("reads_clock_view", [], INC.format(cfg="incremental_strategy='merge', unique_key='event_id'") +
      "select * from {{{{ ref('clock_view_{n}') }}}}\n{{% if is_incremental() %}}where event_ts >= "
      "(select max(event_ts) - interval '1 day' from {{{{ this }}}}){{% endif %}}\n"),
+    # a clock window re-read on every run and replaced by key: a warning (gaps, backfills), not an error
+    ("clock_window_now", [], INC.format(cfg="incremental_strategy='delete+insert', unique_key='event_id'") +
+     "select * from {ev}\n{{% if is_incremental() %}}where event_ts >= now() - interval '3 days'{{% endif %}}\n"),
+    ("clock_window_keyed_date", [], INC.format(cfg="incremental_strategy='delete+insert', unique_key='order_id'") +
+     "select o.order_id, o.amount, o.ordered_at from {od} o\n{{% if is_incremental() %}}"
+     "where o.ordered_at >= current_date - 7{{% endif %}}\n"),
+    # late rows: read by their load time, or re-read over a lookback of the event time
+    ("late_by_load_time", [], INC.format(cfg="incremental_strategy='merge', unique_key='event_id'") +
+     "select * from {le}\n{{% if is_incremental() %}}where loaded_at >= (select max(loaded_at) - interval '1 hour' "
+     "from {{{{ this }}}}){{% endif %}}\n"),
+    ("late_event_lookback", [], INC.format(cfg="incremental_strategy='delete+insert', unique_key='event_id'") +
+     "select * from {le}\n{{% if is_incremental() %}}where event_ts >= (select max(event_ts) - interval '2 days' "
+     "from {{{{ this }}}}){{% endif %}}\n"),
+    # hooks that rewrite what they cover, or append to a declared run log
+    ("hook_delete_insert", [], INC.format(cfg="incremental_strategy='merge', unique_key='event_id', post_hook=["
+                                             "\"delete from {{{{ source('audit', 'day_totals') }}}} where day in "
+                                             "(select distinct cast(event_ts as date) from {{{{ this }}}})\", "
+                                             "\"insert into {{{{ source('audit', 'day_totals') }}}} select "
+                                             "cast(event_ts as date), count(*) from {{{{ this }}}} group by 1\"]") +
+     "select * from {ev}\n{{% if is_incremental() %}}where event_ts >= (select max(event_ts) - interval '1 day' "
+     "from {{{{ this }}}}){{% endif %}}\n"),
+    ("hook_run_log", [], INC.format(cfg="incremental_strategy='merge', unique_key='event_id', post_hook="
+                                       "\"insert into {{{{ source('audit', 'run_log') }}}} select '{n}', count(*) "
+                                       "from {{{{ this }}}}\", meta={{'rerun_safety': {{'log_tables': "
+                                       "['audit.run_log']}}}}") +
+     "select * from {ev}\n{{% if is_incremental() %}}where event_ts >= (select max(event_ts) - interval '1 day' "
+     "from {{{{ this }}}}){{% endif %}}\n"),
     # ---- unsafe
     ("clock_view", ["clock-window"], "select * from {ev} where event_ts >= now() - interval '7 days'\n"),
     ("first_value_ties", ["dedup-order-not-total"], TABLE + "select customer_id, first_value(order_id) over "
@@ -138,8 +165,22 @@ SHAPES: list[tuple[str, list[str], str]] = [
      "where o.updated_at >= (select max(updated_at) from {od}) - interval '1 day'{{% endif %}}\n"),
     ("clock_window_incremental", ["clock-window"], INC.format(cfg="incremental_strategy='merge', unique_key='order_id'") +
      "select * from {od} where cast(ordered_at as date) >= current_date - 14\n"),
-    ("clock_window_now", ["clock-window"], INC.format(cfg="incremental_strategy='delete+insert', unique_key='event_id'") +
-     "select * from {ev}\n{{% if is_incremental() %}}where event_ts >= now() - interval '3 days'{{% endif %}}\n"),
+    ("clock_window_append", ["append-reread", "clock-window"], INC.format(cfg="incremental_strategy='append'") +
+     "select o.order_id, o.amount, o.ordered_at from {od} o\n{{% if is_incremental() %}}"
+     "where o.ordered_at >= current_date - 7{{% endif %}}\n"),
+    ("late_strict_watermark", ["late-watermark", "watermark-strict-gt"],
+     INC.format(cfg="incremental_strategy='merge', unique_key='event_id'") +
+     "select * from {le}\n{{% if is_incremental() %}}where event_ts > (select max(event_ts) from {{{{ this }}}})"
+     "{{% endif %}}\n"),
+    ("late_gte_watermark_meta", ["late-watermark"],
+     INC.format(cfg="incremental_strategy='delete+insert', unique_key='event_id'") +
+     "select * from {{{{ source('raw', 'meta_events') }}}}\n{{% if is_incremental() %}}where event_ts >= "
+     "(select max(event_ts) from {{{{ this }}}}){{% endif %}}\n"),
+    ("hook_append", ["hook-append"], INC.format(cfg="incremental_strategy='merge', unique_key='event_id', post_hook="
+                                                   "\"insert into {{{{ source('audit', 'summary') }}}} select "
+                                                   "max(event_ts), count(*) from {{{{ this }}}}\"") +
+     "select * from {ev}\n{{% if is_incremental() %}}where event_ts >= (select max(event_ts) - interval '1 day' "
+     "from {{{{ this }}}}){{% endif %}}\n"),
     ("partition_key_typo", ["config-column-missing"],
      INC.format(cfg="incremental_strategy='partition_overwrite', partition_key='evnt_date'") +
      "select event_id, cast(event_ts as date) as event_date from {ev}\n{{% if is_incremental() %}}"
@@ -164,12 +205,21 @@ STAGING = {
     "stg_events": "select event_id, event_ts, event_type, loaded_at from {{ source('raw', 'events') }}\n",
     "stg_orders": "select order_id, customer_id, amount, ordered_at, updated_at from {{ source('raw', 'orders') }}\n",
     "stg_customers": "select customer_id, name from {{ source('raw', 'customers') }}\n",
+    "stg_late_events": "select event_id, event_ts, event_type, loaded_at from {{ source('raw', 'late_events') }}\n",
 }
 SCHEMA = """version: 2
 sources:
   - name: raw
     schema: raw
-    tables: [{name: events}, {name: orders}, {name: customers}]
+    tables:
+      - {name: events}
+      - {name: orders}
+      - {name: customers}
+      - {name: late_events, loaded_at_field: loaded_at, config: {event_time: event_ts}}
+      - {name: meta_events, meta: {rerun_safety: {loaded_at: loaded_at}}, config: {event_time: event_ts}}
+  - name: audit
+    schema: audit
+    tables: [{name: summary}, {name: day_totals}, {name: run_log}]
 models:
   - name: stg_orders
     columns: [{name: order_id, data_tests: [unique]}]
@@ -191,7 +241,8 @@ def generate(root: Path, copies: int) -> dict[str, tuple[str, list[str]]]:
     for n in range(copies):
         for shape, rules, body in SHAPES:
             name = f"{shape}_{n}"
-            sql = body.format(ev="{{ ref('stg_events') }}", od="{{ ref('stg_orders') }}", n=n)
+            sql = body.format(ev="{{ ref('stg_events') }}", od="{{ ref('stg_orders') }}",
+                              le="{{ ref('stg_late_events') }}", n=n)
             (models / f"{name}.sql").write_text(sql)
             labels[name] = (shape, sorted(rules))
     import duckdb
@@ -205,6 +256,13 @@ def generate(root: Path, copies: int) -> dict[str, tuple[str, list[str]]]:
                     "as amount, timestamp '2024-01-01' + i * interval '3 hours' as ordered_at, "
                     "timestamp '2024-01-01' + i * interval '4 hours' as updated_at from range(300) t(i)")
         con.execute("create table raw.customers as select i as customer_id, 'c' || i as name from range(20) t(i)")
+        for late in ("late_events", "meta_events"):  # rows land up to a day after they happen
+            con.execute(f"create table raw.{late} as select event_id, event_ts, event_type, "
+                        "event_ts + (event_id % 24) * interval '1 hour' as loaded_at from raw.events")
+        con.execute("create schema audit")
+        con.execute("create table audit.summary (last_event timestamp, n bigint)")
+        con.execute("create table audit.day_totals (day date, n bigint)")
+        con.execute("create table audit.run_log (model varchar, n bigint)")
     return labels
 
 
