@@ -84,6 +84,13 @@ select * from {{ source('raw', 'events') }}
 {% if is_incremental() %}
 where event_time > (select max(event_time) from {{ this }})
 {% endif %}"""},
+    "late-watermark": {"load_times": (("raw.events", "event_time", "loaded_at"),), "model": """\
+{# sources.yml: raw.events has `loaded_at_field: loaded_at` and `config: {event_time: event_time}` #}
+{{ config(materialized='incremental', unique_key='event_id') }}
+select * from {{ source('raw', 'events') }}
+{% if is_incremental() %}
+where event_time >= (select max(event_time) from {{ this }})
+{% endif %}"""},
     "partition-lookback-unaligned": {"model": """\
 {{ config(materialized='incremental', incremental_strategy='partition_overwrite',
           partition_key={'field': 'event_time', 'granularity': 'day'}) }}
@@ -98,9 +105,7 @@ from {{ source('raw', 'events') }}"""},
     "clock-window": {"model": """\
 {{ config(materialized='incremental', unique_key='event_id') }}
 select * from {{ source('raw', 'events') }}
-{% if is_incremental() %}
-where event_time >= current_date - interval '3 days'
-{% endif %}"""},
+where event_time >= current_date - interval '3 days'"""},
     "self-state": {"model": """\
 {{ config(materialized='incremental', unique_key='day') }}
 select s.day, s.revenue + coalesce(prev.running_total, 0) as running_total
@@ -135,6 +140,14 @@ select * from {{ ref('stg_events') }}"""},
     "adapter-trap": {"model": """\
 {{ config(materialized='incremental', incremental_strategy='insert_overwrite') }}
 select * from {{ source('raw', 'events') }}"""},
+    "hook-append": {"model": """\
+{{ config(materialized='incremental', unique_key='event_id',
+          post_hook="insert into {{ source('audit', 'batch_summary') }}
+                     select cast(max(event_time) as date), count(*) from {{ this }}") }}
+select * from {{ source('raw', 'events') }}
+{% if is_incremental() %}
+where event_time >= (select max(event_time) - interval '3 days' from {{ this }})
+{% endif %}"""},
     "suppression-missing-reason": {"model": """\
 {{ config(materialized='incremental', unique_key='event_id',
           meta={'rerun_safety': {'lint_ignore': [{'rule': 'watermark-strict-gt'}]}}) }}
@@ -209,7 +222,8 @@ def lint_example(rule_id: str) -> list:
         unique_key=config.get("unique_key"), this=_THIS, materialized=materialized,
         incremental_strategy=config.get("incremental_strategy"), partition_key=config.get("partition_key"),
         partitions=config.get("partitions"), config=config, rerun_safety_meta=meta,
-        root_macros=frozenset({SHIM}), raw_code=spec["model"], types=TYPES)
+        root_macros=frozenset({SHIM}), raw_code=spec["model"], types=TYPES,
+        load_times=tuple(spec.get("load_times", ())))
     findings, _ = lint_model(ctx)
     return findings
 
