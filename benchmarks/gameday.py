@@ -35,6 +35,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--exclude", nargs="*", default=[], help="models left out (e.g. to compare with a smaller example)")
     ap.add_argument("--slice", action="store_true", help="compare a full history with a --since slice")
     ap.add_argument("--days", type=int, default=120)
     ap.add_argument("--per-day", type=int, default=20_000)
@@ -61,7 +62,8 @@ def main() -> None:
     walls = {}
     for threads in [int(t) for t in args.threads.split(",")]:
         opts = GamedayOptions.build(project_dir=project, profiles_dir=project, steps=args.steps,
-                                    threads=threads, output_dir=tmp / f"out{threads}", work_root=tmp / "work")
+                                    threads=threads, output_dir=tmp / f"out{threads}", work_root=tmp / "work",
+                                    exclude=tuple(args.exclude))
         t0 = time.perf_counter()
         report = run_gameday(opts)
         wall = time.perf_counter() - t0

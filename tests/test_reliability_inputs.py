@@ -142,7 +142,7 @@ def test_empty_sources(isolated, payments, tmp_path):
     project, profiles, db = variant(payments, tmp_path, ["delete from landing.payments"])
     code, _, err = gameday(project, profiles, "--select", "payments_appended", *CHEAP)
     line = one_line(code, err)
-    assert "every timed source is empty" in line and "ingest.payments" in line
+    assert "every timed input is empty" in line and "source ingest.payments" in line
 
 
 # ------------------------------------------------------------------ odd identifiers, strategy config

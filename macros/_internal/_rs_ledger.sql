@@ -94,9 +94,11 @@
 {% endmacro %}
 
 
+{#- A SQL string literal, safe under every value of PostgreSQL's standard_conforming_strings
+    (the strategy's literal helper). -#}
 {% macro _rs_sql_string(value) %}
   {%- if value is none -%}{{ return('null') }}{%- endif -%}
-  {{- return("'" ~ (value | string | replace("'", "''")) ~ "'") -}}
+  {{- return(rerun_safety._po_string(value | string)) -}}
 {% endmacro %}
 
 

@@ -107,6 +107,11 @@ def gameday(ctx, project_dir, profiles_dir, target, select, exclude, vars_yaml, 
     from .report.terminal import TerminalProgress, print_summary
 
     debug = ctx.obj["debug"]
+    # Workers stopped on Ctrl-C die holding the locks dbt made in them; multiprocessing's resource
+    # tracker (started later, with these warning options) removes them and need not say so after
+    # our one line.
+    if "ignore:resource_tracker:UserWarning" not in sys.warnoptions:
+        sys.warnoptions.append("ignore:resource_tracker:UserWarning")
     previous = {sig: signal.signal(sig, _on_stop_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         options = GamedayOptions.build(

@@ -30,9 +30,6 @@ from .scenarios import Arrive, Reset, Run, count_runs, scenario_steps
 from .verdict import differs, scenario_verdict
 from .workers import kill_pool, run_parallel, start_pool
 
-PASSWORD_ENV = "RERUN_SAFETY_SANDBOX_PASSWORD"
-
-
 class _NoProgress:
     def start(self, total: int, description: str) -> None: ...
     def advance(self, description: str) -> None: ...
@@ -54,6 +51,7 @@ class Gameday:
         self.run_id = run_id or uuid.uuid4().hex[:12]
         self.engine: Engine | None = None
         self.project: Project | None = None
+        self._clocks: dict[str, dt.datetime] = {}  # sandbox -> the time its clock row holds
 
     # ---------------------------------------------------------------- dbt in a sandbox
     def _profiles_dir(self, sandbox: Sandbox) -> str:
@@ -90,11 +88,16 @@ class Gameday:
              only: set[str] | None = None, exclude: set[str] | None = None):
         assert self.engine and self.project
         self.engine.prepare_manifest(self.project.manifest, sandbox)
-        with self.engine.connect(sandbox) as con:
-            con.execute(clock.set_sql(step.clock, con.dialect))
+        if self._clocks.get(sandbox.name) != step.clock:
+            with self.engine.connect(sandbox) as con:
+                self._set_clock(con, sandbox, step.clock)
         args, vars_yaml = self._run_args(plan, step, final, only, exclude)
         return self.project.session.invoke(args, profiles_dir=profiles_dir, vars_yaml=vars_yaml or "",
                                            clock=step.clock, dialect=self.engine.dialect)
+
+    def _set_clock(self, con: Connection, sandbox: Sandbox, when: dt.datetime) -> None:
+        con.execute(clock.set_sql(when, con.dialect))
+        self._clocks[sandbox.name] = when
 
     def _apply(self, con: Connection, plan: Plan, step: Reset | Arrive) -> None:
         assert plan.timeline is not None
@@ -211,6 +214,9 @@ class Gameday:
                     else:
                         with self.engine.connect(sb) as con:
                             self._apply(con, plan, step)
+                            following = todo[i + 1] if i + 1 < len(todo) else None
+                            if isinstance(following, Run):  # one connection for the rows and the clock
+                                self._set_clock(con, sb, following.clock)
                 done = len(steps)
                 with self.engine.connect(sb) as con:
                     judged_all[scenario] = self._judge(con, scenario, plan, errors, ref_errors, judge_ids)
@@ -307,6 +313,7 @@ class Gameday:
                 # workers start now: their start-up overlaps the snapshot and the reference build
                 pool = start_pool(self, min(o.threads, len(chains)))
             snapshot = engine.create_snapshot([*plan.timed_sources, *plan.static_sources])
+            plan.notes.extend(getattr(engine, "notes", []))  # what the snapshot could not copy as it is
             if plan.seeds:
                 self._seed(plan, snapshot)
             with engine.connect(snapshot) as con:

@@ -159,7 +159,7 @@ def make_plan(project: Project, select: tuple[str, ...], exclude: tuple[str, ...
     _missing_time_columns(project, build)
     incremental = [m.unique_id for m in build if m.incremental]
     feeding = project.ancestors(incremental)
-    stateful = [m for m in build if m.incremental or (m.unique_id in feeding and m.materialized == "table")]
+    stateful = [m for m in build if m.incremental or (m.unique_id in feeding and m.materialized in ("table", "external"))]
     return Plan(project, judged, build, seeds, [s for s in sources if s.time_column] + timed_seeds,
                 [s for s in sources if not s.time_column], None,
                 {m.unique_id: f"m{i}" for i, m in enumerate(judged)}, stateful)

@@ -42,7 +42,9 @@ def kill_pool(pool) -> None:
     for proc in list((pool._processes or {}).values()):
         proc.kill()
         proc.join(5)
-    pool.shutdown(wait=False, cancel_futures=True)
+    # wait for the pool's own thread to see the workers gone and close its queues, so their
+    # semaphores are released here rather than reported as leaked at exit
+    pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _worker_ready() -> None:

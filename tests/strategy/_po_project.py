@@ -84,8 +84,10 @@ class PoProject:
         messages = []
         self.last_by_node = {}
         if res.result is not None and hasattr(res.result, "results"):
-            messages = [f"{r.status}: {r.message}" for r in res.result.results]
-            self.last_by_node = {r.node.name: (str(r.status), r.message or "") for r in res.result.results}
+            # models only: the package's on-run-start hook (a no-op unless the ledger is used) is a result too
+            models = [r for r in res.result.results if r.node.resource_type.value == "model"]
+            messages = [f"{r.status}: {r.message}" for r in models]
+            self.last_by_node = {r.node.name: (str(r.status), r.message or "") for r in models}
         return res.success, messages, res.exception
 
     def run(self, model: str, *extra: str) -> None:
