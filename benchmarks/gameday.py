@@ -103,7 +103,9 @@ def slice_benchmark(args) -> None:
             select i + 1, 1 + i % 60, case when i % 10 < 3 then 'order' else 'view' end,
                    case when i % 10 < 3 then cast((i % 19900 + 100) / 100.0 as decimal(10, 2)) else 0 end,
                    ['USD', 'EUR', 'GBP'][1 + i % 3],
+                   timestamp '{start}' + to_microseconds(cast(i * (86400e6 / {args.per_day}) as bigint)),
                    timestamp '{start}' + to_microseconds(cast(i * (86400e6 / {args.per_day}) as bigint))
+                       + to_seconds(case when i % 20 = 0 then 7200 + i % 64800 else 30 + i % 570 end)
             from range({args.days * args.per_day}) t(i)""")
         con.execute("checkpoint")
     dbt_deps(project, project)

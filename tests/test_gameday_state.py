@@ -86,3 +86,19 @@ def test_a_baseline_that_is_not_a_report(project):
     (project["tmp"] / "junk.json").write_text('{"rows": 3}')
     code, _, stderr = gameday(project, "bad", "--baseline", str(project["tmp"] / "junk.json"))
     assert code == 2 and "not a game-day report.json" in stderr
+
+
+def test_lint_takes_the_same_state_selection(project):
+    cwd = os.getcwd()
+    os.chdir(project["project"])
+    try:
+        code, stdout, stderr = run_cli(["lint", "--project-dir", str(project["project"]), "--profiles-dir",
+                                        str(project["project"]), "--select", "state:modified", "--state",
+                                        str(project["state"]), "--defer", "--format", "json"])
+    finally:
+        os.chdir(cwd)
+    assert code == 1, (stdout, stderr)
+    findings = json.loads(stdout)["findings"]
+    # only the changed model is linted: its lookback append, nothing from the other models
+    assert {f["model"] for f in findings} == {"orders_dup"}
+    assert "append-reread" in {f["rule"] for f in findings}

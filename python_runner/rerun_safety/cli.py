@@ -152,8 +152,13 @@ def gameday(ctx, project_dir, profiles_dir, target, select, exclude, vars_yaml, 
 @click.option("--exclude", multiple=True, help="dbt exclusion.")
 @click.option("--vars", "vars_yaml", default=None, help="YAML dict passed to dbt as --vars.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--state", default=None, type=click.Path(file_okay=False),
+              help="Folder of a previous manifest.json, for state: selectors (e.g. --select state:modified+).")
+@click.option("--defer", is_flag=True,
+              help="Accepted beside --state for a command line shared with dbt; the lint compiles against an "
+                   "empty scratch catalog, so nothing is deferred.")
 @click.pass_context
-def lint(ctx, project_dir, profiles_dir, target, select, exclude, vars_yaml, fmt):
+def lint(ctx, project_dir, profiles_dir, target, select, exclude, vars_yaml, fmt, state, defer):
     """Find unsafe incremental patterns and non-determinism in compiled SQL."""
     import gc
     import json
@@ -169,7 +174,7 @@ def lint(ctx, project_dir, profiles_dir, target, select, exclude, vars_yaml, fmt
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         result = run_lint(project_dir=project_dir, profiles_dir=profiles_dir, target=target,
-                          select=select, exclude=exclude, vars_yaml=vars_yaml)
+                          select=select, exclude=exclude, vars_yaml=vars_yaml, state=state)
     except RerunSafetyError as err:
         _fail(err, ctx.obj["debug"])
         return

@@ -365,7 +365,7 @@ def _worth_a_second_process(n_incremental: int) -> bool:
 
 def compile_project(project_dir: str | Path, profiles_dir: str | Path | None, target: str | None,
                     select: tuple[str, ...], exclude: tuple[str, ...], vars_yaml: str | None,
-                    parallel: bool | None = None) -> CompileOutcome:
+                    parallel: bool | None = None, state: str | None = None) -> CompileOutcome:
     """Parse, select and compile both branches; never writes to the user's target. `parallel`:
     compile the incremental branch in a second process (None: when it is likely to help)."""
     project = Path(project_dir).resolve()
@@ -393,10 +393,12 @@ def compile_project(project_dir: str | Path, profiles_dir: str | Path | None, ta
         timings["dbt_parse"] = time.perf_counter() - t
 
         t = time.perf_counter()
-        selected = _select(session, select, exclude)
+        selected = _select(session, select, exclude, state)
         timings["dbt_ls"] = time.perf_counter() - t
 
         nodes = [manifest.nodes[u] for u in selected if u in manifest.nodes]
+        if state:  # dbt's compile has no comparison manifest: name the selected models instead
+            select, exclude = tuple(_fqn_selector(n) for n in nodes), ()
         sql_nodes = [n for n in nodes if getattr(n, "language", "sql") != "python"]
         incremental = [n for n in sql_nodes if n.config.materialized == "incremental"]
         intro = catalog.introspecting(manifest, sql_nodes)
@@ -521,14 +523,21 @@ def _python(nodes: list) -> list:
     return [n for n in nodes if getattr(n, "language", "sql") == "python"]
 
 
-def _select(session: DbtSession, select: tuple[str, ...], exclude: tuple[str, ...]) -> list[str]:
+def _select(session: DbtSession, select: tuple[str, ...], exclude: tuple[str, ...],
+            state: str | None = None) -> list[str]:
     """The selected models' unique_ids (dbt ls on the parsed manifest); a selection that matches
-    nothing is a usage error, as in the game day (a typo in a CI selector must not pass)."""
+    nothing is a usage error, as in the game day (a typo in a CI selector must not pass).
+    `state`: the folder of a previous manifest.json, for `state:modified+` and the like."""
     ls_args = ["ls", "--resource-type", "model", "--output", "json", "--output-keys", "unique_id"]
     for s in select:
         ls_args += ["--select", s]
     for s in exclude:
         ls_args += ["--exclude", s]
+    if state:
+        if not (Path(state) / "manifest.json").is_file():
+            raise ConfigError(f"--state {state}: no manifest.json there (point it at the target/ folder of "
+                              "the run to compare with, e.g. production's artifacts)")
+        ls_args += ["--state", str(Path(state).resolve())]
     listed = session.invoke(ls_args)
     check_stop()
     if not listed.success:

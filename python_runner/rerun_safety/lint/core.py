@@ -137,12 +137,12 @@ def _parse(sql: str | None, dialect: str | None, cache: dict) -> ParsedSql | Non
 
 def run_lint(project_dir: str | Path = ".", profiles_dir: str | Path | None = None, target: str | None = None,
              select: tuple[str, ...] = (), exclude: tuple[str, ...] = (), vars_yaml: str | None = None,
-             parallel: bool | None = None) -> LintResult:
+             parallel: bool | None = None, state: str | None = None) -> LintResult:
     """Lint the selected models. `parallel` forces (True) or forbids (False) compiling the
     incremental branches in a second process; by default it is used when it is likely to help."""
     started = time.perf_counter()
     outcome = compile_project(project_dir, profiles_dir, target, tuple(select), tuple(exclude), vars_yaml,
-                              parallel=parallel)
+                              parallel=parallel, state=state)
     manifest = outcome.manifest
     adapter = manifest.metadata.adapter_type
     dialect = sqlglot_dialect(adapter)
