@@ -33,8 +33,10 @@ EXIT_CODES = [
 # ---------------------------------------------------------------------------------------------
 
 def _help(command: click.Command, path: list[str], parent: click.Context | None) -> tuple[str, click.Context]:
+    # the command's own context settings (the root's `-h, --help`; subcommands inherit them), as
+    # when the CLI runs: click remembers the help option it built first for each command
     ctx = click.Context(command, info_name=path[-1], parent=parent, terminal_width=WIDTH,
-                        max_content_width=WIDTH)
+                        max_content_width=WIDTH, **(command.context_settings or {}))
     return command.get_help(ctx), ctx
 
 

@@ -90,10 +90,10 @@ def test_a_duckdb_file_named_like_its_schema(tmp_path):
     from _support import FIXTURES
 
     sys.path.insert(0, str(FIXTURES / "cadence"))
-    import load_data
+    import cadence_data
 
     project = copy_project(FIXTURES / "cadence", tmp_path / "cadence")
-    load_data.load_duckdb(str(tmp_path / "loaded.duckdb"))  # loading raw.duckdb itself hits the same ambiguity
+    cadence_data.load_duckdb(str(tmp_path / "loaded.duckdb"))  # loading raw.duckdb itself hits the same ambiguity
     shutil.move(tmp_path / "loaded.duckdb", project / "raw.duckdb")
     (project / "profiles.yml").write_text((project / "profiles.yml").read_text().replace("cadence.duckdb", "raw.duckdb"))
     dbt_deps(project, project)

@@ -12,7 +12,7 @@ from _support import FIXTURES
 from gameday_support import by_name, copy_project, dbt_deps, load_report, run_cli
 
 sys.path.insert(0, str(FIXTURES / "cadence"))
-import load_data  # noqa: E402
+import cadence_data  # noqa: E402  (a name no other fixture uses)
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +21,7 @@ def project(tmp_path_factory):
 
     tmp = tmp_path_factory.mktemp("state")
     project = copy_project(FIXTURES / "cadence", tmp / "cadence")
-    load_data.load_duckdb(str(project / "cadence.duckdb"))
+    cadence_data.load_duckdb(str(project / "cadence.duckdb"))
     dbt_deps(project, project)
     # production's artifacts: the manifest before the change
     res = dbtRunner().invoke(["parse", "--project-dir", str(project), "--profiles-dir", str(project),

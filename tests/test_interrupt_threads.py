@@ -11,12 +11,12 @@ from _support import FIXTURES
 from gameday_support import copy_project, dbt_deps
 
 sys.path.insert(0, str(FIXTURES / "cadence"))
-import load_data  # noqa: E402
+import cadence_data  # noqa: E402  (a name no other fixture uses)
 
 
 def test_sigint_with_two_workers_prints_one_line(tmp_path):
     project = copy_project(FIXTURES / "cadence", tmp_path / "cadence")
-    load_data.load_duckdb(str(project / "cadence.duckdb"))
+    cadence_data.load_duckdb(str(project / "cadence.duckdb"))
     dbt_deps(project, project)
     exe = os.path.join(os.path.dirname(sys.executable), "rerun-safety")
     proc = subprocess.Popen([exe, "gameday", "--profiles-dir", ".", "--output-dir", str(tmp_path / "out"),

@@ -381,7 +381,7 @@ def test_bad_arguments_fail_at_parse_time(tmp_path):
 
 # ---------------------------------------------------------------------------------------------
 # The run ledger under dbt --threads 4: several models finish at once and each post-hook would
-# create the ledger. Before the package's on-run-start hook, every round failed on DuckDB
+# create the ledger. Without the on-run-start hook `rerun_safety.create_ledger()`, every round failed on DuckDB
 # ("Catalog write-write conflict on create") and 7 of 8 on Postgres (duplicate key in pg_type).
 
 LEDGER_MODELS = 8
@@ -399,6 +399,7 @@ def _ledger_race_project(tmp_path: Path, engine: str, request, hook: str | None)
         models_config["+post-hook"] = ["{{ audit_batch() }}" if hook == "wrapped" else "{{ rerun_safety.record_batch() }}"]
     (project / "dbt_project.yml").write_text(yaml.safe_dump({
         "name": "ledger_race", "version": "1.0.0", "config-version": 2, "profile": "ledger_race",
+        "on-run-start": ["{{ rerun_safety.create_ledger() }}"],
         "models": {"ledger_race": models_config}}))
     (project / "packages.yml").write_text(yaml.safe_dump({"packages": [{"local": str(REPO_ROOT)}]}))
     # A team's own wrapper: the on-run-start hook cannot see record_batch through it.

@@ -45,9 +45,9 @@ def test_plain_install_parses_builds_and_creates_only_the_users_model(tmp_path):
     ours = [n for n in manifest.nodes.values() if n.package_name == "rerun_safety"]
     foreign = [n.unique_id for n in ours if n.original_file_path.startswith(FOREIGN_PREFIXES)]
     assert foreign == []
-    # the only package model (the ledger view) is disabled; the package's on-run-start hook creates
-    # the ledger before models run when something records into it, and is a no-op here
-    assert [n.unique_id for n in ours] == ["operation.rerun_safety.rerun_safety-on-run-start-0"]
+    # the only package model (the ledger view) is disabled, and the package adds no hook to the
+    # user's runs (the ledger's on-run-start hook is the user's to add)
+    assert [n.unique_id for n in ours] == []
     disabled = {uid for uid in manifest.disabled}
     assert "model.rerun_safety.rerun_safety_run_ledger" in disabled
     assert "model.user_project.orders" in manifest.nodes
@@ -56,7 +56,7 @@ def test_plain_install_parses_builds_and_creates_only_the_users_model(tmp_path):
     built = _invoke(project, ["build"])
     assert built.success, built.exception
     assert [(r.node.unique_id, str(r.status)) for r in built.result.results] == [
-        ("operation.rerun_safety.rerun_safety-on-run-start-0", "success"), ("model.user_project.orders", "success")]
+        ("model.user_project.orders", "success")]
     assert _tables(warehouse) == ["main.orders"]
 
     # Turning the ledger on is what creates the ledger table and its view: the check above can fail.

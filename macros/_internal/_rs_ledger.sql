@@ -61,7 +61,7 @@
 {% endmacro %}
 
 
-{#- on-run-start hook of the package (dbt_project.yml): create the ledger once, committed, before
+{#- The body of create_ledger(), the on-run-start hook a project adds: create the ledger once, committed, before
     any model runs, when this invocation builds something that records into it (a selected node
     whose post-hook calls record_batch, or var rerun_safety_ledger_enabled is true: set it when
     record_batch is called from a macro of your own, which the hook cannot see). Otherwise it does
