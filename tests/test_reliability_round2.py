@@ -142,13 +142,16 @@ ROLE_ARGS = (*CHEAP, "--select", "payments_merged")
 def test_createdb_role_ten_game_days_finish_and_leave_nothing(vacuum_server, tmp_path):
     role, target = _role_target(vacuum_server, tmp_path / "proj")
     outcomes = []
-    for i in range(10):
-        proc = spawn_gameday(target, tmp_path / f"run{i}", *ROLE_ARGS)
-        _, err = proc.communicate(timeout=600)
-        report = load_report(proc.out_dir) if (proc.out_dir / "report.json").exists() else None
-        outcomes.append((proc.returncode, report and {m["name"]: m["verdict"] for m in report["models"]},
-                         _databases_of(vacuum_server, role), leftover_folders(tmp_path / f"run{i}"),
-                         err.strip().splitlines()[-1:] if proc.returncode else []))
+    for pair in range(5):  # two at a time, as two CI jobs of one role would run them
+        runs = [pair * 2, pair * 2 + 1]
+        procs = [spawn_gameday(target, tmp_path / f"run{i}", *ROLE_ARGS) for i in runs]
+        errs = [proc.communicate(timeout=600)[1] for proc in procs]
+        left = _databases_of(vacuum_server, role)
+        for i, proc, err in zip(runs, procs, errs):
+            report = load_report(proc.out_dir) if (proc.out_dir / "report.json").exists() else None
+            outcomes.append((proc.returncode, report and {m["name"]: m["verdict"] for m in report["models"]},
+                             left, leftover_folders(tmp_path / f"run{i}"),
+                             err.strip().splitlines()[-1:] if proc.returncode else []))
     expected = (0, {"payments_current": "safe", "payments_merged": "safe"}, [], [], [])
     assert outcomes == [expected] * 10
 

@@ -205,6 +205,35 @@ class DbtSession:
         return self.manifest
 
 
+def ls_args(select: Sequence[str], exclude: Sequence[str], state: str | None = None) -> list[str]:
+    """`dbt ls` of the models a selection names, as JSON unique_ids; `state`: the folder of a
+    previous manifest.json, for `state:modified+` and the like."""
+    args = ["ls", "--resource-type", "model", "--output", "json", "--output-keys", "unique_id"]
+    for s in select:
+        args += ["--select", s]
+    for s in exclude:
+        args += ["--exclude", s]
+    if state:
+        if not (Path(state) / "manifest.json").is_file():
+            raise ConfigError(f"--state {state}: no manifest.json there (point it at the target/ folder of "
+                              "the run to compare with, e.g. production's artifacts)")
+        args += ["--state", str(Path(state).resolve())]
+    return args
+
+
+def listed_ids(result: DbtResult) -> list[str]:
+    """The unique_ids a `dbt ls` of ls_args() printed."""
+    import json
+
+    ids = []
+    for line in result.raw or []:
+        try:
+            ids.append(json.loads(line)["unique_id"])
+        except (ValueError, KeyError, TypeError):
+            continue
+    return ids
+
+
 def dump_manifest(manifest: Any) -> bytes:
     """Pickle a parsed manifest for a worker process (cheaper than parsing again there).
 

@@ -371,30 +371,13 @@ class Project:
         return self.seed_inputs.get(uid) or self.sources[uid]
 
     def select(self, select: tuple[str, ...], exclude: tuple[str, ...], state: str | None = None) -> list[str]:
-        """Model unique_ids matching dbt's selection syntax (via `dbt ls` on the parsed manifest);
-        `state`: the folder of a previous manifest.json, for `state:modified+` and the like."""
-        import json
+        """Model unique_ids matching dbt's selection syntax (via `dbt ls` on the parsed manifest)."""
+        from .dbt_invoke import listed_ids, ls_args
 
-        args = ["ls", "--resource-type", "model", "--output", "json", "--output-keys", "unique_id"]
-        if select:
-            args += ["--select", *select]
-        if exclude:
-            args += ["--exclude", *exclude]
-        if state:
-            if not (Path(state) / "manifest.json").is_file():
-                raise ConfigError(f"--state {state}: no manifest.json there (point it at the target/ folder of "
-                                  "the run to compare with, e.g. production's artifacts)")
-            args += ["--state", str(Path(state).resolve())]
-        res = self.session.invoke(args)
+        res = self.session.invoke(ls_args(select, exclude, state))
         if not res.success:
             raise ConfigError(f"bad selection: {res.error or 'dbt ls failed'}")
-        ids = []
-        for line in res.raw or []:
-            try:
-                ids.append(json.loads(line)["unique_id"])
-            except (ValueError, KeyError, TypeError):
-                continue
-        return [i for i in ids if i in self.models]
+        return [i for i in listed_ids(res) if i in self.models]
 
     def ancestors(self, uids) -> set[str]:
         seen: set[str] = set()

@@ -37,7 +37,7 @@ from typing import Any
 
 import yaml
 
-from ..dbt_invoke import DbtSession, _parse_error
+from ..dbt_invoke import DbtSession, _parse_error, listed_ids, ls_args
 from ..errors import ConfigError, DbtInvocationError
 from . import catalog
 from .context import WINDOW_END_SENTINEL, WINDOW_START_SENTINEL, WINDOW_VARS
@@ -528,26 +528,11 @@ def _select(session: DbtSession, select: tuple[str, ...], exclude: tuple[str, ..
     """The selected models' unique_ids (dbt ls on the parsed manifest); a selection that matches
     nothing is a usage error, as in the game day (a typo in a CI selector must not pass).
     `state`: the folder of a previous manifest.json, for `state:modified+` and the like."""
-    ls_args = ["ls", "--resource-type", "model", "--output", "json", "--output-keys", "unique_id"]
-    for s in select:
-        ls_args += ["--select", s]
-    for s in exclude:
-        ls_args += ["--exclude", s]
-    if state:
-        if not (Path(state) / "manifest.json").is_file():
-            raise ConfigError(f"--state {state}: no manifest.json there (point it at the target/ folder of "
-                              "the run to compare with, e.g. production's artifacts)")
-        ls_args += ["--state", str(Path(state).resolve())]
-    listed = session.invoke(ls_args)
+    listed = session.invoke(ls_args(select, exclude, state))
     check_stop()
     if not listed.success:
         raise ConfigError(f"dbt ls failed for the selection: {listed.error}")
-    selected = []
-    for line in listed.raw or []:
-        try:
-            selected.append(json.loads(line)["unique_id"])
-        except (ValueError, KeyError, TypeError):
-            continue
+    selected = listed_ids(listed)
     if not selected:
         terms = " ".join([*(f"--select {s}" for s in select), *(f"--exclude {s}" for s in exclude)])
         raise ConfigError(f"the selection matches no model ({terms or 'the project has no models'})")
