@@ -27,9 +27,6 @@ with the right columns and no rows.
 """
 from __future__ import annotations
 
-import json
-import os
-import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,14 +38,13 @@ from ..dbt_invoke import DbtSession, _parse_error, listed_ids, ls_args
 from ..errors import ConfigError, DbtInvocationError
 from . import catalog
 from .context import WINDOW_END_SENTINEL, WINDOW_START_SENTINEL, WINDOW_VARS
+from .pass2 import Pass2Worker, incremental_pass, worth_a_second_process
+from .target import resolve_target
 from .scratch import (PLACEHOLDER_COLUMN, SCRATCH_PREFIX, DuckDBScratch, PostgresScratch, RelationSpec, RunDir,
-                      Scratch, TargetProfile, point_manifest, sweep_run_dirs)
+                      Scratch, TargetProfile, sweep_run_dirs)
 
 __all__ = ["PLACEHOLDER_COLUMN", "SCRATCH_PREFIX", "compile_project", "CompiledModel", "CompileOutcome",
            "resolve_target", "TargetProfile", "STOP"]
-
-# Below this many incremental models a second process costs more (dbt import, parse) than it saves.
-PARALLEL_MIN_MODELS = 40
 
 # Set by the CLI's signal handler: dbt swallows KeyboardInterrupt inside an invocation, so the
 # compile loop checks this between invocations and stops (its `finally` removes the scratch).
@@ -85,67 +81,6 @@ class CompileOutcome:
     not_created: dict = field(default_factory=dict)
     # unique_id -> "source raw.x": upstream relations whose columns are known nowhere
     unknown_relations: dict = field(default_factory=dict)
-
-
-# ---------------------------------------------------------------------------------------------
-# Profile of the target
-# ---------------------------------------------------------------------------------------------
-
-def resolve_target(project_dir: Path, profiles_dir: Path | None, target: str | None,
-                   cli_vars: dict) -> TargetProfile:
-    """The rendered output of the profile target dbt will use (env_var() and var() resolved)."""
-    from dbt.cli.resolvers import default_profiles_dir
-    from dbt.config.renderer import ProfileRenderer
-    from dbt_common.context import set_invocation_context
-    from dbt_common.exceptions import DbtBaseException
-
-    set_invocation_context(os.environ)  # env_var() in profiles reads it
-    try:
-        return _resolve_target(project_dir, profiles_dir, target, cli_vars, ProfileRenderer, default_profiles_dir)
-    except DbtBaseException as err:
-        # dbt's message names the failing key, never its value
-        raise ConfigError(f"could not render the profile: {' '.join(str(err).split())[:300]}") from None
-
-
-def _load_yaml(path: Path, what: str) -> Any:
-    """A YAML file, or a ConfigError naming the file and line (never the line's text: a profile
-    holds passwords)."""
-    try:
-        return yaml.safe_load(path.read_text())
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(err, "problem", None) or "syntax error"
-        raise ConfigError(f"{what} {path} is not valid YAML{where}: {problem}") from None
-    except OSError as err:
-        raise ConfigError(f"cannot read {what} {path}: {err.strerror}") from None
-
-
-def _resolve_target(project_dir, profiles_dir, target, cli_vars, ProfileRenderer, default_profiles_dir):
-    project_file = project_dir / "dbt_project.yml"
-    if not project_file.exists():
-        raise ConfigError(f"no dbt_project.yml in {project_dir}")
-    renderer = ProfileRenderer(cli_vars)
-    project = _load_yaml(project_file, "project file") or {}
-    if not isinstance(project, dict):
-        raise ConfigError(f"project file {project_file} is not a YAML mapping")
-    profile_name = os.environ.get("DBT_PROFILE") or renderer.render_value(str(project.get("profile") or ""))
-    directory = Path(profiles_dir) if profiles_dir else Path(os.environ.get("DBT_PROFILES_DIR") or default_profiles_dir())
-    profiles_file = directory / "profiles.yml"
-    if not profiles_file.exists():
-        raise ConfigError(f"no profiles.yml in {directory} (pass --profiles-dir)")
-    profiles = _load_yaml(profiles_file, "profiles file") or {}
-    if not isinstance(profiles, dict):
-        raise ConfigError(f"profiles file {profiles_file} is not a YAML mapping")
-    profile = profiles.get(profile_name)
-    if not isinstance(profile, dict):
-        raise ConfigError(f"profile '{profile_name}' not found in {profiles_file}")
-    target_name = target or os.environ.get("DBT_TARGET") or renderer.render_value(str(profile.get("target", "default")))
-    outputs = profile.get("outputs") or {}
-    if not isinstance(outputs, dict) or target_name not in outputs or not isinstance(outputs[target_name], dict):
-        raise ConfigError(f"target '{target_name}' not found in profile '{profile_name}' of {profiles_file}")
-    output = renderer.render_data(dict(outputs[target_name]))
-    return TargetProfile(profile_name, target_name, output)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -271,98 +206,6 @@ def merged_vars(vars_yaml: str | None, with_window: bool) -> tuple[str | None, t
     return yaml.safe_dump(merged, default_flow_style=True).strip(), literals, user
 
 
-def _incremental_pass(session: DbtSession, manifest, profiles_dir: str, p: dict) -> dict:
-    """Pass 2: compile the incremental models with is_incremental() true."""
-    nodes = [manifest.nodes[u] for u in p["uids"]]
-    out = _compile_all(session, p["selection"], nodes, full_refresh=False, profiles_dir=profiles_dir,
-                       vars_yaml=p["plain_vars"], flags=p["flags"])
-    # a model that needs the window vars to compile at all gets them (as in a windowed run)
-    needs_window = [n for n in nodes if any(v in out.get(n.unique_id, (None, ""))[1] for v in WINDOW_VARS)]
-    out.update(_compile_all(session, Selection.of(needs_window), needs_window, full_refresh=False,
-                            profiles_dir=profiles_dir, vars_yaml=p["window_vars"], flags=p["flags"]))
-    return out
-
-
-def _pass2_main(job_file: str) -> int:
-    """Entry point of the pass-2 process (`python -m rerun_safety.lint.compile JOB`): its own dbt
-    (one invocation at a time per process), parsing from the partial-parse state the main process
-    just wrote. Writes {"compiled": {uid: [sql, error]}, "parse_time": s} next to the job."""
-    job = json.loads(Path(job_file).read_text())
-    session = DbtSession(job["project"], job["profiles_dir"], job["target"], Path(job["session_dir"]),
-                         vars_yaml=job["vars_yaml"])
-    parsed = session.invoke(["parse", "--no-write-json"], use_manifest=False)
-    if not parsed.success or parsed.raw is None:
-        return 3
-    session.manifest = parsed.raw
-    p2 = dict(job["pass2"])
-    if p2.get("scratch_db"):
-        point_manifest(parsed.raw, p2["user_db"], p2["scratch_db"])
-    p2["selection"] = Selection(tuple(p2["selection"][0]), tuple(p2["selection"][1]))
-    p2["flags"] = tuple(p2["flags"])
-    out = _incremental_pass(session, parsed.raw, job["scratch_profiles"], p2)
-    Path(job["result"]).write_text(json.dumps({"compiled": out, "parse_time": parsed.wall_time}))
-    return 0
-
-
-class _Pass2Worker:
-    """Pass 2 in a second process while pass 1 runs here: dbt compiles one node at a time under
-    the GIL, so on a multi-core machine the two passes overlap. A plain subprocess (not
-    multiprocessing) so that nothing of the caller's main module is imported again."""
-
-    parse_time = 0.0
-    succeeded = False
-
-    def __init__(self, process, result: Path, started: float):
-        self.process, self.result_file, self.started = process, result, started
-
-    @classmethod
-    def start(cls, session: DbtSession, scratch: Scratch, work: Path, pass2: dict) -> "_Pass2Worker":
-        import subprocess
-        import sys
-
-        session_dir = work / "pass2_session"
-        state = session.work_dir / "dbt_target" / "partial_parse.msgpack"
-        (session_dir / "dbt_target").mkdir(parents=True, exist_ok=True)
-        if state.exists():
-            shutil.copy2(state, session_dir / "dbt_target" / "partial_parse.msgpack")
-        sel: Selection = pass2["selection"]
-        job = dict(project=session.project_dir, profiles_dir=session.profiles_dir, target=session.target,
-                   vars_yaml=session.vars_yaml, session_dir=str(session_dir),
-                   scratch_profiles=scratch.worker_profiles_dir(work), result=str(work / "pass2_result.json"),
-                   pass2={**pass2, "selection": [list(sel.select), list(sel.exclude)], "flags": list(pass2["flags"])})
-        job_file = work / "pass2_job.json"
-        job_file.write_text(json.dumps(job))
-        started = time.perf_counter()
-        process = subprocess.Popen([sys.executable, "-m", "rerun_safety.lint.compile", str(job_file)],
-                                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                   stderr=subprocess.DEVNULL)
-        return cls(process, Path(job["result"]), started)
-
-    def result(self) -> dict | None:
-        """The compiled SQL, or None when the process failed (the caller then compiles itself)."""
-        if self.process.wait() != 0 or not self.result_file.exists():
-            return None
-        data = json.loads(self.result_file.read_text())
-        self.parse_time = float(data.get("parse_time") or 0.0)
-        return {uid: (sql, err) for uid, (sql, err) in data["compiled"].items()}
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            self.process.wait(timeout=10)
-
-
-def _worth_a_second_process(n_incremental: int) -> bool:
-    """Only with enough incremental models to pay for the process start and its parse, and a core
-    to spare: on a saturated machine two compiling processes only slow each other down."""
-    cores = os.cpu_count() or 1
-    try:
-        load = os.getloadavg()[0]
-    except OSError:
-        load = 0.0
-    return n_incremental >= PARALLEL_MIN_MODELS and cores > 1 and load < cores - 0.5
-
-
 def compile_project(project_dir: str | Path, profiles_dir: str | Path | None, target: str | None,
                     select: tuple[str, ...], exclude: tuple[str, ...], vars_yaml: str | None,
                     parallel: bool | None = None, state: str | None = None) -> CompileOutcome:
@@ -380,7 +223,7 @@ def compile_project(project_dir: str | Path, profiles_dir: str | Path | None, ta
     run = RunDir()
     work = run.path
     scratch: Scratch | None = None
-    worker: _Pass2Worker | None = None
+    worker: Pass2Worker | None = None
     try:
         session = DbtSession(project, profiles_dir, target, _session_dir(project, work), vars_yaml=vars_yaml)
         t = time.perf_counter()
@@ -447,8 +290,8 @@ def compile_project(project_dir: str | Path, profiles_dir: str | Path | None, ta
                          user_db=getattr(scratch, "user_db", None), scratch_db=getattr(scratch, "dbname", None))
             if not pass2["uids"]:
                 pass2 = None
-            elif parallel if parallel is not None else _worth_a_second_process(len(pass2["uids"])):
-                worker = _Pass2Worker.start(session, scratch, work, pass2)
+            elif parallel if parallel is not None else worth_a_second_process(len(pass2["uids"])):
+                worker = Pass2Worker.start(session, scratch, work, pass2)
 
         t = time.perf_counter()
         # pass 1 leaves out the models that introspect: they compile below, once upstream exists
@@ -481,7 +324,7 @@ def compile_project(project_dir: str | Path, profiles_dir: str | Path | None, ta
             t = time.perf_counter()
             result = worker.result() if worker is not None else None
             if result is None:  # no worker, or it failed: compile here (the relations are real by now)
-                result = _incremental_pass(session, manifest, scratch.profiles_dir(), pass2)
+                result = incremental_pass(session, manifest, scratch.profiles_dir(), pass2)
             elif worker is not None:
                 worker.succeeded = True
             incr.update(result)
@@ -581,7 +424,7 @@ def _materialize(session: DbtSession, manifest, scratch: Scratch, full: dict, in
         create_batch()
         inc = [n for n in batch if n.config.materialized == "incremental"]
         if inc:
-            incr.update(_incremental_pass(session, manifest, scratch.profiles_dir(), dict(
+            incr.update(incremental_pass(session, manifest, scratch.profiles_dir(), dict(
                 selection=Selection.of(inc), uids=[n.unique_id for n in inc], plain_vars=plain_vars,
                 window_vars=window_vars, flags=scratch.extra_flags)))
 
@@ -628,9 +471,3 @@ def manifest_catalog(manifest) -> str:
                 and n.database:
             counts[n.database] = counts.get(n.database, 0) + 1
     return max(counts, key=counts.get) if counts else "scratch"
-
-
-if __name__ == "__main__":
-    import sys
-
-    sys.exit(_pass2_main(sys.argv[1]))
