@@ -184,3 +184,36 @@ def load_postgres_with(dsn: str, load) -> None:
             load(cur.execute, cur.executemany)
     finally:
         conn.close()
+
+
+def warehouse_target(engine: str, project: Path, profile: str, tmp: Path, request, db_prefix: str, **extra):
+    """Point `project`'s profile at a fresh DuckDB file in `tmp` or a fresh database on the session's
+    PostgreSQL server; returns (query(sql) -> rows, or [] for a statement without any; the PostgreSQL
+    database name or None)."""
+    if engine == "duckdb":
+        path = Path(tmp) / f"{db_prefix}.duckdb"
+        write_profiles(project, profile, duckdb_profile(path, keep_open=False, **extra))
+
+        def query(sql):
+            import duckdb
+
+            con = duckdb.connect(str(path))
+            try:
+                con.execute(sql)
+                return con.fetchall() if con.description else []
+            finally:
+                con.close()
+        return query, None
+    server = request.getfixturevalue("pg_server")
+    dbname = server.create_database(db_prefix)
+    write_profiles(project, profile, postgres_profile(server, dbname, **extra))
+
+    def pg_query(sql):
+        conn = server.connect(dbname)
+        try:
+            with conn.cursor() as cur:
+                cur.execute(sql)
+                return cur.fetchall() if cur.description else []
+        finally:
+            conn.close()
+    return pg_query, dbname

@@ -17,7 +17,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from _support import REPO_ROOT, copy_fixture, duckdb_profile, postgres_profile, write_profiles
+from _support import REPO_ROOT, copy_fixture, duckdb_profile, warehouse_target, write_profiles
 from rerun_safety.cli import main
 from rerun_safety.diff import DEFAULT_FLOAT_TOLERANCE
 from test_float_tolerance import boundary_pair, summed_twice
@@ -79,36 +79,11 @@ def built(request, tmp_path_factory):
     tmp = tmp_path_factory.mktemp(f"float_{engine}")
     project = copy_fixture("float_tolerance", tmp)
     _write_seeds(project)
-    dbname = None
-    if engine == "duckdb":
-        path = tmp / "f.duckdb"
-        write_profiles(project, PROFILE, duckdb_profile(path, keep_open=False))
-
-        def query(sql):
-            import duckdb
-
-            con = duckdb.connect(str(path))
-            try:
-                return con.execute(sql).fetchall()
-            finally:
-                con.close()
-    else:
-        server = request.getfixturevalue("pg_server")
-        dbname = server.create_database("rs_float")
-        write_profiles(project, PROFILE, postgres_profile(server, dbname))
-
-        def query(sql):
-            conn = server.connect(dbname)
-            try:
-                with conn.cursor() as cur:
-                    cur.execute(sql)
-                    return cur.fetchall()
-            finally:
-                conn.close()
+    query, dbname = warehouse_target(engine, project, PROFILE, tmp, request, "rs_float")
     try:
         assert _invoke(project, ["deps"]).success
         build = _invoke(project, ["build"])
-        yield build, query, project, (f"{path}:main." if engine == "duckdb" else "public.")
+        yield build, query, project, (f"{tmp / 'rs_float.duckdb'}:main." if engine == "duckdb" else "public.")
     finally:
         if dbname:
             request.getfixturevalue("pg_server").drop_database(dbname)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from _support import REPO_ROOT, duckdb_profile, postgres_profile, write_profiles
+from _support import REPO_ROOT, duckdb_profile, warehouse_target, write_profiles
 
 IT_DIR = REPO_ROOT / "integration_tests"
 PROFILE = "rerun_safety_integration_tests"
@@ -101,32 +101,7 @@ def built(request, tmp_path_factory):
     engine = request.param
     tmp = tmp_path_factory.mktemp(f"it_{engine}")
     project = _copy_project(tmp)
-    dbname = None
-    if engine == "duckdb":
-        path = tmp / "it.duckdb"
-        write_profiles(project, PROFILE, duckdb_profile(path, keep_open=False))
-
-        def query(sql):
-            import duckdb
-
-            con = duckdb.connect(str(path))
-            try:
-                return con.execute(sql).fetchall()
-            finally:
-                con.close()
-    else:
-        server = request.getfixturevalue("pg_server")
-        dbname = server.create_database("rs_it")
-        write_profiles(project, PROFILE, postgres_profile(server, dbname))
-
-        def query(sql):
-            conn = server.connect(dbname)
-            try:
-                with conn.cursor() as cur:
-                    cur.execute(sql)
-                    return cur.fetchall()
-            finally:
-                conn.close()
+    query, dbname = warehouse_target(engine, project, PROFILE, tmp, request, "rs_it")
 
     try:
         deps = _invoke(project, ["deps"])
@@ -407,32 +382,7 @@ def _ledger_race_project(tmp_path: Path, engine: str, request, hook: str | None)
         "{% macro audit_batch() %}{{ return(rerun_safety.record_batch()) }}{% endmacro %}")
     for i in range(LEDGER_MODELS):
         (project / "models" / f"m{i}.sql").write_text(f"select {i} as id")
-    if engine == "duckdb":
-        path = tmp_path / "race.duckdb"
-        write_profiles(project, "ledger_race", duckdb_profile(path, threads=4, keep_open=False))
-
-        def query(sql):
-            import duckdb
-
-            con = duckdb.connect(str(path))
-            try:
-                con.execute(sql)
-                return con.fetchall() if con.description else []
-            finally:
-                con.close()
-    else:
-        server = request.getfixturevalue("pg_server")
-        dbname = request.getfixturevalue("pg_database")
-        write_profiles(project, "ledger_race", postgres_profile(server, dbname, threads=4))
-
-        def query(sql):
-            conn = server.connect(dbname)
-            try:
-                with conn.cursor() as cur:
-                    cur.execute(sql)
-                    return cur.fetchall() if cur.description else []
-            finally:
-                conn.close()
+    query, _ = warehouse_target(engine, project, "ledger_race", tmp_path, request, "race", threads=4)
     assert _invoke(project, ["deps"]).success
     return project, query
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from ..context import ModelContext
-from ..grain import INSTANT, Typer, aligned, constant_within, type_grain
+from ..grain import ALIGNED, INSTANT, Typer, aligned, constant_within, type_grain
 from .base import (_FILTER_CLAUSES, Hit, _anti_joins_this, _clause_of, _has_window_literal, _is_this,
                    _mentions_window, _needle, _Scope, _sql, _unwrap, watermarks)
 
@@ -78,16 +78,6 @@ def late_watermark(ctx: ModelContext) -> list[Hit]:
     return hits
 
 
-_GRAIN_ALIGNED = {  # a truncation to <key> starts a partition of each grain in the set
-    "second": {"second"},
-    "minute": {"second", "minute"},
-    "hour": {"second", "minute", "hour"},
-    "day": {"second", "minute", "hour", "day"},
-    "week": {"second", "minute", "hour", "day", "week"},
-    "month": {"second", "minute", "hour", "day", "month"},
-    "quarter": {"second", "minute", "hour", "day", "month", "quarter"},
-    "year": {"second", "minute", "hour", "day", "month", "quarter", "year"},
-}
 
 
 def _trunc_unit(node: exp.Expression) -> str | None:
@@ -118,7 +108,7 @@ def _shifted_trunc_unit(node: exp.Expression, grain: str | None) -> str | None:
     """`date_trunc(u, x) - interval 'n <v>'`: the truncation unit, when <v> keeps the grain."""
     while isinstance(node, (exp.Sub, exp.Add)):
         shift = _interval_unit(node.expression)
-        if shift is None or (grain is not None and grain not in _GRAIN_ALIGNED.get(shift, set())):
+        if shift is None or (grain is not None and grain not in ALIGNED.get(shift, set())):
             return None
         node = _unwrap(node.this)
     return _trunc_unit(node)
