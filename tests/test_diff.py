@@ -11,7 +11,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from _support import postgres_profile, write_profiles
+from _support import engine_connection, postgres_profile, write_profiles
 from rerun_safety import diff as diffmod
 from rerun_safety.cli import main
 from rerun_safety.diff import Side, compare, diff_relations
@@ -325,14 +325,7 @@ def test_property_matches_except_all(engine, mode, request, tmp_path, monkeypatc
 
 def test_diff_relations_keeps_game_day_fields(engine, tmp_path, request):
     """One connection, (schema, table) pairs, the fields the game day reads."""
-    if engine == "duckdb":
-        con = DuckDBConnection(str(tmp_path / "g.duckdb"))
-        schema = "main"
-    else:
-        server = request.getfixturevalue("pg_server")
-        con = PgConnection({"host": server.host, "port": server.port, "user": server.user},
-                           request.getfixturevalue("pg_database"))
-        schema = "public"
+    con, schema = engine_connection(engine, tmp_path, request)
     try:
         con.execute("create table ref (id int, day date, v int)")
         con.execute("insert into ref values (1, date '2024-01-01', 1), (2, date '2024-01-02', 2), (3, date '2024-01-02', 3)")

@@ -15,6 +15,7 @@ from collections import Counter
 import duckdb
 import pytest
 
+from _support import engine_connection
 from rerun_safety import diff as diffmod
 from rerun_safety.diff import DEFAULT_FLOAT_TOLERANCE, Side, compare, diff_relations, floats_close
 from rerun_safety.sandbox.base import table
@@ -186,14 +187,7 @@ def test_bad_float_tolerance_exits_2_with_one_line(env, value):
 
 def test_diff_relations_takes_the_tolerance(engine, tmp_path, request):
     """The game day's entry point: None is the default, 0 exact, a number its tolerance."""
-    if engine == "duckdb":
-        con = DuckDBConnection(str(tmp_path / "g.duckdb"))
-        schema = "main"
-    else:
-        server = request.getfixturevalue("pg_server")
-        con = PgConnection({"host": server.host, "port": server.port, "user": server.user},
-                           request.getfixturevalue("pg_database"))
-        schema = "public"
+    con, schema = engine_connection(engine, tmp_path, request)
     try:
         con.execute("create table ref (id int, total double precision)")
         con.execute("insert into ref values (1, 1234.5), (2, 0.0), (3, 7e20)")
