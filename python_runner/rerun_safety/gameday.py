@@ -148,7 +148,7 @@ class Gameday:
                     plan.reference_rows[m.unique_id] = int(count[0])
                 elif m.unique_id not in errors:
                     errors[m.unique_id] = "the reference build did not create it"
-            side_effects.after_reference(con, plan, self.project.manifest, side, existing)
+            side_effects.after_reference(con, plan, side, existing)
             for m in reversed(plan.build):
                 con.drop_relation(m.schema, m.identifier)
         plan.side = side

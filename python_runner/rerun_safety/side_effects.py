@@ -45,6 +45,8 @@ class SideRelation:
 class SidePlan:
     relations: list[SideRelation] = field(default_factory=list)
     saved: list[tuple[str, str, str]] = field(default_factory=list)  # (schema, name, copy) put back after the reference
+    hooks: dict[str, str] = field(default_factory=dict)  # model uid -> its hooks' SQL
+    project_hooks: str = ""  # the project's on-run-start/end hooks' SQL
 
 
 def hook_texts(manifest: Any, uids) -> tuple[dict[str, str], str]:
@@ -81,7 +83,7 @@ def _count(con: Connection, schema: str, name: str) -> int:
 def before_reference(con: Connection, plan, manifest: Any) -> tuple[SidePlan, set[tuple[str, str]]]:
     """In the reference sandbox, before its run: save the relations hooks mention."""
     models, project = hook_texts(manifest, [m.unique_id for m in plan.build])
-    side = SidePlan()
+    side = SidePlan(hooks=models, project_hooks=project)
     existing = _relations(con)
     built = {(m.schema.lower(), m.identifier.lower()) for m in plan.build}
     for schema, name in sorted(existing):
@@ -94,11 +96,10 @@ def before_reference(con: Connection, plan, manifest: Any) -> tuple[SidePlan, se
     return side, existing
 
 
-def after_reference(con: Connection, plan, manifest: Any, side: SidePlan,
-                    existing: set[tuple[str, str]]) -> None:
+def after_reference(con: Connection, plan, side: SidePlan, existing: set[tuple[str, str]]) -> None:
     """After the reference run: keep the side relations' reference state, then put the template
     back as it was before the run (drop what hooks created, restore what they changed)."""
-    models, project = hook_texts(manifest, [m.unique_id for m in plan.build])
+    models, project = side.hooks, side.project_hooks
     built = {(m.schema.lower(), m.identifier.lower()) for m in plan.build}
     logs = {}
     for m in plan.build:

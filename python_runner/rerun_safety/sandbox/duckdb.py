@@ -31,13 +31,13 @@ class DuckDBConnection(Connection):
         # The catalog is the file's stem. When a schema has the same name, DuckDB refuses a
         # two-part name as ambiguous ("raw.events" in raw.duckdb): name the catalog too.
         self._catalog = str(self._con.execute("select current_database()").fetchone()[0])
+        self._catalog_is_a_schema = False
 
     def sql(self, expression) -> str:
         if isinstance(expression, str):
-            # Text SQL goes as it is unless the ambiguity exists: a schema named like the catalog.
-            if self._catalog.lower() not in expression.lower() or not self._con.execute(
-                    "select count(*) from information_schema.schemata where catalog_name = ? and schema_name = ?",
-                    [self._catalog, self._catalog]).fetchone()[0]:
+            # Text SQL goes as it is unless the ambiguity exists: a schema named like the catalog
+            # (asked once it does; a schema is never dropped while a connection lives).
+            if self._catalog.lower() not in expression.lower() or not self._ambiguous():
                 return expression
             try:
                 expression = sqlglot.parse_one(expression, read="duckdb")
@@ -49,6 +49,13 @@ class DuckDBConnection(Connection):
                     t.db.lower() not in ("information_schema", "pg_catalog"):
                 t.set("catalog", ident(self._catalog))
         return expression.sql(dialect=self.dialect)
+
+    def _ambiguous(self) -> bool:
+        if not self._catalog_is_a_schema:
+            self._catalog_is_a_schema = bool(self._con.execute(
+                "select count(*) from information_schema.schemata where catalog_name = ? and schema_name = ?",
+                [self._catalog, self._catalog]).fetchone()[0])
+        return self._catalog_is_a_schema
 
     def execute(self, sql, params: Sequence[Any] | None = None) -> None:
         self._con.execute(self.sql(sql), params or [])
