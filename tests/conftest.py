@@ -16,6 +16,8 @@ from _support import duckdb_profile, postgres_profile, start_pg_server  # noqa: 
 # dbt writes logs and the package lock next to the project; keep them out of the user's way.
 os.environ.setdefault("DBT_SEND_ANONYMOUS_USAGE_STATS", "false")
 os.environ.setdefault("DO_NOT_TRACK", "1")
+# Spark binds loopback only (otherwise it picks a non-loopback interface); see tests/_spark.py.
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 # dbt's caches for processes that never install Python packages between invocations: the plugin
 # scan and the Jinja parse of macro source text (a pure function of the text). The runner turns
