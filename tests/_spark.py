@@ -58,7 +58,9 @@ def session_parameters() -> dict:
     root = spark_root()
     return {
         "spark.sql.warehouse.dir": str(root / "warehouse"),
-        "javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={root / 'metastore_db'};create=true",
+        "spark.hadoop.javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={root / 'metastore_db'};create=true",
+        # derby.log goes to the Derby home, not into the working directory
+        "spark.driver.extraJavaOptions": f"-Dderby.system.home={root}",
         "spark.ui.enabled": "false",
         "spark.sql.shuffle.partitions": "2",
         "spark.default.parallelism": "2",
