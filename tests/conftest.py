@@ -98,3 +98,25 @@ def target_output(engine, tmp_path, request):
     server = request.getfixturevalue("pg_server")
     dbname = request.getfixturevalue("pg_database")
     return postgres_profile(server, dbname)
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(tmp_path_factory):
+    """A standalone Spark cluster on loopback for the session (tests/_spark_cluster.py): master, one
+    worker and the Thrift server, started on first use and stopped at the end of the session."""
+    from _spark import require_spark
+    from _spark_cluster import start_spark_cluster
+
+    require_spark()
+    try:
+        import pyhive  # noqa: F401  (dbt-spark's `thrift` method and the cluster's query())
+    except ImportError:
+        reason = "PyHive is not installed: pip install -e '.[spark]'"
+        if os.environ.get("RERUN_SAFETY_REQUIRE_SPARK") == "1":
+            pytest.fail(f"Spark is required here (RERUN_SAFETY_REQUIRE_SPARK=1): {reason}")
+        pytest.skip(reason)
+    cluster = start_spark_cluster(tmp_path_factory.mktemp("spark_cluster"))
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
