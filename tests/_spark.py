@@ -62,6 +62,7 @@ def session_parameters() -> dict:
         # derby.log goes to the Derby home, not into the working directory
         "spark.driver.extraJavaOptions": f"-Dderby.system.home={root}",
         "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
         "spark.sql.shuffle.partitions": "2",
         "spark.default.parallelism": "2",
         "spark.sql.session.timeZone": "UTC",

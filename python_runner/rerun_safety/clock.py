@@ -50,16 +50,34 @@ _PYTHON_CLOCK = re.compile(r"\b(datetime\.(?:datetime\.)?(?:now|utcnow|today)|da
 def setup_sql(dialect: str) -> list[str]:
     """Statements that create the clock (one row) and its functions in a sandbox."""
     s, t = CLOCK_SCHEMA, f"{CLOCK_SCHEMA}.{CLOCK_TABLE}"
+    if dialect == "spark":
+        # Spark: a parquet table (no UPDATE: set_sql overwrites its one row); `timestamp` is
+        # Spark's zoned kind, `timestamp_ntz` the naive one. The schema comes from the
+        # connection's create_schema (a sandbox's databases are named by the sandbox).
+        return [f"create table {t} (ts timestamp_ntz, tstz timestamp, d date) using parquet",
+                f"insert into {t} values (null, null, null)", *function_sql(dialect)]
     out = [f"create schema if not exists {s}",
            f"create table {t} (ts timestamp, tstz timestamptz, d date)",
            f"insert into {t} values (null, null, null)"]
+    return out + function_sql(dialect)
+
+
+def function_sql(dialect: str) -> list[str]:
+    """The clock's functions (a sandbox cloned on Spark gets its own, reading its own row)."""
+    s, t = CLOCK_SCHEMA, f"{CLOCK_SCHEMA}.{CLOCK_TABLE}"
     bodies = {"rs_timestamp": ("timestamp", f"select ts from {t}"),
               "rs_timestamptz": ("timestamptz", f"select tstz from {t}"),
               "rs_date": ("date", f"select d from {t}"),
               "rs_time": ("time", f"select cast(ts as time) from {t}")}
+    out = []
     for name, (rtype, body) in bodies.items():
         if dialect == "duckdb":
             out.append(f"create macro {s}.{name}() as ({body})")
+        elif dialect == "spark":
+            if name == "rs_time":
+                continue  # no time-of-day type to return
+            spark_type = {"timestamp": "timestamp_ntz", "timestamptz": "timestamp"}.get(rtype, rtype)
+            out.append(f"create or replace function {s}.{name}() returns {spark_type} return ({body})")
         else:
             out.append(f"create function {s}.{name}() returns {rtype} language sql stable as $$ {body} $$")
     return out
@@ -68,6 +86,10 @@ def setup_sql(dialect: str) -> list[str]:
 def set_sql(when: dt.datetime, dialect: str) -> str:
     """Set the clock to `when` (naive, in the data's time frame; as UTC where a zone is needed)."""
     text = when.strftime("%Y-%m-%d %H:%M:%S.%f")
+    if dialect == "spark":
+        return (f"insert overwrite table {CLOCK_SCHEMA}.{CLOCK_TABLE} select "
+                f"cast('{text}' as timestamp_ntz), cast('{text}+00:00' as timestamp), "
+                f"cast('{when.strftime('%Y-%m-%d')}' as date)")
     update = exp.update(
         exp.table_(CLOCK_TABLE, db=CLOCK_SCHEMA),
         {"ts": exp.cast(exp.Literal.string(text), exp.DataType.build("timestamp")),
@@ -165,10 +187,13 @@ class _FrozenClock:
 
 @contextlib.contextmanager
 def simulated(when: dt.datetime | None, dialect: str,
-              record: Callable[[str, tuple[str, ...], tuple[str, ...]], None] | None = None) -> Iterator[None]:
+              record: Callable[[str, tuple[str, ...], tuple[str, ...]], None] | None = None,
+              rewrite_sql: Callable[[str], str] | None = None) -> Iterator[None]:
     """Within the block, dbt invocations in this process run at `when` (see the module's doc).
-    `record(node, replaced, kept)` is told which node's SQL read the clock."""
-    if when is None:
+    `record(node, replaced, kept)` is told which node's SQL read the clock. `rewrite_sql`: what
+    every statement goes through after that (a sandbox's names, see sandbox/spark.py); with
+    `when` None only that."""
+    if when is None and rewrite_sql is None:
         yield
         return
     import dbt.cli.requires as requires
@@ -177,7 +202,7 @@ def simulated(when: dt.datetime | None, dialect: str,
     import dbt_common.invocation as invocation
     from dbt.adapters.sql.connections import SQLConnectionManager
 
-    frozen = _FrozenClock(when)
+    frozen = _FrozenClock(when) if when is not None else None
     original_reset = requires.reset_invocation_id
     original_modules = context_base.get_datetime_module_context
     original_tracking_datetime = tracking.datetime
@@ -193,15 +218,18 @@ def simulated(when: dt.datetime | None, dialect: str,
         return ctx
 
     def add_query(self, sql, *args, **kwargs):
-        new, used, kept = rewrite(sql, dialect)
+        new, used, kept = rewrite(sql, dialect) if when is not None else (sql, (), ())
         if (used or kept) and record is not None:
             conn = self.get_if_exists()
             record(getattr(conn, "name", None) or "", used, kept)
+        if rewrite_sql is not None:
+            new = rewrite_sql(new)
         return original_add_query(self, new, *args, **kwargs)
 
-    requires.reset_invocation_id = reset_invocation_id
-    context_base.get_datetime_module_context = datetime_module_context
-    tracking.datetime = frozen.datetime
+    if when is not None:
+        requires.reset_invocation_id = reset_invocation_id
+        context_base.get_datetime_module_context = datetime_module_context
+        tracking.datetime = frozen.datetime
     SQLConnectionManager.add_query = add_query
     try:
         yield

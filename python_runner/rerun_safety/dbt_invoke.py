@@ -147,8 +147,9 @@ class DbtSession:
 
     def invoke(self, command: Sequence[str], *, profiles_dir: str | None = None,
                vars_yaml: str | None = None, use_manifest: bool = True, clock: Any = None,
-               dialect: str = "") -> DbtResult:
-        """`clock`: a naive datetime the invocation runs at (see clock.py), in `dialect`'s SQL."""
+               dialect: str = "", rewrite_sql: Any = None) -> DbtResult:
+        """`clock`: a naive datetime the invocation runs at (see clock.py), in `dialect`'s SQL;
+        `rewrite_sql`: a function every statement goes through (a sandbox's names on Spark)."""
         from dbt.cli.main import dbtRunner
 
         from .clock import simulated
@@ -174,7 +175,7 @@ class DbtSession:
             seen[1].update(kept)
 
         try:
-            with redirect_stdout(buffer), simulated(clock, dialect, record):
+            with redirect_stdout(buffer), simulated(clock, dialect, record, rewrite_sql):
                 res = runner.invoke(args)
         finally:
             trim_behavior_flags()

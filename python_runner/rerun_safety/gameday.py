@@ -93,7 +93,8 @@ class Gameday:
                 self._set_clock(con, sandbox, step.clock)
         args, vars_yaml = self._run_args(plan, step, final, only, exclude)
         return self.project.session.invoke(args, profiles_dir=profiles_dir, vars_yaml=vars_yaml or "",
-                                           clock=step.clock, dialect=self.engine.dialect)
+                                           clock=step.clock, dialect=self.engine.dialect,
+                                           rewrite_sql=self.engine.sql_rewriter(sandbox))
 
     def _set_clock(self, con: Connection, sandbox: Sandbox, when: dt.datetime) -> None:
         con.execute(clock.set_sql(when, con.dialect))
@@ -109,12 +110,12 @@ class Gameday:
             if isinstance(step, Reset) and arrives_out_of_order(src, step.late):
                 # rows arrive by their load time: keep (put back) what arrived before the first batch
                 maybe_later = late_superset(src, plan, bounds[0])
-                con.execute(exp.delete(live, where=maybe_later))
+                con.delete_rows(live, maybe_later)
                 before = exp.and_(maybe_later, arrival_expr(src, plan, con.dialect, step.late) < ts_literal(bounds[0]))
                 con.execute(exp.insert(exp.select("*").from_(copy).where(before), live))
                 continue
             if isinstance(step, Reset):
-                con.execute(exp.delete(live, where=col >= ts_literal(bounds[0])))
+                con.delete_rows(live, col >= ts_literal(bounds[0]))
                 continue
             when = arrival_expr(src, plan, con.dialect, step.late) if arrives_out_of_order(src, step.late) else col
             cond = batch_condition(when, bounds, step.index)
@@ -309,7 +310,10 @@ class Gameday:
                 o = self.options = replace(o, scenarios=tuple(s for s in o.scenarios if s != "late"))
                 plan.notes.append("late: not run; --late-fraction/--late-by make a share of the rows of inputs "
                                   "without a load time arrive late (inputs with one arrive by it in every scenario)")
-            if o.threads > 1 and len(chains) > 1:
+            if o.threads > 1 and len(chains) > 1 and not engine.parallel_ok:
+                plan.notes.append(f"--threads {o.threads}: scenarios ran one after another, in the one Spark of "
+                                  "this process (method: session; its catalog admits one process)")
+            elif o.threads > 1 and len(chains) > 1:
                 # workers start now: their start-up overlaps the snapshot and the reference build
                 pool = start_pool(self, min(o.threads, len(chains)))
             snapshot = engine.create_snapshot([*plan.timed_sources, *plan.static_sources])
@@ -317,6 +321,7 @@ class Gameday:
             if plan.seeds:
                 self._seed(plan, snapshot)
             with engine.connect(snapshot) as con:
+                con.create_schema(clock.CLOCK_SCHEMA)
                 for statement in clock.setup_sql(con.dialect):
                     con.execute(statement)
                 if o.since or o.until:
@@ -418,7 +423,7 @@ class Gameday:
         profiles = self._profiles_dir(snapshot)
         self.engine.prepare_manifest(self.project.manifest, snapshot)
         res = self.project.session.invoke(["seed", "--select", *[s.selector for s in plan.seeds]],
-                                          profiles_dir=profiles)
+                                          profiles_dir=profiles, rewrite_sql=self.engine.sql_rewriter(snapshot))
         if not res.success:
             raise ConfigError(f"dbt seed failed in the snapshot: {res.error}")
         timed = [s for s in plan.inputs if s.seed]

@@ -187,6 +187,8 @@ def row_hash_predicate(dialect: str, modulus: int, below: int) -> exp.Expression
     of time order (parallel writers commit in any order; late rows are any rows)."""
     if dialect == "duckdb":
         return exp.condition(f"hash(rs_row) % {int(modulus)} < {int(below)}")
+    if dialect == "spark":
+        return exp.condition(f"pmod(xxhash64(rs_row.*), {int(modulus)}) < {int(below)}", dialect="spark")
     return exp.condition(f"abs(hashtext(rs_row::text)) % {int(modulus)} < {int(below)}", dialect="postgres")
 
 
@@ -248,8 +250,8 @@ def cut_slice(con: Connection, plan: Plan, since: dt.datetime | None, until: dt.
         if not conds:
             return
         outside = exp.or_(*conds)
-        con.execute(exp.delete(table(src.schema, src.identifier), where=outside))
-        con.execute(exp.delete(table(SNAPSHOT_SCHEMA, snapshot_table(src)), where=outside))
+        con.delete_rows(table(src.schema, src.identifier), outside)
+        con.delete_rows(table(SNAPSHOT_SCHEMA, snapshot_table(src)), outside)
         conds = []
 
 

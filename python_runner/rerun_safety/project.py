@@ -14,7 +14,7 @@ import yaml
 from .dbt_invoke import DbtSession
 from .errors import ConfigError
 
-SUPPORTED_ADAPTERS = ("duckdb", "postgres")
+SUPPORTED_ADAPTERS = ("duckdb", "postgres", "spark")
 # dbt-duckdb `external`: a file written by the model, read back through a view
 JUDGED_MATERIALIZATIONS = ("table", "incremental", "view", "materialized_view", "external")
 

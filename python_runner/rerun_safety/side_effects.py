@@ -70,9 +70,7 @@ def _mentions(text: str, name: str) -> bool:
 
 
 def _relations(con: Connection) -> set[tuple[str, str]]:
-    q = exp.select("table_schema", "table_name").from_(table("information_schema", "tables")).where(
-        exp.column("table_type").eq(exp.Literal.string("BASE TABLE")))
-    return {(str(s), str(n)) for s, n in con.fetchall(q) if str(s).lower() not in _OURS
+    return {(str(s), str(n)) for s, n in con.base_tables() if str(s).lower() not in _OURS
             and not str(s).lower().startswith("pg_temp")}
 
 
@@ -126,7 +124,7 @@ def after_reference(con: Connection, plan, side: SidePlan, existing: set[tuple[s
         if (schema.lower(), name.lower()) not in built:
             con.drop_relation(schema, name)
     for schema, name, copy in side.saved:
-        con.execute(exp.delete(table(schema, name)))
+        con.delete_rows(table(schema, name))
         con.execute(exp.insert(exp.select("*").from_(table(PREHOOK_SCHEMA, copy)), table(schema, name)))
 
 

@@ -7,7 +7,7 @@ from typing import Sequence
 from . import limits
 from .plan import _pair, _Plan
 from .results import Side
-from .sql import _hash_sql, _int_sum
+from .sql import _hash_sql, _int_sum, materialized, text_type
 
 
 def _bucket_query(plan: _Plan, side: Side, b: str, h: str, p: str) -> str:
@@ -64,8 +64,9 @@ def _differing_buckets_same(plan: _Plan) -> tuple[int, int, int, list[tuple]]:
         return _pg_differing_buckets_same(plan)
     lq = _bucket_query(plan, plan.left, plan.lb, plan.lh, plan.lp)
     rq = _bucket_query(plan, plan.right, plan.rb, plan.rh, plan.rp)
-    label = "cast(coalesce(l.p, r.p) as varchar)" if plan.dialect == "duckdb" else "cast(coalesce(l.p, r.p) as text)"
-    sql = (f"with l as materialized ({lq}), r as materialized ({rq}), "
+    label = f"cast(coalesce(l.p, r.p) as {text_type(plan.dialect)})"
+    m = materialized(plan.dialect)
+    sql = (f"with l as {m}({lq}), r as {m}({rq}), "
            f"j as (select coalesce(l.b, r.b) as b, {label} as p, coalesce(l.c, 0) as lc, coalesce(r.c, 0) as rc "
            f"from l full outer join r on l.b = r.b where l.c is distinct from r.c or l.s is distinct from r.s) "
            f"select t.lt, t.rt, t.nb, t.nj, j.b, j.p, j.lc, j.rc from (select "

@@ -14,7 +14,7 @@ from .floats import float_tolerance_of, round_float_sql
 from .plan import _plan, _set_hash_buckets, _set_range_buckets, _totals
 from .results import DiffError, DiffResult, Side
 from .rows import _fetch_sample, _rows_across, _rows_same, _sample_columns
-from .sql import _TEMPORAL, _hash_sql, _int_sum, _q, _src, columns_of, parse_where, row_hash
+from .sql import _TEMPORAL, _hash_sql, _int_sum, _q, _src, columns_of, parse_where, row_hash, text_type
 
 
 def compare(left: Side, right: Side, *, key: Sequence[str] = (), ignore_columns: Sequence[str] = (),
@@ -25,7 +25,10 @@ def compare(left: Side, right: Side, *, key: Sequence[str] = (), ignore_columns:
     Float columns are equal within `float_tolerance` (relative; None: DEFAULT_FLOAT_TOLERANCE,
     0: exact), see the module's docstring.
     """
-    same = left.con is right.con
+    # One connection: both sides' checksums joined in the warehouse. Not on Spark, which computes
+    # a CTE again for every reference to it: there each side's bucket checksums come back here
+    # (at most MAX_BUCKETS rows) and are compared as with two connections.
+    same = left.con is right.con and left.con.dialect != "spark"
     if left.con.dialect != right.con.dialect:
         raise DiffError(f"cannot compare a {left.con.dialect} relation with a {right.con.dialect} relation")
     plan = _plan(left, right, key, ignore_columns, bucket_column, strict, float_tolerance)
@@ -39,14 +42,14 @@ def compare(left: Side, right: Side, *, key: Sequence[str] = (), ignore_columns:
         # first. On PostgreSQL range buckets are as cheap as that scan (a parallel aggregate), so
         # they go first there; on DuckDB grouping 10M rows into range buckets costs ~1.8x the
         # scan, so the plain totals (and only then the min/max of the candidate keys) come first.
-        ranged = False if d == "duckdb" else _set_range_buckets(plan)
+        ranged = False if d != "postgres" else _set_range_buckets(plan)
         if not ranged:
             lt, rt, ls, rs = _totals(plan, same)
             plan.counts = (lt, rt)
             if lt == rt and ls == rs and not plan.schema_message:
                 return DiffResult(lt, rt, True, keyed=bool(plan.key), type_changes=plan.type_changes,
                                   bucketing=plan.mode, buckets=1, float_tolerance=plan.tolerance)
-            if d != "duckdb" or not _set_range_buckets(plan):
+            if d == "postgres" or not _set_range_buckets(plan):
                 _set_hash_buckets(plan)
     lt, rt, nj, listed = (_differing_buckets_same if same else _differing_buckets_across)(plan)
     result = dict(reference_rows=lt, rows=rt, keyed=bool(plan.key), schema_message=plan.schema_message,
@@ -144,8 +147,8 @@ def _partition_expr(column: str, types: dict[str, str], dialect: str) -> str | N
         return None
     q = _q(column, dialect)
     if any(t in ctype for t in _TEMPORAL):
-        return f"cast(cast({q} as date) as varchar)"
-    return f"cast({q} as varchar)"
+        return f"cast(cast({q} as date) as {text_type(dialect)})"
+    return f"cast({q} as {text_type(dialect)})"
 
 
 def _partitions(con: Connection, left: Side, right: Side, part: str) -> list[tuple[str, int, int]]:

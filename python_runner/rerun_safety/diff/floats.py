@@ -51,7 +51,7 @@ def round_float_sql(expr: str, dialect: str, tolerance: float) -> str:
     M = 1.5 * 2^(53-p) rounds to multiples of 2^(1-p), the grid of [1, 2). Infinities, NaN and
     magnitudes over 1e300 (where the split would overflow) stay as they are.
     """
-    double = "double" if dialect == "duckdb" else "double precision"
+    double = "double precision" if dialect == "postgres" else "double"
     x = f"cast({expr} as {double})"
     bits = 1 + math.ceil(-math.log2(tolerance))
     if bits >= 53:

@@ -12,7 +12,7 @@ from . import limits
 from .floats import check_float_tolerance, float_tolerance_of, round_float_sql
 from .results import DiffError, Side
 from .sql import (_INTEGER, _PG_TEXT_HASHED, _TEMPORAL, _hash_sql, _int_sum, _is_base_table, _pg_hash, _q,
-                  columns_of)
+                  columns_of, text_type, wide_type)
 
 
 @dataclass
@@ -107,7 +107,7 @@ def _plan(left: Side, right: Side, key: Sequence[str], ignore_columns: Sequence[
         if rounded and c in loose:
             return round_float_sql(q, d, loose[c]), "double precision"
         if ltypes[c] != rtypes[c]:
-            return f"cast({q} as {'varchar' if d == 'duckdb' else 'text'})", "text"
+            return f"cast({q} as {text_type(d)})", "text"
         if d == "postgres" and (types[c] in _PG_TEXT_HASHED or types[c].startswith(_PG_TEXT_HASHED)):
             return f"cast({q} as text)", "text"
         return q, types[c]
@@ -129,7 +129,7 @@ def _plan(left: Side, right: Side, key: Sequence[str], ignore_columns: Sequence[
         temporal = any(t in ltypes[bucket_column] for t in _TEMPORAL) and any(t in rtypes[bucket_column] for t in _TEMPORAL)
         plan.lp = plan.rp = f"cast({q} as date)" if temporal else q
         if ltypes[bucket_column] != rtypes[bucket_column] and not temporal:
-            plan.lp = plan.rp = f"cast({q} as {'varchar' if d == 'duckdb' else 'text'})"
+            plan.lp = plan.rp = f"cast({q} as {text_type(d)})"
         plan.lb = plan.rb = _hash_sql([plan.lp], d)
     else:
         # Range buckets need a column whose equal rows (or keys) always share a value: a key
@@ -235,12 +235,12 @@ def _set_range_buckets(plan: _Plan) -> bool:
         width = max(1, -(-span // limits.MAX_BUCKETS),
                     min(per_bucket, -(-span * per_bucket // max(1, max(plan.counts)))))
         plan.buckets = -(-(hi - lo + 1) // width) + 1
-        div = "//" if d == "duckdb" else "/"
+        div = {"duckdb": "//", "spark": "div"}.get(d, "/")
         q = _q(c, d)
         # Integers computed here, not user text; NULL gets its own bucket.
         # Values lie in [lo, hi]: `q - lo` cannot overflow when the span fits 31 bits. A bare
         # column expression keeps DuckDB's statistics, so its aggregate stays cheap.
-        operand = q if hi - lo < 2**31 else f"cast({q} as {'hugeint' if d == 'duckdb' else 'numeric'})"
+        operand = q if hi - lo < 2**31 else f"cast({q} as {wide_type(d)})"
         raw = f"({operand} - ({lo})) {div} {width}"
         if d == "postgres" and operand != q:
             # numeric `/` keeps the fraction; the span is at least 2**31, so the width is at least

@@ -9,7 +9,7 @@ from . import limits
 from .floats import _Loose, _pair_floats, _sort_key, floats_close, round_float_sql
 from .plan import _pair, _Plan
 from .results import Side, _jsonable
-from .sql import _TID, _hash_type, _in_list, _is_base_table, _q
+from .sql import _TID, _hash_type, _in_list, _is_base_table, _q, materialized, wide_type
 
 
 _COUNT_FIELDS = ("only_l", "only_r", "copies_r", "keys_only_l", "keys_only_r", "changed_rows",
@@ -36,7 +36,7 @@ def _rows_same(plan: _Plan, buckets: list[int] | None) -> tuple[dict, list, list
         tid = (", cast(ctid as text) as t" if _is_base_table(side) else ", cast(null as text) as t") if pg else ""
         fcols = f", {nh} as nh{fl}" if plan.floats else ""
         parts.append(f"select {s} as s, {b} as b, {h} as h{kcols}{fcols}{tid} from {plan.src(side, cond)}")
-    nb = f"cast(null as {'hugeint' if d == 'duckdb' else 'numeric'})"
+    nb = f"cast(null as {wide_type(d)})"
     z = "cast(0 as bigint)"
     nt = ", cast(null as text)" if pg else ""
 
@@ -45,7 +45,7 @@ def _rows_same(plan: _Plan, buckets: list[int] | None) -> tuple[dict, list, list
 
     tids = ", min(t) filter (where s = 0) as tl, min(t) filter (where s = 1) as tr" if pg else ""
     sql = (f"with u as ({parts[0]} union all {parts[1]}), "
-           f"p as materialized (select b, {knames}h{fnames}, sum(1 - s) as lc, sum(s) as rc{tids} from u "
+           f"p as {materialized(d)}(select b, {knames}h{fnames}, sum(1 - s) as lc, sum(s) as rc{tids} from u "
            f"group by b, {knames}h{fnames}) ")
     counts = (f"select 'rows' as kind, {i('case when lc > rc then lc - rc else 0 end')} as a1, "
               f"{i('case when rc > lc then rc - lc else 0 end')} as a2, "
@@ -65,7 +65,7 @@ def _rows_same(plan: _Plan, buckets: list[int] | None) -> tuple[dict, list, list
             f"{i('case when kr > 1 and kr > kl then 1 else 0 end')}, {nb}, cast(null as {ht}){nt} from k")
     for kind, cond in (("l", "lc > rc"), ("r", "rc > lc")):
         selects.append(f"select * from (select '{kind}', {z}, {z}, {z}, {z}, {z}, {z}, {z}, {z}, {z}, "
-                       f"cast(b as {'hugeint' if d == 'duckdb' else 'numeric'}), h{', t' + kind if pg else ''} "
+                       f"cast(b as {wide_type(d)}), h{', t' + kind if pg else ''} "
                        f"from p where {cond} order by b, h limit {limits.SAMPLE_ROWS}) x{kind}")
     if plan.floats:
         # Buckets holding a left-unmatched and a right-unmatched group with the same exact
@@ -73,7 +73,7 @@ def _rows_same(plan: _Plan, buckets: list[int] | None) -> tuple[dict, list, list
         # its rounding): only there may rows pair.
         near = " and ".join(f"(l.r{i} is not distinct from r.r{i} or abs(l.r{i} - r.r{i}) <= "
                             f"{2.01 * t!r} * greatest(abs(l.r{i}), abs(r.r{i}), 1))" for i, (_c, t) in enumerate(plan.floats))
-        num = "hugeint" if d == "duckdb" else "numeric"
+        num = wide_type(d)
         sql += (f", c as (select l.b as lb, r.b as rb from p l join p r on l.nh = r.nh "
                 f"where l.lc > l.rc and r.rc > r.lc and {near}) ")
         selects.append(f"select * from (select 'c', {z}, {z}, {z}, {z}, {z}, {z}, {z}, {z}, {z}, cast(x as {num}), "

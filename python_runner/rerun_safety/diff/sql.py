@@ -23,6 +23,20 @@ _PG_TEXT_HASHED = ("json", "xml", "point", "line", "lseg", "box", "path", "polyg
                    "user-defined", "money")
 
 
+def text_type(dialect: str) -> str:
+    return {"duckdb": "varchar", "spark": "string"}.get(dialect, "text")
+
+
+def wide_type(dialect: str) -> str:
+    """An integer type that holds sums of 64-bit hashes."""
+    return {"duckdb": "hugeint", "spark": "decimal(38,0)"}.get(dialect, "numeric")
+
+
+def materialized(dialect: str) -> str:
+    """`materialized ` for a CTE read twice (Spark has no such keyword)."""
+    return "" if dialect == "spark" else "materialized "
+
+
 def _q(name: str, dialect: str) -> str:
     return ident(name).sql(dialect=dialect)
 
@@ -34,6 +48,10 @@ def _rel(schema: str, name: str, dialect: str) -> str:
 def _hash_sql(parts: Sequence[str], dialect: str) -> str:
     if not parts:
         return "cast(0 as ubigint)" if dialect == "duckdb" else "cast(0 as bigint)"
+    if dialect == "spark":
+        # xxhash64 chains its arguments as seeds and skips NULLs: (NULL, 1) and (1, NULL) would
+        # hash alike, so each part carries its own NULL flag
+        return f"xxhash64({', '.join(f'{p}, isnull({p})' for p in parts)})"
     if dialect == "duckdb":
         # hash(a, b) XORs b's hash into a mix of a's: hashed once more, values swapped between
         # two rows of a bucket no longer keep the bucket's sum (a sum of XORs mostly does).
@@ -99,18 +117,24 @@ def _hash_type(dialect: str) -> str:
 
 
 def _int_sum(expr: str, dialect: str) -> str:
-    return f"cast(coalesce(sum({expr}), 0) as {'hugeint' if dialect == 'duckdb' else 'numeric'})"
+    if dialect == "spark":
+        # a bigint sum overflows (an error under ANSI mode): sum as decimal(38,0)
+        return f"cast(coalesce(sum(cast({expr} as decimal(38,0))), 0) as decimal(38,0))"
+    return f"cast(coalesce(sum({expr}), 0) as {wide_type(dialect)})"
 
 
 def _in_list(expr: str, ints: Iterable[int], dialect: str) -> str:
     ints = [int(v) for v in ints]
     values = ", ".join(str(v) for v in ints)
     if len(ints) <= 64:  # a constant list is a cheap filter; a long one is better as a semi-join
-        cast = "hugeint" if dialect == "duckdb" else "numeric"
+        cast = wide_type(dialect)
         return f"cast({expr} as {cast}) in ({values})" if any(v >= 2**63 or v < -2**63 for v in ints) \
             else f"{expr} in ({values})"
     if dialect == "duckdb":
         return f"{expr} in (select unnest([{values}]::hugeint[]))"
+    if dialect == "spark":  # a constant list becomes a hash set (InSet)
+        wide = any(v >= 2**63 or v < -2**63 for v in ints)
+        return f"{f'cast({expr} as decimal(38,0))' if wide else expr} in ({values})"
     # A constant array is hashed once (PostgreSQL 14+) and, unlike a semi-join, filters inside the
     # workers of a parallel scan.
     wide = any(v >= 2**63 or v < -2**63 for v in ints)
@@ -167,6 +191,8 @@ def parse_where(sql: str | None, dialect: str) -> exp.Expression | None:
 
 
 def _is_base_table(side: Side) -> bool:
+    if side.con.dialect == "spark":
+        return False  # only DuckDB's rowid and PostgreSQL's ctid use it
     cache = side.con.__dict__.setdefault("_rs_base_tables", {})
     key = side.table.sql(dialect="duckdb")
     if key not in cache:
@@ -183,6 +209,8 @@ def _is_base_table(side: Side) -> bool:
 
 
 def columns_of(con: Connection, table: exp.Table) -> list[tuple[str, str]]:
+    if con.dialect == "spark":  # no information_schema: DESCRIBE
+        return con.columns(table.db or "default", table.name)
     conds = [exp.column("table_schema").eq(exp.Literal.string(table.db or ("main" if con.dialect == "duckdb" else "public"))),
              exp.column("table_name").eq(exp.Literal.string(table.name))]
     if table.catalog:

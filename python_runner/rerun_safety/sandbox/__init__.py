@@ -16,9 +16,13 @@ def engine_for(target_output: dict, work_root: Path, run_id: str, attach: bool =
         from .postgres import PostgresEngine
 
         return PostgresEngine(target_output, work_root, run_id, attach)
+    if kind == "spark":
+        from .spark import SparkEngine
+
+        return SparkEngine(target_output, work_root, run_id, attach)
     from ..errors import ConfigError
 
-    raise ConfigError(f"adapter '{kind}' is not supported (supported: duckdb, postgres)")
+    raise ConfigError(f"adapter '{kind}' is not supported (supported: duckdb, postgres, spark)")
 
 
 __all__ = ["PREFIX", "Engine", "Sandbox", "engine_for"]

@@ -99,6 +99,16 @@ class Connection(abc.ABC):
             cascade = " cascade" if self.dialect == "postgres" else ""
             self.execute(f"drop {kind} if exists {table(schema, name).sql(dialect=self.dialect)}{cascade}")
 
+    def delete_rows(self, target: exp.Table, where: exp.Expression | None = None) -> None:
+        """Delete the rows of `target` matching `where` (all without)."""
+        self.execute(exp.delete(target, where=where))
+
+    def base_tables(self) -> set[tuple[str, str]]:
+        """(schema, name) of every table (not view) of the database."""
+        q = exp.select("table_schema", "table_name").from_(table("information_schema", "tables")).where(
+            exp.column("table_type").eq(exp.Literal.string("BASE TABLE")))
+        return {(str(s), str(n)) for s, n in self.fetchall(q)}
+
     def create_schema(self, schema: str) -> None:
         self.execute(exp.Create(this=exp.Table(db=ident(schema)), kind="SCHEMA", exists=True))
 
@@ -151,6 +161,13 @@ class Engine(abc.ABC):
 
     def prepare_manifest(self, manifest: Any, sandbox: Sandbox) -> None:
         """Point a parsed manifest at the sandbox where dbt needs that (no-op by default)."""
+
+    # scenarios may run in worker processes at the same time
+    parallel_ok = True
+
+    def sql_rewriter(self, sandbox: Sandbox):
+        """A function dbt's statements go through in this sandbox (None: sent as they are)."""
+        return None
 
     def sandbox_name(self, role: str) -> str:
         return f"{PREFIX}{self.run_id}_{role}"

@@ -1,0 +1,448 @@
+"""Apache Spark sandboxes: sets of databases in the Spark catalog, one set per sandbox.
+
+Spark has no level above the schema (a "database"), so a sandbox cannot be a database of its own
+as on PostgreSQL. Each schema `s` of the project lives in a sandbox as the database
+`<sandbox name>__s`, and everything the runner and dbt send to a sandbox is pointed there:
+
+- the runner's SQL through `SparkConnection` (sqlglot tables renamed; text rewritten token by
+  token: `s.t` becomes `<sandbox>__s.t` for the project's schemas only);
+- dbt through the manifest (every node's and source's schema) and the profile's `schema`; what
+  the project's own SQL names by hand (`insert into analytics.log ...` in a hook) is rewritten the
+  same way on its way to Spark (`dbt_invoke`'s `rewrite_sql`), so no statement of a game day
+  reaches the user's databases except the snapshot's reads.
+
+Two ways to reach Spark, as dbt-spark has them: `method: session` (Spark inside this process:
+one SparkSession for the whole game day, shared with dbt; its Hive catalog allows one process, so
+scenarios run one after another) and `method: thrift` (a cluster's Thrift server through PyHive;
+worker processes may connect at once).
+"""
+from __future__ import annotations
+
+import fcntl
+import re
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+from sqlglot import exp
+from sqlglot.tokens import TokenType
+
+from ..errors import ConfigError, SandboxError
+from ..project import SourceTable
+from .base import PREFIX, SNAPSHOT_SCHEMA, Connection, Engine, Sandbox, ident, snapshot_table, table
+
+SEP = "__"
+_IDENT_TOKENS = (TokenType.VAR, TokenType.IDENTIFIER)
+_DATABASE_DDL = re.compile(r"\s*(create|drop|alter|use)\s+(database|schema|namespace)\b", re.IGNORECASE)
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith(("JVM stacktrace", "at ")):
+            return line
+    return type(err).__name__
+
+
+# ---------------------------------------------------------------------------------- backends
+class _Backend:
+    """Runs one Spark SQL statement; returns (column names, rows)."""
+
+    def run(self, sql: str) -> tuple[list[str], list[tuple]]:
+        raise NotImplementedError
+
+    def close(self) -> None: ...
+
+
+class SessionBackend(_Backend):
+    """The SparkSession of this process, built as dbt-spark's `method: session` builds it (so that
+    dbt's invocations and the runner share it)."""
+
+    def __init__(self, parameters: dict):
+        try:
+            from pyspark.sql import SparkSession
+        except ImportError:
+            raise ConfigError("the Spark target needs pyspark: pip install 'rerun-safety[spark]'") from None
+        builder = SparkSession.builder.enableHiveSupport()
+        for key, value in parameters.items():
+            builder = builder.config(str(key), str(value))
+        try:
+            self.spark = builder.getOrCreate()
+        except Exception as err:  # noqa: BLE001 - no JVM, a port in use: one line
+            raise SandboxError(f"cannot start Spark (method: session): {_first_line(err)}") from None
+
+    def run(self, sql: str) -> tuple[list[str], list[tuple]]:
+        df = self.spark.sql(sql)
+        rows = df.collect()
+        return list(df.columns), [tuple(r) for r in rows]
+
+
+class ThriftBackend(_Backend):
+    """A Spark Thrift server (a cluster's), through PyHive as dbt-spark's `method: thrift`."""
+
+    def __init__(self, output: dict):
+        try:
+            from pyhive import hive
+        except ImportError:
+            raise ConfigError("the Spark thrift target needs PyHive: pip install 'rerun-safety[spark]'") from None
+        for key in ("host", "port"):
+            if not output.get(key):
+                raise ConfigError(f"the Spark thrift target has no {key}")
+        params = {k: output[k] for k in ("auth", "kerberos_service_name", "password") if output.get(k)}
+        try:
+            self._con = hive.connect(host=str(output["host"]), port=int(output["port"]),
+                                     username=output.get("user") or None,
+                                     configuration={str(k): str(v) for k, v in
+                                                    (output.get("server_side_parameters") or {}).items()},
+                                     **params)
+        except Exception as err:  # noqa: BLE001 - refused, timed out, bad auth: one line
+            raise SandboxError(f"cannot connect to the Spark Thrift server {output['host']}:{output['port']}: "
+                               f"{_first_line(err)}") from None
+
+    def run(self, sql: str) -> tuple[list[str], list[tuple]]:
+        cur = self._con.cursor()
+        try:
+            cur.execute(sql)
+            if cur.description is None:
+                return [], []
+            names = [d[0].split(".")[-1] for d in cur.description]
+            return names, [tuple(r) for r in cur.fetchall()]
+        finally:
+            cur.close()
+
+    def close(self) -> None:
+        try:
+            self._con.close()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def make_backend(output: dict) -> _Backend:
+    method = str(output.get("method") or "")
+    if method == "session":
+        params = {str(k): str(v) for k, v in (output.get("server_side_parameters") or {}).items()}
+        return SessionBackend(params)
+    if method == "thrift":
+        return ThriftBackend(output)
+    raise ConfigError(f"Spark method '{method or '(none)'}' is not supported by the game day "
+                      "(supported: session, thrift)")
+
+
+# ---------------------------------------------------------------------------------- names
+def map_schemas(sql: str, prefix: str, schemas: Iterable[str]) -> str:
+    """`sql` with every `schema.name` whose schema is one of `schemas` (case-insensitive, not
+    already in a sandbox) written as `prefix+schema`.name; strings, comments and the rest of the
+    text are untouched. Statements sqlglot cannot tokenize go as they are."""
+    known = {s.lower() for s in schemas}
+    low = sql.lower()
+    if not any(s in low for s in known):
+        return sql
+    from sqlglot.dialects.dialect import Dialect
+
+    try:
+        tokens = Dialect.get_or_raise("spark").tokenize(sql)
+    except Exception:  # noqa: BLE001
+        return sql
+    edits: list[tuple[int, int, str]] = []
+    for i, tok in enumerate(tokens):
+        if tok.token_type not in _IDENT_TOKENS or tok.text.lower() not in known:
+            continue
+        if i and tokens[i - 1].token_type == TokenType.DOT:
+            continue  # the second part of a name
+        if i + 2 >= len(tokens) or tokens[i + 1].token_type != TokenType.DOT:
+            continue
+        edits.append((tok.start, tok.end, f"`{prefix}{tok.text.lower()}`"))
+    if not edits:
+        return sql
+    parts, pos = [], 0
+    for start, end, text in edits:
+        parts += [sql[pos:start], text]
+        pos = end + 1
+    parts.append(sql[pos:])
+    return "".join(parts)
+
+
+class SparkConnection(Connection):
+    """SQL in one sandbox (`prefix`), or in the user's catalog as it is (prefix None, read only)."""
+
+    dialect = "spark"
+
+    def __init__(self, backend: _Backend, prefix: str | None, schemas: set[str], on_close: Callable | None = None):
+        self._backend = backend
+        self.prefix = prefix
+        self.schemas = schemas  # the project's schemas (shared with the engine: new ones join)
+        self._on_close = on_close
+
+    def physical(self, schema: str) -> str:
+        if self.prefix is None or schema.lower().startswith(PREFIX):
+            return schema
+        return f"{self.prefix}{schema.lower()}"
+
+    def sql(self, expression) -> str:
+        if isinstance(expression, str):
+            if _DATABASE_DDL.match(expression):
+                # its bare name would be the user's database: create_schema() names the sandbox's
+                raise SandboxError(f"refusing a database statement outside create_schema(): {expression[:80]}")
+            return map_schemas(expression, self.prefix, self.schemas) if self.prefix else expression
+        if self.prefix is None:
+            return expression.sql(dialect="spark")
+        expression = expression.copy()
+        for t in expression.find_all(exp.Table):
+            if t.args.get("db") is not None and t.name:
+                t.set("db", ident(self.physical(t.db)))
+        return expression.sql(dialect="spark")
+
+    def _run(self, sql) -> tuple[list[str], list[tuple]]:
+        return self._backend.run(self.sql(sql))
+
+    def execute(self, sql, params: Sequence[Any] | None = None) -> None:
+        if params:
+            raise SandboxError("parameters are not supported on Spark")
+        self._run(sql)
+
+    def fetchall(self, sql) -> list[tuple]:
+        return self._run(sql)[1]
+
+    def fetch_dicts(self, sql) -> list[dict]:
+        names, rows = self._run(sql)
+        return [dict(zip(names, r)) for r in rows]
+
+    def close(self) -> None:
+        if self._on_close is not None:
+            self._on_close()
+
+    # -- the catalog, through Spark's own statements (Spark has no information_schema)
+    def _q(self, schema: str, name: str | None = None) -> str:
+        db = ident(self.physical(schema)).sql(dialect="spark")
+        return db if name is None else f"{db}.{ident(name).sql(dialect='spark')}"
+
+    def columns(self, schema: str, name: str) -> list[tuple[str, str]]:
+        try:
+            rows = self._backend.run(f"describe table {self._q(schema, name)}")[1]
+        except Exception:  # noqa: BLE001 - no such relation
+            return []
+        out = []
+        for r in rows:
+            col = str(r[0] or "").strip()
+            if not col or col.startswith("#"):
+                break  # partition information follows, repeating the partition columns
+            out.append((col, str(r[1]).lower()))
+        return out
+
+    def _names(self, statement: str, schema: str) -> set[str]:
+        try:
+            rows = self._backend.run(f"{statement} in {self._q(schema)}")[1]
+        except Exception:  # noqa: BLE001 - no such database
+            return set()
+        return {str(r[1]).lower() for r in rows if not r[2]}
+
+    def relation_kind(self, schema: str, name: str) -> str | None:
+        if name.lower() not in self._names("show tables", schema):
+            return None
+        return "view" if name.lower() in self._names("show views", schema) else "table"
+
+    def base_tables(self) -> set[tuple[str, str]]:
+        out = set()
+        for schema in self.databases():
+            out |= {(schema, n) for n in self._names("show tables", schema) - self._names("show views", schema)}
+        return out
+
+    def databases(self) -> list[str]:
+        """The project schemas that exist in this sandbox (their names as the project knows them)."""
+        rows = self._backend.run("show databases")[1]
+        names = [str(r[0]).lower() for r in rows]
+        if self.prefix is None:
+            return names
+        return sorted(n[len(self.prefix):] for n in names if n.startswith(self.prefix))
+
+    def drop_relation(self, schema: str, name: str) -> None:
+        kind = self.relation_kind(schema, name)
+        if kind:
+            self._backend.run(f"drop {kind} if exists {self._q(schema, name)}")
+
+    def create_schema(self, schema: str) -> None:
+        self.schemas.add(schema.lower())
+        self._backend.run(f"create database if not exists {self._q(schema)}")
+
+    def copy_table(self, src_schema: str, src: str, dst_schema: str, dst: str) -> None:
+        self.create_schema(dst_schema)
+        self._backend.run(f"create table {self._q(dst_schema, dst)} using parquet as "
+                          f"select * from {self._q(src_schema, src)}")
+
+    def delete_rows(self, target: exp.Table, where: exp.Expression | None = None) -> None:
+        """Spark's parquet tables have no DELETE: the rows to keep go to a new table, which then
+        takes the old one's name."""
+        schema, name = target.db, target.name
+        keep = f"{name}__rs_keep"
+        self._backend.run(f"drop table if exists {self._q(schema, keep)}")
+        cond = f" where not coalesce({self.sql(where)}, false)" if where is not None else " where false"
+        self._backend.run(f"create table {self._q(schema, keep)} using parquet as "
+                          f"select * from {self._q(schema, name)}{cond}")
+        self._backend.run(f"drop table {self._q(schema, name)}")
+        self._backend.run(f"alter table {self._q(schema, keep)} rename to {self._q(schema, name)}")
+
+
+# ---------------------------------------------------------------------------------- engine
+class SparkEngine(Engine):
+    dialect = "spark"
+
+    def __init__(self, target_output: dict, work_root: Path, run_id: str, attach: bool = False):
+        self.method = str(target_output.get("method") or "")
+        schema = str(target_output.get("schema") or "")
+        if schema.lower().startswith(PREFIX):
+            raise SandboxError(f"refusing to run: the target schema '{schema}' starts with the sandbox prefix '{PREFIX}'")
+        super().__init__(target_output, work_root, run_id, attach)
+        try:
+            self.backend = make_backend(target_output)
+        except BaseException:
+            self._abandon()
+            raise
+        self.schemas: set[str] = {schema.lower()} if schema else set()
+        self._original_schema: dict[str, str] = {}
+        self.notes: list[str] = []
+
+    # a parallel pool cannot share an in-process Spark's catalog (Derby: one process at a time)
+    @property
+    def parallel_ok(self) -> bool:
+        return self.method != "session"
+
+    def prefix(self, sandbox: Sandbox) -> str:
+        return f"{sandbox.name}{SEP}"
+
+    def _connection(self, prefix: str | None) -> SparkConnection:
+        return SparkConnection(self.backend, prefix, self.schemas)
+
+    def connect(self, sandbox: Sandbox) -> SparkConnection:
+        return self._connection(self.prefix(sandbox))
+
+    def user_connection(self) -> SparkConnection:
+        """The user's catalog as it is: only read."""
+        return self._connection(None)
+
+    def _new(self, role: str) -> Sandbox:
+        sandbox = Sandbox(self.sandbox_name(role), self.sandbox_name(role))
+        if self.connect(sandbox).databases():
+            raise SandboxError(f"sandbox {sandbox.name} exists already")
+        self.sandboxes.append(sandbox)
+        return sandbox
+
+    def create_snapshot(self, sources: Iterable[SourceTable]) -> Sandbox:
+        sandbox = self._new("snapshot")
+        con = self.connect(sandbox)
+        for src in sources:
+            if src.database and src.database.lower() not in ("spark_catalog", src.schema.lower()):
+                raise ConfigError(f"source {src.name} lives in catalog '{src.database}': only sources in the "
+                                  "session catalog can be snapshotted")
+            con.create_schema(src.schema)
+            user = f"{ident(src.schema).sql(dialect='spark')}.{ident(src.identifier).sql(dialect='spark')}"
+            try:
+                self.backend.run(f"create table {con._q(src.schema, src.identifier)} using parquet as "
+                                 f"select * from {user}")
+            except Exception as err:  # noqa: BLE001
+                raise ConfigError(f"source {src.name}: cannot read {src.schema}.{src.identifier}: "
+                                  f"{_first_line(err)}") from None
+            if src.time_column:
+                con.copy_table(src.schema, src.identifier, SNAPSHOT_SCHEMA, snapshot_table(src))
+        return sandbox
+
+    def clone(self, source: Sandbox, role: str) -> Sandbox:
+        from .. import clock
+
+        sandbox = self._new(role)
+        src, dst = self.connect(source), self.connect(sandbox)
+        old, new = self.prefix(source), self.prefix(sandbox)
+        views = []
+        for schema in src.databases():
+            dst.create_schema(schema)
+            tables = src._names("show tables", schema)
+            view_names = src._names("show views", schema)
+            for name in sorted(tables - view_names):
+                self.backend.run(f"create table {dst._q(schema, name)} using parquet as "
+                                 f"select * from {src._q(schema, name)}")
+            views += [(schema, name) for name in sorted(view_names)]
+        for schema, name in views:
+            text = self.backend.run(f"show create table {src._q(schema, name)}")[1][0][0]
+            body = re.split(r"\bAS\s", text, maxsplit=1, flags=re.IGNORECASE)[-1]
+            self.backend.run(f"create view {dst._q(schema, name)} as {body.replace(old, new)}")
+        if clock.CLOCK_SCHEMA in src.databases():
+            for statement in clock.function_sql("spark"):
+                dst.execute(statement)
+        return sandbox
+
+    def drop(self, sandbox: Sandbox) -> None:
+        con = self.connect(sandbox)
+        failed = None
+        for schema in con.databases():
+            try:
+                self.backend.run(f"drop database if exists {con._q(schema)} cascade")
+            except Exception as err:  # noqa: BLE001
+                failed = failed or f"could not remove sandbox database {con.physical(schema)}: {_first_line(err)}"
+        if sandbox in self.sandboxes:
+            self.sandboxes.remove(sandbox)
+        if failed:
+            raise SandboxError(failed)
+
+    def profile_output(self, sandbox: Sandbox) -> dict:
+        out = dict(self.target_output)
+        out["schema"] = f"{self.prefix(sandbox)}{str(self.target_output.get('schema') or '').lower()}"
+        return out
+
+    def prepare_manifest(self, manifest: Any, sandbox: Sandbox) -> None:
+        # Every node and source of the project lives in the sandbox's copy of its schema; the
+        # manifest is shared by every sandbox of the process, so the user's value is kept.
+        prefix = self.prefix(sandbox)
+        for collection in (manifest.nodes, manifest.sources):
+            for uid, node in collection.items():
+                if not getattr(node, "schema", None):
+                    continue
+                original = self._original_schema.setdefault(uid, node.schema)
+                self.schemas.add(original.lower())
+                node.schema = f"{prefix}{original.lower()}"
+                if getattr(node, "relation_name", None):
+                    name = getattr(node, "alias", None) or getattr(node, "identifier", None) or node.name
+                    node.relation_name = f"{node.schema}.{name}"
+
+    def sql_rewriter(self, sandbox: Sandbox) -> Callable[[str], str]:
+        """What dbt's statements go through in this sandbox: names the project's SQL writes by hand
+        (`analytics.log`) pointed at the sandbox's copy of the schema."""
+        prefix = self.prefix(sandbox)
+        return lambda sql: map_schemas(sql, prefix, self.schemas)
+
+    def sweep(self) -> int:
+        """Drop the databases of dead runs of this machine (their run folder is here, unlocked, or
+        gone after the folder sweep below); then the folders."""
+        try:
+            names = [str(r[0]).lower() for r in self.backend.run(f"show databases like '{PREFIX}*'")[1]]
+        except Exception:  # noqa: BLE001
+            names = []
+        dead: set[str] = set()
+        for name in names:
+            run = name[len(PREFIX):].split("_", 1)[0]
+            if run == self.run_id or run in dead:
+                continue
+            folder = self.work_root / f"{PREFIX}{run}"
+            # a run lives as long as its locked folder; an in-process catalog is this machine's
+            # alone, so there a missing folder means a dead run too
+            if (folder.is_dir() and _unlocked(folder)) or (self.method == "session" and not folder.exists()):
+                dead.add(run)
+        for name in names:
+            if name[len(PREFIX):].split("_", 1)[0] in dead:
+                try:
+                    self.backend.run(f"drop database if exists {ident(name).sql(dialect='spark')} cascade")
+                except Exception:  # noqa: BLE001 - the next sweep tries again
+                    pass
+        return super().sweep()
+
+    def close(self) -> None:
+        super().close()
+
+
+def _unlocked(folder: Path) -> bool:
+    try:
+        with open(folder / "lock", "a") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
