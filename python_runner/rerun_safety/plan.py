@@ -155,6 +155,7 @@ def make_plan(project: Project, select: tuple[str, ...], exclude: tuple[str, ...
     judged = [m for m in build if m.judged]
     source_ids = sorted({s for m in build for s in m.sources})
     sources = [project.sources[s] for s in source_ids]
+    sources += _hook_sources(project, build, set(source_ids))
     timed_seeds = [project.seed_inputs[s.unique_id] for s in seeds if s.unique_id in project.seed_inputs]
     _missing_time_columns(project, build)
     incremental = [m.unique_id for m in build if m.incremental]
@@ -163,6 +164,19 @@ def make_plan(project: Project, select: tuple[str, ...], exclude: tuple[str, ...
     return Plan(project, judged, build, seeds, [s for s in sources if s.time_column] + timed_seeds,
                 [s for s in sources if not s.time_column], None,
                 {m.unique_id: f"m{i}" for i, m in enumerate(judged)}, stateful)
+
+
+def _hook_sources(project: Project, build: list[Model], known: set[str]) -> list[SourceTable]:
+    """Declared sources that no model reads but a hook names (an audit table written by a
+    post-hook): copied into the sandboxes too, so that the hook writes there."""
+    from .side_effects import _mentions, hook_texts
+
+    hooks, project_hooks = hook_texts(project.manifest, [m.unique_id for m in build])
+    text = "\n".join([*hooks.values(), project_hooks])
+    if not text.strip():
+        return []
+    return [s for uid, s in sorted(project.sources.items())
+            if uid not in known and not s.time_column and _mentions(text, s.identifier)]
 
 
 def _to_datetime(value: Any, where: str) -> dt.datetime | None:
