@@ -1,11 +1,12 @@
-"""Installing the package into a fresh dbt project (local: <repo root>) on DuckDB: it parses and
-builds, brings no nodes from this repository's test or fixture projects, and creates nothing in
-the warehouse beyond the user's model until the ledger is turned on."""
+"""Installing the package into a fresh dbt project (local: <repo root>) on DuckDB and on Spark: it
+parses and builds, brings no nodes from this repository's test or fixture projects, and creates
+nothing in the warehouse beyond the user's model until the ledger is turned on."""
 from __future__ import annotations
 
 import duckdb
 import yaml
 
+from _spark import require_spark, spark_profile, spark_query, unique_schema
 from _support import REPO_ROOT, duckdb_profile, write_profiles
 
 FOREIGN_PREFIXES = ("tests/", "integration_tests/", "examples/", "python_runner/")
@@ -64,3 +65,37 @@ def test_plain_install_parses_builds_and_creates_only_the_users_model(tmp_path):
     on = _invoke(project, ["build", "--vars", "{rerun_safety_ledger_enabled: true, rerun_safety_ledger_schema: audit}"])
     assert on.success, on.exception
     assert _tables(warehouse) == ["audit.rerun_safety_ledger", "main.orders", "main.rerun_safety_run_ledger"]
+
+
+def test_plain_install_parses_and_builds_on_spark(tmp_path):
+    """Spark has no database above the schema: the disabled ledger model must not give its
+    relation one (dbt parse failed with "Field path of type Path in SparkRelation has invalid
+    value"), and turning the ledger on builds it there too."""
+    require_spark()
+    project = tmp_path / "user_project"
+    (project / "models").mkdir(parents=True)
+    (project / "dbt_project.yml").write_text(yaml.safe_dump(
+        {"name": "user_project", "version": "1.0.0", "config-version": 2, "profile": "user_project"}))
+    (project / "packages.yml").write_text(yaml.safe_dump({"packages": [{"local": str(REPO_ROOT)}]}))
+    (project / "models" / "orders.sql").write_text("select 1 as order_id, 'new' as status")
+    schema, audit = unique_schema("install"), unique_schema("install_audit")
+    write_profiles(project, "user_project", spark_profile(schema))
+
+    assert _invoke(project, ["deps"]).success
+    parsed = _invoke(project, ["parse"])
+    assert parsed.success, parsed.exception
+    assert "model.rerun_safety.rerun_safety_run_ledger" in parsed.result.disabled
+    assert [n.unique_id for n in parsed.result.nodes.values() if n.package_name == "rerun_safety"] == []
+
+    built = _invoke(project, ["build"])
+    assert built.success, built.exception
+    assert [(r.node.unique_id, str(r.status)) for r in built.result.results] == [
+        ("model.user_project.orders", "success")]
+    assert sorted(r[1] for r in spark_query(f"show tables in {schema}")) == ["orders"]
+    assert spark_query(f"show schemas like '{audit}'") == []
+
+    on = _invoke(project, ["build", "--vars", f"{{rerun_safety_ledger_enabled: true, rerun_safety_ledger_schema: {audit}}}"])
+    assert on.success, on.exception
+    assert sorted(r[1] for r in spark_query(f"show tables in {schema}")) == ["orders", "rerun_safety_run_ledger"]
+    assert [r[1] for r in spark_query(f"show tables in {audit}")] == ["rerun_safety_ledger"]
+    assert spark_query(f"select count(*) from {schema}.rerun_safety_run_ledger") == [(0,)]

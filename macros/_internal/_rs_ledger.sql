@@ -3,8 +3,18 @@
 {#- The ledger table: schema from var rerun_safety_ledger_schema (default: the target schema),
     table rerun_safety_ledger. -#}
 {% macro _rs_ledger_relation() %}
+  {{ return(adapter.dispatch('_rs_ledger_relation', 'rerun_safety')()) }}
+{% endmacro %}
+
+{% macro default___rs_ledger_relation() %}
   {%- set schema = var('rerun_safety_ledger_schema', target.schema) -%}
   {{ return(api.Relation.create(database=target.database, schema=schema, identifier='rerun_safety_ledger', type='table')) }}
+{% endmacro %}
+
+{#- Spark: no database level above the schema (a SparkRelation refuses one). -#}
+{% macro spark___rs_ledger_relation() %}
+  {%- set schema = var('rerun_safety_ledger_schema', target.schema) -%}
+  {{ return(api.Relation.create(schema=schema, identifier='rerun_safety_ledger', type='table')) }}
 {% endmacro %}
 
 
@@ -47,6 +57,25 @@
 
 
 {% macro _rs_create_ledger_sql(ledger) %}
+  {{ return(adapter.dispatch('_rs_create_ledger_sql', 'rerun_safety')(ledger)) }}
+{% endmacro %}
+
+{#- Spark: no varchar without a length (string is its text type); a parquet table. -#}
+{% macro spark___rs_create_ledger_sql(ledger) %}
+    create table if not exists {{ ledger }} (
+      model_name string,
+      relation_name string,
+      invocation_id string,
+      window_start timestamp,
+      window_end timestamp,
+      rows_in_batch bigint,
+      rows_in_target bigint,
+      status string,
+      recorded_at timestamp
+    ) using parquet
+{% endmacro %}
+
+{% macro default___rs_create_ledger_sql(ledger) %}
     create table if not exists {{ ledger }} (
       model_name varchar,
       relation_name varchar,
@@ -120,6 +149,39 @@
       ~ (prefix | length) ~ ") = " ~ rerun_safety._rs_sql_string(prefix) ~ " order by table_name desc limit 1") -%}
   {%- if found.rows | length == 0 -%}{{ return(none) }}{%- endif -%}
   {{ return('temp.main.' ~ adapter.quote(found.rows[0][0])) }}
+{% endmacro %}
+
+{#- Spark: dbt-spark's batch is the temporary view `<identifier>__dbt_tmp` (no schema, no time
+    suffix). A view is read again when counted: the count is of the model's select re-run after
+    the write, the same rows unless that select depends on what the write changed. -#}
+{% macro spark___rs_batch_relation(target_relation) %}
+  {%- set name = target_relation.identifier ~ '__dbt_tmp' -%}
+  {%- set found = run_query("show views like " ~ rerun_safety._rs_sql_string(name)) -%}
+  {%- for row in found.rows if row[2] and (row[1] | lower) == (name | lower) -%}
+    {{ return(adapter.quote(name)) }}
+  {%- endfor -%}
+  {{ return(none) }}
+{% endmacro %}
+
+{#- Whether the ledger table exists, asked of the catalog (not dbt's relation cache: the ledger is
+    created by hooks the cache never sees). -#}
+{% macro _rs_ledger_exists(ledger) %}
+  {{ return(adapter.dispatch('_rs_ledger_exists', 'rerun_safety')(ledger)) }}
+{% endmacro %}
+
+{% macro default___rs_ledger_exists(ledger) %}
+  {%- set found = run_query(
+      "select count(*) from information_schema.tables where table_schema = " ~ rerun_safety._rs_sql_string(ledger.schema)
+      ~ " and table_name = " ~ rerun_safety._rs_sql_string(ledger.identifier)) -%}
+  {{ return(found.rows[0][0] > 0) }}
+{% endmacro %}
+
+{#- Spark: no information_schema; SHOW TABLES of the schema (none when the schema is missing). -#}
+{% macro spark___rs_ledger_exists(ledger) %}
+  {%- set schemas = run_query("show schemas like " ~ rerun_safety._rs_sql_string(ledger.schema)) -%}
+  {%- if schemas.rows | length == 0 -%}{{ return(false) }}{%- endif -%}
+  {%- set found = run_query("show tables in " ~ adapter.quote(ledger.schema) ~ " like " ~ rerun_safety._rs_sql_string(ledger.identifier)) -%}
+  {{ return(found.rows | length > 0) }}
 {% endmacro %}
 
 {% macro postgres___rs_batch_relation(target_relation) %}

@@ -12,11 +12,7 @@
   {%- endif -%}
   {%- if not execute -%}{{ return(none) }}{%- endif -%}
   {%- set ledger = rerun_safety._rs_ledger_relation() -%}
-  {#- Ask the catalog, not dbt's relation cache: the ledger is created by hooks the cache never sees. -#}
-  {%- set exists = run_query(
-      "select count(*) from information_schema.tables where table_schema = " ~ rerun_safety._rs_sql_string(ledger.schema)
-      ~ " and table_name = " ~ rerun_safety._rs_sql_string(ledger.identifier)) -%}
-  {%- if exists.rows[0][0] == 0 -%}
+  {%- if not rerun_safety._rs_ledger_exists(ledger) -%}
     {{ return(none) }}
   {%- endif -%}
   {%- set result = run_query(
