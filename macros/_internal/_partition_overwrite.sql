@@ -18,10 +18,11 @@
 
 {#- Validate the model config against the columns being written; return
     {'keys': [{'name', 'quoted', 'data_type'}], 'granularity': none|str, 'static': none|list of tuples}. -#}
-{% macro _po_parse_config(dest_columns) %}
+{#- `raw`: the partition_key to parse, when not the model's own config (Spark resolves it first). -#}
+{% macro _po_parse_config(dest_columns, raw=none) %}
   {% set granularities = ['hour', 'day', 'month', 'year'] %}
   {% set shape_hint = "partition_key='<column>', partition_key=['<column>', ...] or partition_key={'field': '<date or timestamp column>', 'granularity': 'day'}" %}
-  {% set raw = config.get('partition_key') %}
+  {% set raw = config.get('partition_key') if raw is none else raw %}
   {% set granularity = none %}
   {% if raw is none or raw == '' or raw == [] %}
     {% do rerun_safety._po_error("partition_key is not set. Add " ~ shape_hint ~ " to the model's config.") %}
@@ -313,6 +314,12 @@ limit {{ limit + 2 }}
 
 {% macro default___po_string(text) -%}
   {{ return("'" ~ (text | string) | replace("'", "''") ~ "'") }}
+{%- endmacro %}
+
+{#- Spark reads a backslash in '...' as an escape (spark.sql.parser.escapedStringLiterals is off
+    by default): both the backslash and the quote are escaped with one. -#}
+{% macro spark___po_string(text) -%}
+  {{ return("'" ~ (text | string) | replace("\\", "\\\\") | replace("'", "\\'") ~ "'") }}
 {%- endmacro %}
 
 {#- PostgreSQL reads a backslash in '...' as an escape when standard_conforming_strings is off (a

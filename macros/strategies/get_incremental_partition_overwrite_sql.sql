@@ -14,3 +14,9 @@
 {% macro duckdb__get_incremental_partition_overwrite_sql(arg_dict) %}
   {{ return(rerun_safety._po_statement(arg_dict, rerun_safety._po_fail_by_error, form='batch')) }}
 {% endmacro %}
+
+{#- Spark has no delete: Spark's dynamic partition overwrite of a partitioned table (see
+    _partition_overwrite_spark.sql); dbt-spark reaches it through spark_incremental_sql. -#}
+{% macro spark__get_incremental_partition_overwrite_sql(arg_dict) %}
+  {{ return(rerun_safety._po_spark_statement(arg_dict)) }}
+{% endmacro %}

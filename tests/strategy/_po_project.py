@@ -183,3 +183,79 @@ def model_sql(config: str, columns: str = "*") -> str:
         + config
         + ") }}\nselect " + columns + " from {{ target.schema }}.raw_{{ this.identifier }}\n"
     )
+
+
+SPARK_SHIM = (REPO_ROOT / "integration_tests" / "macros" / "rerun_safety_spark_shim.sql").read_text()
+
+
+def spark_literal(value) -> str:
+    """A Python value as a Spark SQL literal (strings escaped for Spark's backslash-escaping parser)."""
+    import datetime as dt
+
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, dt.datetime):
+        return f"timestamp'{value.isoformat(sep=' ')}'"
+    if isinstance(value, dt.date):
+        return f"date'{value.isoformat()}'"
+    return "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+class SparkPoProject(PoProject):
+    """The same project on the process's in-process Spark, in a schema of its own; raw_<model> is a
+    view over literal rows (a catalog change only, no files written)."""
+
+    def __init__(self, root: Path, engine: str, models: dict[str, str], pg_server=None, dbname=None):
+        from _spark import unique_schema
+
+        self.spark_schema = unique_schema("po")
+        super().__init__(root, engine, models, pg_server=pg_server, dbname=dbname)
+        self.schema = self.spark_schema
+        (self.root / "macros" / "rerun_safety_spark_shim.sql").write_text(SPARK_SHIM)
+
+    def output(self, **extra) -> dict:
+        from _spark import spark_profile
+
+        return spark_profile(self.spark_schema, **extra)
+
+    def write_profiles(self) -> None:
+        (self.root / "profiles.yml").write_text(yaml.safe_dump(
+            {"po_tests": {"target": "dev", "outputs": {"dev": self.output()}}}))
+
+    def sql(self, statements: str | list, params_rows=None, fetch: bool = False):
+        from _spark import spark_query
+
+        out = None
+        for stmt in [statements] if isinstance(statements, str) else statements:
+            spark_query(f"use {self.spark_schema}")
+            out = spark_query(stmt)
+        return out if fetch else None
+
+    def fill_raws(self, tables: dict[str, tuple[str, list[tuple]]]) -> None:
+        from _spark import spark_query
+
+        spark_query(f"create schema if not exists {self.spark_schema}")
+        for model, (columns, rows) in tables.items():
+            defs = [c.strip().split(" ", 1) for c in columns.split(",")]
+            casts = ", ".join(f"cast(c{i} as {typ}) as {name}" for i, (name, typ) in enumerate(defs))
+            if rows:
+                values = ", ".join("(" + ", ".join(spark_literal(v) for v in row) + ")" for row in rows)
+                names = ", ".join(f"c{i}" for i in range(len(defs)))
+                body = f"select {casts} from values {values} as t({names})"
+            else:
+                body = "select " + ", ".join(f"cast(null as {typ}) as {name}" for name, typ in defs) + " where false"
+            self.sql(f"create or replace view {self.spark_schema}.raw_{model} as {body}")
+
+    def rows_of(self, tables) -> dict[str, Counter]:
+        from _spark import spark_query
+
+        return {t: Counter(spark_query(f"select * from {self.spark_schema}.{t}")) for t in tables}
+
+    def drop_warehouse(self) -> None:
+        from _spark import spark_query
+
+        spark_query(f"drop schema if exists {self.spark_schema} cascade")
