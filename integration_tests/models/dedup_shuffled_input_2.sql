@@ -1,6 +1,8 @@
 {#- The same rows as data_deduplicate, inserted in a different order (salt 2). -#}
 {{ config(materialized='table') }}
 
+{%- set text = 'string' if target.type == 'spark' else 'varchar' %}
+
 select * from {{ ref('data_deduplicate') }}
-order by md5(coalesce(cast(id as varchar), '~') || '|' || coalesce(cast(updated_at as varchar), '~')
-             || '|' || coalesce(status, '~') || '|' || coalesce(cast(amount as varchar), '~') || '|salt2')
+order by md5(coalesce(cast(id as {{ text }}), '~') || '|' || coalesce(cast(updated_at as {{ text }}), '~')
+             || '|' || coalesce(status, '~') || '|' || coalesce(cast(amount as {{ text }}), '~') || '|salt2')

@@ -4,6 +4,11 @@
 select
   days.d * 1000 + seq.i as event_id,
   cast(date_trunc('day', cast(current_timestamp as timestamp)) as timestamp) - days.d * interval '1 day' as event_at
+{%- if target.type == 'spark' %}
+from range(0, 21) as days(d)
+join range(1, 31) as seq(i)
+{%- else %}
 from generate_series(0, 20) as days(d)
 join generate_series(1, 30) as seq(i)
+{%- endif %}
   on seq.i <= case when days.d = 0 then 3 else 20 + days.d % 3 end
