@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from _spark import require_spark, spark_profile, spark_query, unique_schema
-from _support import REPO_ROOT, duckdb_profile, warehouse_target, write_profiles
+from _support import REPO_ROOT, copy_fixture, duckdb_profile, warehouse_target, write_profiles
 
 IT_DIR = REPO_ROOT / "integration_tests"
 PROFILE = "rerun_safety_integration_tests"
@@ -377,6 +377,68 @@ def test_bad_arguments_fail_at_parse_time(tmp_path):
         res = _invoke(project, ["parse"])
         assert not res.success, test_name
         assert message in _error_text(res)
+
+
+# ---------------------------------------------------------------------------------------------
+# Float tolerance on Spark: the fixture test_float_tolerance_macros.py builds on DuckDB and
+# PostgreSQL (sums added up in two orders, values a hair apart, a bigint and a decimal moved by one
+# unit), built on Spark with the same exact failure counts.
+
+
+@pytest.fixture(scope="module")
+def float_built_spark(tmp_path_factory):
+    from test_float_tolerance_macros import _write_seeds
+
+    require_spark()
+    tmp = tmp_path_factory.mktemp("float_spark")
+    project = copy_fixture("float_tolerance", tmp)
+    _write_seeds(project)
+    # Spark spells float8 `double`; its seeds load through the integration project's seed macro
+    # (dbt-spark's session connection would load decimals as floats and NULLs as 'None'). The
+    # decimal is numeric(36,10) here: the model's own decimal(38,10) + decimal(38,10) would round
+    # to 9 digits on Spark and lose the 1e-10 it adds before any test sees it.
+    for path in [project / "dbt_project.yml", *(project / "models").glob("*.sql")]:
+        text = path.read_text().replace("float8", "double")
+        path.write_text(text.replace("numeric(38,10)", "numeric(36,10)").replace("numeric(38, 10)", "numeric(36, 10)"))
+    (project / "macros").mkdir(exist_ok=True)
+    shutil.copy(IT_DIR / "macros" / "spark__load_csv_rows.sql", project / "macros")
+    config = yaml.safe_load((project / "dbt_project.yml").read_text())
+    config.update({"macro-paths": ["macros"],
+                   "dispatch": [{"macro_namespace": "dbt", "search_order": [config["name"], "dbt"]}]})
+    (project / "dbt_project.yml").write_text(yaml.safe_dump(config))
+    schema = unique_schema("rs_float")
+    write_profiles(project, "float_tolerance", spark_profile(schema))
+    assert _invoke(project, ["deps"]).success
+
+    def query(sql):
+        spark_query(f"use {schema}")
+        return spark_query(sql)
+    return _invoke(project, ["build"]), query
+
+
+def test_float_tolerance_on_spark_has_the_exact_failure_counts(float_built_spark):
+    from test_float_tolerance_macros import EXPECTED_FAILURES as FLOAT_FAILURES, K
+
+    build, query = float_built_spark
+    assert build.success, _error_text(build)
+    # the seeds hold the values written, bit for bit: K of them differ between the two orders
+    assert query("select count(*) from data_float_reference a join data_float_reordered b on a.id = b.id "
+                 "where a.x <> b.x")[0][0] == K > 200
+    tests = {name: r for name, r in _by_name(build).items() if r.node.resource_type == "test"}
+    assert {name: (str(r.status), r.failures) for name, r in tests.items()} == {
+        name: ("pass" if n == 0 else "warn", n) for name, n in FLOAT_FAILURES.items()}
+
+    def rows(name):
+        return query(f"select * from ({tests[name].node.compiled_code}) as t")
+
+    (grp, model_sum, compare_sum, diff, *_), = rows("expect_fail_bigint_reconcile_sums")
+    assert (grp, int(diff), int(model_sum) - int(compare_sum)) == (0, 1, 1)
+    # found by the sums' exact comparison; the shown difference is Spark's decimal(38,9) of it
+    (grp, model_sum, compare_sum, diff, *_), = rows("expect_fail_decimal_reconcile_sums")
+    assert (grp, Decimal(str(model_sum)) - Decimal(str(compare_sum)), Decimal(str(diff))) == (
+        1, Decimal("1e-10"), Decimal("0"))
+    assert sorted(r[0] for r in rows("expect_fail_float_changed_reconcile_sums")) == [3, 5]
+    assert sorted(r[0] for r in rows("expect_fail_float_changed_equal_multiset")) == [10, 10, 99999]
 
 
 # ---------------------------------------------------------------------------------------------
