@@ -3,12 +3,16 @@
 A side is `schema.table` in the profile's target (`db.schema.table` names another database on
 the same PostgreSQL server), or `path/to/file.duckdb:schema.table`. DuckDB sides are attached
 read-only to one in-memory connection; PostgreSQL sides use connections with
-`default_transaction_read_only=on`, one per database. Float columns are equal within a relative
+`default_transaction_read_only=on`, one per database; Spark sides (`type: spark`, method session
+or thrift) are tables of the Spark catalog as it is, read through one connection that lets only
+SELECT, DESCRIBE and SHOW through. Float columns are equal within a relative
 tolerance (`--float-tolerance`, default `DEFAULT_FLOAT_TOLERANCE`, 0 for exact).
 """
 from __future__ import annotations
 
 import json
+import logging
+import re
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,8 +29,8 @@ _DUCKDB_SUFFIXES = (".duckdb", ".db", ".ddb")
 @dataclass(frozen=True)
 class SideSpec:
     text: str
-    engine: str  # duckdb | postgres
-    location: str  # DuckDB file path or PostgreSQL database name
+    engine: str  # duckdb | postgres | spark
+    location: str  # DuckDB file path, PostgreSQL database name, "" on Spark
     catalog: str | None
     schema: str
     name: str
@@ -100,7 +104,14 @@ def parse_side(text: str, target: dict | None, dialect_hint: str | None = None) 
                           "pass --project-dir/--profiles-dir or use path/to/file.duckdb:schema.table")
     kind = target.get("type")
     catalog, schema, name = _parts(text, kind, text)
-    default_schema = target.get("schema") or ("main" if kind == "duckdb" else "public")
+    default_schema = target.get("schema") or {"duckdb": "main", "spark": "default"}.get(kind, "public")
+    if kind == "spark":
+        # Spark has no level above the schema (its session catalog is `spark_catalog`)
+        if catalog is not None and catalog.lower() != "spark_catalog":
+            raise ConfigError(f"side '{text}': Spark tables are schema.table (no database above the schema)")
+        return SideSpec(text, "spark", "", None, schema or default_schema, name)
+    if kind not in ("duckdb", "postgres"):
+        raise ConfigError(f"the profile's target is type '{kind}': diff reads duckdb, postgres and spark targets")
     if kind == "duckdb":
         path = str(target.get("path") or "")
         if not path or path == ":memory:" or path.startswith(("md:", "motherduck:")):
@@ -164,7 +175,8 @@ def run_diff(left: str, right: str, *, key: tuple[str, ...] = (), partition_by: 
     specs = [parse_side(left, target_output), parse_side(right, target_output)]
     engines = {s.engine for s in specs}
     if len(engines) != 1:
-        raise ConfigError("cannot compare a DuckDB relation with a PostgreSQL relation")
+        names = {"duckdb": "a DuckDB", "postgres": "a PostgreSQL", "spark": "a Spark"}
+        raise ConfigError(f"cannot compare {names[specs[0].engine]} relation with {names[specs[1].engine]} relation")
     engine = engines.pop()
     key = tuple(k for part in key for k in part.split(",") if k.strip()) if key else ()
     key = tuple(k.strip() for k in key)
@@ -172,6 +184,8 @@ def run_diff(left: str, right: str, *, key: tuple[str, ...] = (), partition_by: 
     with ExitStack() as stack:
         if engine == "duckdb":
             sides = _duckdb_sides(specs, cond, stack)
+        elif engine == "spark":
+            sides = _spark_sides(specs, cond, target_output or {}, stack)
         else:
             sides = _postgres_sides(specs, cond, target_output or {}, stack)
         try:
@@ -190,7 +204,19 @@ def _is_db_error(err: Exception) -> bool:
     import duckdb
     import psycopg2
 
-    return isinstance(err, (duckdb.Error, psycopg2.Error))
+    return isinstance(err, (duckdb.Error, psycopg2.Error) + _spark_errors())
+
+
+def _spark_errors() -> tuple[type, ...]:
+    """Spark's error types (in-process Spark, the JVM bridge, PyHive/Thrift), those installed."""
+    found: list[type] = []
+    for module, name in (("pyspark.errors", "PySparkException"), ("py4j.protocol", "Py4JError"),
+                         ("pyhive.exc", "Error"), ("thrift.Thrift", "TException")):
+        try:
+            found.append(getattr(__import__(module, fromlist=[name]), name))
+        except (ImportError, AttributeError):
+            pass
+    return tuple(found)
 
 
 def _first_line(err: BaseException) -> str:
@@ -259,6 +285,89 @@ def _postgres_sides(specs: list[SideSpec], cond, target: dict, stack: ExitStack)
         table = exp.Table(this=exp.to_identifier(spec.name, quoted=True), db=exp.to_identifier(spec.schema, quoted=True))
         sides.append(Side(cons[spec.location], table, cond, spec.text))
     return sides
+
+
+_SPARK_READS = re.compile(r"\s*(select|with|describe|show)\b", re.IGNORECASE)
+
+# Spark functions a filter never needs: calls into Java, raised errors, and values that change
+# from one read to the next (the checksums and the re-read of differing buckets must agree).
+_SPARK_UNSAFE = {"reflect", "java_method", "try_reflect", "raise_error", "assert_true", "randn", "shuffle",
+                 "monotonically_increasing_id", "spark_partition_id", "input_file_name", "input_file_block_start",
+                 "input_file_block_length", "current_timestamp", "now", "localtimestamp", "current_date",
+                 "unix_timestamp", "curdate"}
+
+
+class _ReadOnlySparkBackend:
+    """A Spark backend that runs only reads: the diff never creates, alters or drops anything."""
+
+    def __init__(self, backend):
+        self._backend = backend
+
+    def run(self, sql: str):
+        if not _SPARK_READS.match(sql):
+            raise DiffError(f"refusing a statement that is not a read on Spark: {sql.strip()[:60]}")
+        return self._backend.run(sql)
+
+    def close(self) -> None:
+        self._backend.close()
+
+
+def _derby_metastore(params: dict) -> Path | None:
+    """The embedded Derby metastore an in-process Spark would open, or None (another metastore)."""
+    url = params.get("spark.hadoop.javax.jdo.option.ConnectionURL")
+    if url is None:
+        return Path("metastore_db").resolve()  # Hive's default: the working directory
+    m = re.match(r"jdbc:derby:(?:;databaseName=)?([^;]+)", str(url))
+    return Path(m.group(1)).expanduser().resolve() if m else None
+
+
+def _spark_sides(specs: list[SideSpec], cond, target: dict, stack: ExitStack) -> list[Side]:
+    from .sandbox.spark import SparkConnection, make_backend
+
+    if str(target.get("method") or "") == "session":
+        params = {str(k): str(v) for k, v in (target.get("server_side_parameters") or {}).items()}
+        metastore = _derby_metastore(params)
+        if metastore is not None and not metastore.is_dir():
+            # Hive would create an empty catalog there: nothing to compare, and a folder left behind
+            raise ConfigError(f"no Spark catalog at {metastore}: method session reads the Hive metastore of the "
+                              "working directory (as dbt-spark does); run from the dbt project's folder or set "
+                              "spark.hadoop.javax.jdo.option.ConnectionURL in server_side_parameters")
+    _quiet_spark_errors(stack)
+    backend = _ReadOnlySparkBackend(make_backend(target))
+    stack.callback(backend.close)
+    con = SparkConnection(backend, None, set())
+    if cond is not None:
+        _refuse_spark_functions(con, cond)
+    return [Side(con, exp.Table(this=exp.to_identifier(s.name, quoted=True), db=exp.to_identifier(s.schema, quoted=True)),
+                 cond, s.text) for s in specs]
+
+
+def _quiet_spark_errors(stack: ExitStack) -> None:
+    """pyspark 4 logs every failed query's error with its JVM stack to stderr; the diff reports
+    it as one line (`query failed: ...`), so those loggers are silenced while it runs."""
+    try:
+        from pyspark.logger import PySparkLogger
+    except ImportError:
+        return
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+        logger = PySparkLogger.getLogger(name)
+        stack.callback(logger.setLevel, logger.level)
+        logger.setLevel(logging.CRITICAL)
+
+
+def _refuse_spark_functions(con, cond) -> None:
+    """--where may call Spark's built-in functions that only compute a value; not a user function
+    of the catalog (a Hive UDF may do anything)."""
+    from .diff.sql import where_functions
+
+    names = sorted(set(where_functions(cond, "spark")))
+    bad = [n for n in names if n in _SPARK_UNSAFE]
+    if not bad and names:
+        users = {str(r[0]).lower().rsplit(".", 1)[-1] for r in con.fetchall("show user functions")}
+        bad = [n for n in names if n in users]
+    if bad:
+        raise DiffError(f"--where may not call {bad[0]}(): a filter reads rows; it cannot call Java, raise errors, "
+                        "use values that change between reads or call the catalog's own functions")
 
 
 # ----------------------------------------------------------------------------- renderers

@@ -1,0 +1,182 @@
+"""`rerun-safety diff` on Spark tables, with the same answers as on DuckDB for the same rows.
+
+Every table is built from one Python list of rows on both engines; the Spark side is the test
+process's in-process Spark (dbt-spark `method: session`), read through a profile like a user's.
+One test runs against a standalone cluster's Thrift server (`method: thrift`).
+"""
+from __future__ import annotations
+
+import json
+
+import duckdb
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from _spark import require_spark, spark_profile, spark_query, unique_schema
+from _support import write_profiles
+from rerun_safety.cli import main
+
+COLUMNS = "id int, a int, b string, c string, f double"
+N = None
+
+# keyed: 1 same; 2 changed (a); 3 only left; 4 twice on the right; 5 float moved within the
+# tolerance; 6 float moved beyond it; 7 only right
+KEYED_LEFT = [(1, 10, "x", N, 1.5), (2, 20, "y", N, 2.5), (3, N, "z", N, 0.1), (4, 40, N, "w", 100.0),
+              (5, 50, "v", N, 1e6), (6, 60, "u", N, 3.0)]
+KEYED_RIGHT = [(1, 10, "x", N, 1.5), (2, 21, "y", N, 2.5), (4, 40, N, "w", 100.0), (4, 40, N, "w", 100.0),
+               (5, 50, "v", N, 1e6 * (1 + 1e-12)), (6, 60, "u", N, 3.0 * (1 + 1e-6)), (7, 70, "t", N, N)]
+KEYED = {"identical": False, "left_rows": 6, "right_rows": 7, "only_left": 1, "only_right": 1, "changed": 2,
+         "duplicate_keys_left": 0, "duplicate_keys_right": 1, "rows_only_left": 3, "rows_only_right": 4}
+
+# no key: NULLs in several columns ((NULL, 1) is not (1, NULL), in ints and in strings), a row
+# twice on one side, a float within the tolerance
+LOOSE_LEFT = [(N, 1, "x", N, 1.0), (1, N, "x", N, 1.0), (N, N, N, N, N), (2, 2, "p", N, N), (2, 2, "p", N, N),
+              (4, 4, "s", N, 2.0)]
+LOOSE_RIGHT = [(1, N, "x", N, 1.0), (1, N, "x", N, 1.0), (N, N, N, N, N), (2, 2, "p", N, N), (4, 4, N, "s", 2.0),
+               (4, 4, "s", N, 2.0 * (1 + 1e-12))]
+UNKEYED = {"identical": False, "left_rows": 6, "right_rows": 6, "only_left": 2, "only_right": 2, "changed": 0}
+UNKEYED_EXACT = {**UNKEYED, "only_left": 3, "only_right": 3}  # --float-tolerance 0: the moved float differs
+
+TABLES = {"kl": KEYED_LEFT, "kr": KEYED_RIGHT, "ul": LOOSE_LEFT, "ur": LOOSE_RIGHT, "same": KEYED_LEFT}
+
+
+def _literal(v) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, float):
+        return f"cast('{v!r}' as double)"
+    return repr(v) if isinstance(v, int) else "'" + v.replace("'", "''") + "'"
+
+
+def _values(rows) -> str:
+    return ", ".join("(" + ", ".join(_literal(v) for v in r) + ")" for r in rows)
+
+
+def _select(rows) -> str:
+    """The rows as a query with COLUMNS' names and types (one statement per table on Spark)."""
+    cols = ", ".join(f"cast(col{i + 1} as {c.split()[1]}) as {c.split()[0]}" for i, c in enumerate(COLUMNS.split(", ")))
+    return f"select {cols} from values {_values(rows)}"
+
+
+def _project(tmp_path, output: dict) -> list[str]:
+    project = tmp_path / "proj"
+    project.mkdir(exist_ok=True)
+    (project / "dbt_project.yml").write_text(yaml.safe_dump({"name": "p", "profile": "p", "version": "1"}))
+    write_profiles(project, "p", output)
+    return ["--project-dir", str(project), "--profiles-dir", str(project)]
+
+
+@pytest.fixture(scope="module")
+def spark_tables(tmp_path_factory):
+    """The tables on Spark (schema `schema`) and in a DuckDB file, and the CLI arguments of both."""
+    require_spark()
+    tmp = tmp_path_factory.mktemp("diff_spark")
+    schema = unique_schema("diff")
+    spark_query(f"create database {schema}")
+    path = tmp / "w.duckdb"
+    con = duckdb.connect(str(path))
+    try:
+        for name, rows in TABLES.items():
+            spark_query(f"create table {schema}.{name} using parquet as {_select(rows)}")
+            con.execute(f"create table {name} ({COLUMNS.replace('string', 'varchar')})")
+            con.execute(f"insert into {name} values {_values(rows)}")
+    finally:
+        con.close()
+    before = set(spark_query(f"show tables in {schema}"))
+    yield {"schema": schema, "args": _project(tmp, spark_profile(schema)), "duckdb": str(path)}
+    # the diff read the catalog and created nothing in it
+    assert set(spark_query(f"show tables in {schema}")) == before
+    spark_query(f"drop database {schema} cascade")
+
+
+def _run(args: list[str]) -> tuple[int, str]:
+    res = CliRunner().invoke(main, ["diff", *args])
+    return res.exit_code, res.output
+
+
+def _both(env: dict, left: str, right: str, *extra: str) -> tuple[dict, dict]:
+    """The JSON answer on Spark (sides `schema.table`) and on DuckDB; each with its exit code."""
+    out = []
+    for sides in ([f"{env['schema']}.{left}", right], [f"{env['duckdb']}:main.{left}", f"{env['duckdb']}:main.{right}"]):
+        code, text = _run([*sides, "--format", "json", *extra, *env["args"]])
+        assert code in (0, 1), text
+        out.append({"exit": code, **json.loads(text)})
+    return out[0], out[1]
+
+
+def _counts(d: dict, fields: dict) -> dict:
+    return {k: d[k] for k in fields}
+
+
+def test_identical(spark_tables):
+    # the right side is a bare name: the target's schema
+    spark, duck = _both(spark_tables, "kl", "same", "--key", "id")
+    assert (spark["exit"], duck["exit"]) == (0, 0)
+    assert _counts(spark, KEYED) == _counts(duck, KEYED) == {**dict.fromkeys(KEYED, 0), "identical": True,
+                                                             "left_rows": 6, "right_rows": 6}
+    assert spark["buckets"]["buckets"] == 1  # one checksum scan decided it
+
+
+def test_keyed_differences(spark_tables):
+    spark, duck = _both(spark_tables, "kl", "kr", "--key", "id")
+    assert _counts(spark, KEYED) == _counts(duck, KEYED) == KEYED
+    assert spark["exit"] == duck["exit"] == 1
+    assert spark["differing_columns"] == duck["differing_columns"] == ["a", "f"]
+    assert sorted(r["id"] for r in spark["sample"]) == sorted(r["id"] for r in duck["sample"]) == [2, 2, 3, 4, 6, 6, 7]
+
+
+@pytest.mark.parametrize("extra, expected", [((), UNKEYED), (("--float-tolerance", "0"), UNKEYED_EXACT)])
+def test_unkeyed_multisets_with_nulls_and_floats(spark_tables, extra, expected):
+    spark, duck = _both(spark_tables, "ul", "ur", *extra)
+    assert _counts(spark, expected) == _counts(duck, expected) == expected
+    assert spark["rows_only_left"] == expected["only_left"]
+    rows = [sorted(repr((r["id"], r["a"], r["b"], r["c"])) for r in d["sample"] if r["_diff"] == "only_left")
+            for d in (spark, duck)]
+    assert rows[0] == rows[1] and len(rows[0]) == expected["only_left"]
+
+
+def test_text_output_and_partitions(spark_tables):
+    s = spark_tables["schema"]
+    code, text = _run([f"{s}.kl", f"{s}.kr", "--key", "id", "--partition-by", "a", *spark_tables["args"]])
+    assert code == 1 and text.splitlines()[0] == f"{s}.kl vs {s}.kr: DIFFERENT"
+    assert "  partition 20: left 1, right 0" in text and "  partition 21: left 0, right 1" in text
+
+
+@pytest.mark.parametrize("args, message", [
+    (["{s}.kl", "{s}.nope"], "relation {s}.nope does not exist"),
+    (["kl", "kr", "--where", "nope > 1"], "query failed: [UNRESOLVED_COLUMN"),
+    (["kl", "kr", "--where", "reflect('java.lang.System', 'exit', 1) is null"], "may not call reflect()"),
+    (["kl", "kr", "--where", "a > 1; drop table kl"], "without semicolons"),
+    (["x.y.kl", "kr"], "no database above the schema"),
+])
+def test_bad_input_exits_2_with_one_line(spark_tables, args, message):
+    s = spark_tables["schema"]
+    code, text = _run([a.format(s=s) for a in args] + spark_tables["args"])
+    lines = [line for line in text.splitlines() if line.strip()]
+    assert code == 2 and len(lines) == 1 and message.format(s=s) in lines[0], text
+
+
+def test_where_filters_both_sides(spark_tables):
+    spark, duck = _both(spark_tables, "kl", "kr", "--key", "id", "--where", "id <= 2 or id = 5")
+    assert _counts(spark, KEYED) == _counts(duck, KEYED)
+    assert (spark["left_rows"], spark["right_rows"], spark["changed"], spark["only_left"]) == (3, 3, 1, 0)
+
+
+@pytest.mark.slow
+def test_thrift_server(spark_cluster, tmp_path):
+    """The same keyed diff through a cluster's Thrift server (PyHive), as dbt-spark `method: thrift`."""
+    schema = unique_schema("diff_thrift")
+    spark_cluster.query(f"create database {schema}")
+    try:
+        for name in ("kl", "kr"):
+            spark_cluster.query(f"create table {schema}.{name} using parquet as {_select(TABLES[name])}")
+        args = _project(tmp_path, spark_cluster.profile(schema))
+        code, text = _run(["kl", "kr", "--key", "id", "--format", "json", *args])
+        assert code == 1, text
+        assert _counts(json.loads(text), KEYED) == KEYED
+        code, text = _run(["kl", "missing", *args])
+        assert code == 2 and len(text.strip().splitlines()) == 1 and "does not exist" in text
+        assert {r[1] for r in spark_cluster.query(f"show tables in {schema}")} == {"kl", "kr"}
+    finally:
+        spark_cluster.query(f"drop database {schema} cascade")
