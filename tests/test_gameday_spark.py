@@ -17,44 +17,61 @@ from gameday_support import copy_project, run_cli
 pytestmark = pytest.mark.slow
 
 
-def _load(raw: str) -> None:
-    spark_query(f"create database {raw}")
+def _load(query, raw: str) -> None:
+    query(f"create database {raw}")
     # 7,999 events, one every 61 s from 2026-03-01 00:01:01 to 2026-03-06 15:32:19
-    spark_query(f"create table {raw}.events using parquet as select id as event_id, "
-                f"cast(id % 97 as double) / 7 as amount, "
-                f"timestamp'2026-03-01 00:00:00' + make_interval(0, 0, 0, 0, 0, 0, id * 61) as event_time "
-                f"from range(1, 8000)")
-    spark_query(f"create table {raw}.hook_log (model string, rows_after bigint) using parquet")
+    query(f"create table {raw}.events using parquet as select id as event_id, "
+          f"cast(id % 97 as double) / 7 as amount, "
+          f"timestamp'2026-03-01 00:00:00' + make_interval(0, 0, 0, 0, 0, 0, id * 61) as event_time "
+          f"from range(1, 8000)")
+    query(f"create table {raw}.hook_log (model string, rows_after bigint) using parquet")
 
 
-def _fingerprint(raw: str) -> dict:
+def _fingerprint(query, raw: str) -> dict:
     out = {}
     for table in ("events", "hook_log"):
-        out[table] = spark_query(f"select count(*), sum(cast(xxhash64(*) as decimal(38,0))) from {raw}.{table}")[0]
+        out[table] = tuple(query(f"select count(*), sum(cast(xxhash64(*) as decimal(38,0))) from {raw}.{table}")[0])
     return out
 
 
-def _databases() -> set[str]:
-    return {r[0] for r in spark_query("show databases")}
+def _databases(query) -> set[str]:
+    return {r[0] for r in query("show databases")}
 
 
-@pytest.fixture(scope="module")
-def spark_run(tmp_path_factory):
-    require_spark()
-    tmp = tmp_path_factory.mktemp("spark_gameday")
+def _gameday(tmp, query, profile, threads: int) -> dict:
     project = copy_project(FIXTURES / "spark_gameday", tmp / "project")
     raw, target = unique_schema("raw"), unique_schema("analytics")
-    _load(raw)
-    write_profiles(project, "spark_gameday", spark_profile(target))
-    before_dbs, before = _databases(), _fingerprint(raw)
+    _load(query, raw)
+    write_profiles(project, "spark_gameday", profile(target))
+    before_dbs, before = _databases(query), _fingerprint(query, raw)
     out = tmp / "out"
     code, stdout, stderr = run_cli(["gameday", "--project-dir", str(project), "--profiles-dir", str(project),
                                     "--output-dir", str(out), "--vars", json.dumps({"raw_schema": raw}),
-                                    "--batch-size", "day", "--steps", "3", "--threads", "2"])
+                                    "--batch-size", "day", "--steps", "3", "--threads", str(threads)])
     (tmp / "stdout.txt").write_text(stdout + stderr)  # kept for a failing assertion's reader
     report = json.loads((out / "report.json").read_text())
-    yield {"code": code, "stdout": stdout, "stderr": stderr, "report": report, "raw": raw, "target": target,
-           "before_dbs": before_dbs, "after_dbs": _databases(), "before": before, "after": _fingerprint(raw)}
+    return {"code": code, "stdout": stdout, "stderr": stderr, "report": report, "raw": raw, "target": target,
+            "before_dbs": before_dbs, "after_dbs": _databases(query), "before": before,
+            "after": _fingerprint(query, raw)}
+
+
+_RUNS: dict[str, dict] = {}
+
+
+@pytest.fixture(scope="module", params=["session", "thrift"])
+def spark_run(request, tmp_path_factory):
+    """The fixture's game day through dbt-spark `session` (Spark in this process) and `thrift` (the
+    standalone cluster's Thrift server; scenarios in two worker processes at once)."""
+    require_spark()
+    if request.param not in _RUNS:
+        tmp = tmp_path_factory.mktemp(f"spark_gameday_{request.param}")
+        if request.param == "session":
+            _RUNS["session"] = _gameday(tmp, spark_query, spark_profile, threads=2)
+        else:
+            cluster = request.getfixturevalue("spark_cluster")
+            _RUNS["thrift"] = _gameday(tmp, cluster.query, lambda t: cluster.profile(t, user="dbt"), threads=2)
+        _RUNS[request.param]["method"] = request.param
+    return _RUNS[request.param]
 
 
 def _models(report: dict) -> dict:
@@ -85,6 +102,9 @@ def test_verdicts_match_the_other_engines(spark_run):
 
 def test_threads_on_session_run_one_after_another(spark_run):
     notes = spark_run["report"]["summary"]["notes"]
+    if spark_run["method"] == "thrift":  # worker processes, each with its own connection
+        assert not [n for n in notes if n.startswith("--threads")]
+        return
     assert "--threads 2: scenarios ran one after another, in the one Spark of this process (method: session; " \
            "its catalog admits one process)" in notes
 

@@ -182,7 +182,10 @@ class Gameday:
         assert self.engine and plan.timeline
         names = name.split("+")
         self.progress.scenario(name if not isolate else f"{name} (isolation)")
-        sb = self.engine.clone(template, name.replace("+", "_") if not isolate else f"iso_{names[-1]}")
+        # the template outlives every scenario, which only reads its reference outputs and the rows
+        # inputs arrive from
+        sb = self.engine.clone(template, name.replace("+", "_") if not isolate else f"iso_{names[-1]}",
+                               read_only=(REFERENCE_SCHEMA, SNAPSHOT_SCHEMA, side_effects.PREHOOK_SCHEMA))
         judged_all: dict[str, dict] = {}
         try:
             profiles = self._profiles_dir(sb)

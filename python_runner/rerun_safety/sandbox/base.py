@@ -147,7 +147,9 @@ class Engine(abc.ABC):
         """Copy the sources' tables from the user's target (read-only) into a new sandbox."""
 
     @abc.abstractmethod
-    def clone(self, source: Sandbox, role: str) -> Sandbox: ...
+    def clone(self, source: Sandbox, role: str, read_only: tuple[str, ...] = ()) -> Sandbox:
+        """A copy of `source`. `read_only`: schemas the clone only reads while `source` lives on
+        (an engine without cheap copies may share their tables instead of copying them)."""
 
     @abc.abstractmethod
     def drop(self, sandbox: Sandbox) -> None: ...

@@ -140,7 +140,7 @@ class DuckDBEngine(Engine):
         path.chmod(0o600)  # a copy of production: the owner's only
         return sandbox
 
-    def clone(self, source: Sandbox, role: str) -> Sandbox:
+    def clone(self, source: Sandbox, role: str, read_only: tuple[str, ...] = ()) -> Sandbox:
         path = self._path(role)
         self._guard(path)
         path.parent.mkdir(parents=True, exist_ok=False)

@@ -260,7 +260,7 @@ class PostgresEngine(Engine):
             self._types[oid] = False
         return self._types[oid]
 
-    def clone(self, source: Sandbox, role: str) -> Sandbox:
+    def clone(self, source: Sandbox, role: str, read_only: tuple[str, ...] = ()) -> Sandbox:
         name = self.sandbox_name(role)
         self._create_database(name, source.location)
         sandbox = Sandbox(name, name)

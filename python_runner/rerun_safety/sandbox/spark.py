@@ -28,7 +28,7 @@ from sqlglot.tokens import TokenType
 
 from ..errors import ConfigError, SandboxError
 from ..project import SourceTable
-from .base import PREFIX, SNAPSHOT_SCHEMA, Connection, Engine, Sandbox, ident, snapshot_table, table
+from .base import PREFIX, SNAPSHOT_SCHEMA, Connection, Engine, Sandbox, ident, snapshot_table
 
 SEP = "__"
 _IDENT_TOKENS = (TokenType.VAR, TokenType.IDENTIFIER)
@@ -237,9 +237,14 @@ class SparkConnection(Connection):
         return {str(r[1]).lower() for r in rows if not r[2]}
 
     def relation_kind(self, schema: str, name: str) -> str | None:
-        if name.lower() not in self._names("show tables", schema):
+        try:
+            rows = self._backend.run(f"show tables in {self._q(schema)} like {_like(name)}")[1]
+        except Exception:  # noqa: BLE001 - no such database
             return None
-        return "view" if name.lower() in self._names("show views", schema) else "table"
+        if not any(str(r[1]).lower() == name.lower() and not r[2] for r in rows):
+            return None
+        views = self._backend.run(f"show views in {self._q(schema)} like {_like(name)}")[1]
+        return "view" if any(str(r[1]).lower() == name.lower() for r in views) else "table"
 
     def base_tables(self) -> set[tuple[str, str]]:
         out = set()
@@ -249,10 +254,10 @@ class SparkConnection(Connection):
 
     def databases(self) -> list[str]:
         """The project schemas that exist in this sandbox (their names as the project knows them)."""
-        rows = self._backend.run("show databases")[1]
-        names = [str(r[0]).lower() for r in rows]
         if self.prefix is None:
-            return names
+            return [str(r[0]).lower() for r in self._backend.run("show databases")[1]]
+        rows = self._backend.run(f"show databases like '{self.prefix}*'")[1]
+        names = [str(r[0]).lower() for r in rows]
         return sorted(n[len(self.prefix):] for n in names if n.startswith(self.prefix))
 
     def drop_relation(self, schema: str, name: str) -> None:
@@ -264,10 +269,29 @@ class SparkConnection(Connection):
         self.schemas.add(schema.lower())
         self._backend.run(f"create database if not exists {self._q(schema)}")
 
+    def partitioned_by(self, schema: str, name: str) -> str:
+        """` partitioned by (...)` of a partitioned table, else '': a copy keeps the partitions, so
+        that an insert overwrite (dynamic partitions) replaces in the copy what it replaces in the
+        original, instead of the whole table."""
+        try:
+            rows = self._backend.run(f"describe table {self._q(schema, name)}")[1]
+        except Exception:  # noqa: BLE001 - no such relation
+            return ""
+        cols, inside = [], False
+        for r in rows:
+            col = str(r[0] or "").strip()
+            if col == "# Partition Information":
+                inside = True
+            elif inside and (not col or (col.startswith("#") and col != "# col_name")):
+                break
+            elif inside and not col.startswith("#"):
+                cols.append(ident(col).sql(dialect="spark"))
+        return f" partitioned by ({', '.join(cols)})" if cols else ""
+
     def copy_table(self, src_schema: str, src: str, dst_schema: str, dst: str) -> None:
         self.create_schema(dst_schema)
-        self._backend.run(f"create table {self._q(dst_schema, dst)} using parquet as "
-                          f"select * from {self._q(src_schema, src)}")
+        self._backend.run(f"create table {self._q(dst_schema, dst)} using parquet"
+                          f"{self.partitioned_by(src_schema, src)} as select * from {self._q(src_schema, src)}")
 
     def delete_rows(self, target: exp.Table, where: exp.Expression | None = None) -> None:
         """Spark's parquet tables have no DELETE: the rows to keep go to a new table, which then
@@ -276,8 +300,8 @@ class SparkConnection(Connection):
         keep = f"{name}__rs_keep"
         self._backend.run(f"drop table if exists {self._q(schema, keep)}")
         cond = f" where not coalesce({self.sql(where)}, false)" if where is not None else " where false"
-        self._backend.run(f"create table {self._q(schema, keep)} using parquet as "
-                          f"select * from {self._q(schema, name)}{cond}")
+        self._backend.run(f"create table {self._q(schema, keep)} using parquet{self.partitioned_by(schema, name)} "
+                          f"as select * from {self._q(schema, name)}{cond}")
         self._backend.run(f"drop table {self._q(schema, name)}")
         self._backend.run(f"alter table {self._q(schema, keep)} rename to {self._q(schema, name)}")
 
@@ -297,7 +321,13 @@ class SparkEngine(Engine):
         except BaseException:
             self._abandon()
             raise
-        self.schemas: set[str] = {schema.lower()} if schema else set()
+        from ..clock import CLOCK_SCHEMA
+        from .base import REFERENCE_SCHEMA
+
+        # the names the runner's own SQL uses, known from the start: text naming them is pointed
+        # at a sandbox from the first statement on (the project's join when it is parsed)
+        self.schemas: set[str] = {REFERENCE_SCHEMA, SNAPSHOT_SCHEMA, CLOCK_SCHEMA, "rerun_safety_prehook",
+                                  *([schema.lower()] if schema else [])}
         self._original_schema: dict[str, str] = {}
         self.notes: list[str] = []
 
@@ -310,6 +340,12 @@ class SparkEngine(Engine):
         return f"{sandbox.name}{SEP}"
 
     def _connection(self, prefix: str | None) -> SparkConnection:
+        if self.method == "thrift":
+            # Each connection to a Thrift server is a Spark session of its own, and a session
+            # caches what it read of a table: after dbt rewrote the table (in its own session) a
+            # long-lived connection would look for files that are gone. One session per use.
+            backend = ThriftBackend(self.target_output)
+            return SparkConnection(backend, prefix, self.schemas, on_close=backend.close)
         return SparkConnection(self.backend, prefix, self.schemas)
 
     def connect(self, sandbox: Sandbox) -> SparkConnection:
@@ -320,15 +356,18 @@ class SparkEngine(Engine):
         return self._connection(None)
 
     def _new(self, role: str) -> Sandbox:
+        # names carry the run's id, which no other run has (a dead run's are swept by that id)
         sandbox = Sandbox(self.sandbox_name(role), self.sandbox_name(role))
-        if self.connect(sandbox).databases():
-            raise SandboxError(f"sandbox {sandbox.name} exists already")
         self.sandboxes.append(sandbox)
         return sandbox
 
     def create_snapshot(self, sources: Iterable[SourceTable]) -> Sandbox:
         sandbox = self._new("snapshot")
-        con = self.connect(sandbox)
+        with self.connect(sandbox) as con, self.user_connection() as user_con:
+            self._snapshot(con, user_con, sources)
+        return sandbox
+
+    def _snapshot(self, con: SparkConnection, user_con: SparkConnection, sources: Iterable[SourceTable]) -> None:
         for src in sources:
             if src.database and src.database.lower() not in ("spark_catalog", src.schema.lower()):
                 raise ConfigError(f"source {src.name} lives in catalog '{src.database}': only sources in the "
@@ -336,51 +375,64 @@ class SparkEngine(Engine):
             con.create_schema(src.schema)
             user = f"{ident(src.schema).sql(dialect='spark')}.{ident(src.identifier).sql(dialect='spark')}"
             try:
-                self.backend.run(f"create table {con._q(src.schema, src.identifier)} using parquet as "
+                parts = user_con.partitioned_by(src.schema, src.identifier)
+                con._backend.run(f"create table {con._q(src.schema, src.identifier)} using parquet{parts} as "
                                  f"select * from {user}")
             except Exception as err:  # noqa: BLE001
                 raise ConfigError(f"source {src.name}: cannot read {src.schema}.{src.identifier}: "
                                   f"{_first_line(err)}") from None
             if src.time_column:
                 con.copy_table(src.schema, src.identifier, SNAPSHOT_SCHEMA, snapshot_table(src))
+
+    def clone(self, source: Sandbox, role: str, read_only: tuple[str, ...] = ()) -> Sandbox:
+        """Tables are copied (Spark has no cheap copy of a parquet table without Delta); those of
+        `read_only` schemas become views of the source's (which outlives the clone)."""
+        sandbox = self._new(role)
+        with self.connect(source) as src, self.connect(sandbox) as dst:
+            self._clone(src, dst, source, sandbox, read_only)
         return sandbox
 
-    def clone(self, source: Sandbox, role: str) -> Sandbox:
+    def _clone(self, src: SparkConnection, dst: SparkConnection, source: Sandbox, sandbox: Sandbox,
+               read_only: tuple[str, ...]) -> None:
         from .. import clock
 
-        sandbox = self._new(role)
-        src, dst = self.connect(source), self.connect(sandbox)
+        run = dst._backend.run
         old, new = self.prefix(source), self.prefix(sandbox)
+        shared = {s.lower() for s in read_only}
         views = []
         for schema in src.databases():
             dst.create_schema(schema)
             tables = src._names("show tables", schema)
             view_names = src._names("show views", schema)
             for name in sorted(tables - view_names):
-                self.backend.run(f"create table {dst._q(schema, name)} using parquet as "
-                                 f"select * from {src._q(schema, name)}")
+                kind = "view" if schema in shared else "table"
+                how = f" using parquet{src.partitioned_by(schema, name)}" if kind == "table" else ""
+                run(f"create {kind} {dst._q(schema, name)}{how} as select * from {src._q(schema, name)}")
             views += [(schema, name) for name in sorted(view_names)]
         for schema, name in views:
-            text = self.backend.run(f"show create table {src._q(schema, name)}")[1][0][0]
+            text = run(f"show create table {src._q(schema, name)}")[1][0][0]
             body = re.split(r"\bAS\s", text, maxsplit=1, flags=re.IGNORECASE)[-1]
-            self.backend.run(f"create view {dst._q(schema, name)} as {body.replace(old, new)}")
+            run(f"create view {dst._q(schema, name)} as {body.replace(old, new)}")
         if clock.CLOCK_SCHEMA in src.databases():
             for statement in clock.function_sql("spark"):
                 dst.execute(statement)
-        return sandbox
 
     def drop(self, sandbox: Sandbox) -> None:
-        con = self.connect(sandbox)
-        failed = None
-        for schema in con.databases():
-            try:
-                self.backend.run(f"drop database if exists {con._q(schema)} cascade")
-            except Exception as err:  # noqa: BLE001
-                failed = failed or f"could not remove sandbox database {con.physical(schema)}: {_first_line(err)}"
+        with self.connect(sandbox) as con:
+            failed = self._drop(con)
         if sandbox in self.sandboxes:
             self.sandboxes.remove(sandbox)
         if failed:
             raise SandboxError(failed)
+
+    def _drop(self, con: SparkConnection) -> str | None:
+        failed = None
+        for schema in con.databases():
+            try:
+                con._backend.run(f"drop database if exists {con._q(schema)} cascade")
+            except Exception as err:  # noqa: BLE001
+                failed = failed or f"could not remove sandbox database {con.physical(schema)}: {_first_line(err)}"
+        return failed
 
     def profile_output(self, sandbox: Sandbox) -> dict:
         out = dict(self.target_output)
@@ -435,6 +487,12 @@ class SparkEngine(Engine):
 
     def close(self) -> None:
         super().close()
+
+
+def _like(name: str) -> str:
+    """A SHOW ... LIKE pattern matching `name` (its `*` and `|` are the pattern's own; a name
+    holding them matches more, and callers compare the names found)."""
+    return "'" + name.lower().replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def _unlocked(folder: Path) -> bool:
