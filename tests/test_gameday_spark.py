@@ -115,3 +115,57 @@ def test_user_data_and_catalog_unchanged(spark_run):
     assert spark_run["before"]["hook_log"][0] == 0
     assert spark_run["after_dbs"] == spark_run["before_dbs"]  # no sandbox left, no target schema created
     assert not [d for d in spark_run["after_dbs"] if d.startswith("rerun_safety_sbx_")]
+
+
+def test_kill_leaves_user_data_unchanged_and_next_run_sweeps(request, tmp_path):
+    """SIGKILL a game day (and its worker processes) through the Thrift server while its sandboxes
+    exist: the user's tables are unchanged, and the next run's sweep drops the dead run's databases."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    require_spark()
+    cluster = request.getfixturevalue("spark_cluster")
+    project = copy_project(FIXTURES / "spark_gameday", tmp_path / "project")
+    raw, target = unique_schema("raw"), unique_schema("analytics")
+    _load(cluster.query, raw)
+    write_profiles(project, "spark_gameday", cluster.profile(target, user="dbt"))
+    before = _fingerprint(cluster.query, raw)
+    env = dict(os.environ, TMPDIR=str(tmp_path))
+    proc = subprocess.Popen([sys.executable, "-m", "rerun_safety.cli", "gameday", "--project-dir", str(project),
+                             "--profiles-dir", str(project), "--output-dir", str(tmp_path / "out"),
+                             "--vars", json.dumps({"raw_schema": raw}), "--batch-size", "day", "--steps", "3",
+                             "--threads", "2"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+    def sandboxes() -> list[str]:
+        return [d for d in _databases(cluster.query) if d.startswith("rerun_safety_sbx_")]
+
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and proc.poll() is None:
+        if any("_replay_backfill__" in d or "_rerun__" in d for d in sandboxes()):
+            break  # scenarios are running, in the workers
+        time.sleep(2)
+    assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+    time.sleep(5)  # somewhere inside the scenarios' writes
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(30)
+    assert proc.returncode == -signal.SIGKILL
+    time.sleep(3)  # the workers die with their parent
+    assert _fingerprint(cluster.query, raw) == before
+    left = sandboxes()
+    assert left, "killed mid-run: its sandboxes are still there"
+
+    from rerun_safety.sandbox.spark import SparkEngine
+
+    root = tmp_path / f"rerun_safety-{os.getuid()}"  # the child's work root (its TMPDIR)
+    assert root.is_dir()
+    engine = SparkEngine(cluster.profile(target, user="dbt"), root, "nextrun00000")
+    try:
+        engine.sweep()  # what the next game day does first
+    finally:
+        engine.cleanup()
+        engine.close()
+    assert sandboxes() == []
+    assert _fingerprint(cluster.query, raw) == before
