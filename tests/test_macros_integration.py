@@ -107,7 +107,10 @@ def _spark_target(project: Path):
 
     def query(sql):
         spark_query(f"use {schema}")
-        return spark_query(sql.replace(" as varchar)", " as string)"))
+        try:
+            return spark_query(sql.replace(" as varchar)", " as string)"))
+        finally:
+            spark_query("use default")  # the session is shared: leave no schema current
     return query
 
 
@@ -412,7 +415,10 @@ def float_built_spark(tmp_path_factory):
 
     def query(sql):
         spark_query(f"use {schema}")
-        return spark_query(sql)
+        try:
+            return spark_query(sql)
+        finally:
+            spark_query("use default")
     return _invoke(project, ["build"]), query
 
 

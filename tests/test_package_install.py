@@ -67,6 +67,11 @@ def test_plain_install_parses_builds_and_creates_only_the_users_model(tmp_path):
     assert _tables(warehouse) == ["audit.rerun_safety_ledger", "main.orders", "main.rerun_safety_run_ledger"]
 
 
+def _spark_tables(schema):
+    """The schema's tables and views, without the session's temporary views (listed in every schema)."""
+    return sorted(r[1] for r in spark_query(f"show tables in {schema}") if not r[2])
+
+
 def test_plain_install_parses_and_builds_on_spark(tmp_path):
     """Spark has no database above the schema: the disabled ledger model must not give its
     relation one (dbt parse failed with "Field path of type Path in SparkRelation has invalid
@@ -91,11 +96,11 @@ def test_plain_install_parses_and_builds_on_spark(tmp_path):
     assert built.success, built.exception
     assert [(r.node.unique_id, str(r.status)) for r in built.result.results] == [
         ("model.user_project.orders", "success")]
-    assert sorted(r[1] for r in spark_query(f"show tables in {schema}")) == ["orders"]
+    assert _spark_tables(schema) == ["orders"]
     assert spark_query(f"show schemas like '{audit}'") == []
 
     on = _invoke(project, ["build", "--vars", f"{{rerun_safety_ledger_enabled: true, rerun_safety_ledger_schema: {audit}}}"])
     assert on.success, on.exception
-    assert sorted(r[1] for r in spark_query(f"show tables in {schema}")) == ["orders", "rerun_safety_run_ledger"]
-    assert [r[1] for r in spark_query(f"show tables in {audit}")] == ["rerun_safety_ledger"]
+    assert _spark_tables(schema) == ["orders", "rerun_safety_run_ledger"]
+    assert _spark_tables(audit) == ["rerun_safety_ledger"]
     assert spark_query(f"select count(*) from {schema}.rerun_safety_run_ledger") == [(0,)]

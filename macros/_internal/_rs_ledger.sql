@@ -156,7 +156,8 @@
     the write, the same rows unless that select depends on what the write changed. -#}
 {% macro spark___rs_batch_relation(target_relation) %}
   {%- set name = target_relation.identifier ~ '__dbt_tmp' -%}
-  {%- set found = run_query("show views like " ~ rerun_safety._rs_sql_string(name)) -%}
+  {#- temporary views are listed in every schema: name the model's, not the session's current one -#}
+  {%- set found = run_query("show views in " ~ adapter.quote(target_relation.schema) ~ " like " ~ rerun_safety._rs_sql_string(name)) -%}
   {%- for row in found.rows if row[2] and (row[1] | lower) == (name | lower) -%}
     {{ return(adapter.quote(name)) }}
   {%- endfor -%}
@@ -181,7 +182,8 @@
   {%- set schemas = run_query("show schemas like " ~ rerun_safety._rs_sql_string(ledger.schema)) -%}
   {%- if schemas.rows | length == 0 -%}{{ return(false) }}{%- endif -%}
   {%- set found = run_query("show tables in " ~ adapter.quote(ledger.schema) ~ " like " ~ rerun_safety._rs_sql_string(ledger.identifier)) -%}
-  {{ return(found.rows | length > 0) }}
+  {#- the listing includes the session's temporary views (isTemporary): a table only -#}
+  {{ return(found.rows | rejectattr(2) | list | length > 0) }}
 {% endmacro %}
 
 {% macro postgres___rs_batch_relation(target_relation) %}

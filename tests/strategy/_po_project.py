@@ -230,9 +230,12 @@ class SparkPoProject(PoProject):
         from _spark import spark_query
 
         out = None
-        for stmt in [statements] if isinstance(statements, str) else statements:
-            spark_query(f"use {self.spark_schema}")
-            out = spark_query(stmt)
+        try:
+            for stmt in [statements] if isinstance(statements, str) else statements:
+                spark_query(f"use {self.spark_schema}")
+                out = spark_query(stmt)
+        finally:
+            spark_query("use default")  # the session is shared: leave no schema current
         return out if fetch else None
 
     def fill_raws(self, tables: dict[str, tuple[str, list[tuple]]]) -> None:

@@ -157,7 +157,7 @@ def runs(po) -> Runs:
         assert exc is None, f"dbt crashed in run {run} instead of failing a model: {exc} {messages}"
         assert set(po.last_by_node) == set(selected), (run, sorted(po.last_by_node))
         out.status.update({(name, run): po.last_by_node[name] for name in selected})
-        existing = {r[1] for r in po.sql(f"show tables in {po.spark_schema}", fetch=True)}
+        existing = {r[1] for r in po.sql(f"show tables in {po.spark_schema}", fetch=True) if not r[2]}
         for name in selected:
             out.rows[(name, run)] = (Counter(po.sql(f"select {columns(CASES[name])} from {name}", fetch=True))
                                      if name in existing else None)
