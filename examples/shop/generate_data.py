@@ -5,6 +5,8 @@ hooks write.
 Deterministic (fixed seed), so every run of the demo judges the same rows.
     python generate_data.py --out shop.duckdb
     python generate_data.py --postgres "host=... port=... user=... dbname=..."
+    python generate_data.py --spark spark     # parquet tables in spark/warehouse, catalog spark/metastore_db
+    python generate_data.py --spark-thrift 127.0.0.1:10000   # a Spark cluster's Thrift server
 """
 from __future__ import annotations
 
@@ -98,15 +100,103 @@ def load_postgres(dsn: str) -> None:
         conn.close()
 
 
+# Spark: parquet tables, its own text type. batch_totals is partitioned by day, as the Spark variant of
+# events_totalled's hook replaces the days it covers by dynamic partition overwrite (no DELETE on
+# parquet); Spark keeps partition columns last.
+SPARK_EVENTS_DDL = ("create table {raw}.events (event_id int, user_id int, event_type string, amount decimal(10,2), "
+                    "currency string, event_time timestamp, loaded_at timestamp) using parquet")
+SPARK_USERS_DDL = "create table {raw}.users (user_id int, country string, currency string) using parquet"
+SPARK_AUDIT_DDL = ["create table {audit}.batch_summary (batch_day date, events bigint) using parquet",
+                   "create table {audit}.batch_totals (events bigint, batch_day date) using parquet "
+                   "partitioned by (batch_day)",
+                   "create table {audit}.run_log (model string, rows_after bigint) using parquet"]
+
+
+def _spark_literal(value) -> str:
+    if isinstance(value, dt.datetime):
+        return f"timestamp'{value.isoformat(sep=' ')}'"
+    if isinstance(value, str):
+        return "'" + value.replace("'", "''") + "'"
+    return str(value)
+
+
+def spark_statements(raw: str = "raw", audit: str = "audit", chunk: int = 1000) -> list[str]:
+    """The Spark SQL that (re)creates the raw and audit databases with the same rows as the other
+    engines; `raw` and `audit` name the databases (the models read them through the vars
+    shop_raw_schema and shop_audit_schema)."""
+    out = [f"drop database if exists {raw} cascade", f"drop database if exists {audit} cascade",
+           f"create database {raw}", f"create database {audit}",
+           SPARK_EVENTS_DDL.format(raw=raw), SPARK_USERS_DDL.format(raw=raw),
+           *(ddl.format(audit=audit) for ddl in SPARK_AUDIT_DDL)]
+    for table, rows in (("events", events()), ("users", users())):
+        for start in range(0, len(rows), chunk):
+            values = ", ".join("(" + ", ".join(_spark_literal(v) for v in row) + ")" for row in rows[start:start + chunk])
+            out.append(f"insert into {raw}.{table} values {values}")
+    return out
+
+
+def load_spark(run, raw: str = "raw", audit: str = "audit") -> None:
+    """Load through `run(sql)`: a SparkSession's sql, or a Thrift server's cursor."""
+    for statement in spark_statements(raw, audit):
+        run(statement)
+
+
+def spark_session(folder: str):
+    """An in-process Spark with the warehouse and Derby catalog in `folder`, configured as the
+    `spark` target of profiles.yml (SHOP_SPARK_DIR) configures dbt's."""
+    import os
+
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    root = os.path.abspath(folder)
+    os.makedirs(root, exist_ok=True)
+    return (SparkSession.builder.appName("shop generate_data").enableHiveSupport()
+            .config("spark.sql.warehouse.dir", os.path.join(root, "warehouse"))
+            .config("spark.hadoop.javax.jdo.option.ConnectionURL",
+                    "jdbc:derby:;databaseName=metastore_db;create=true")
+            .config("spark.driver.extraJavaOptions", f"-Dderby.system.home={root}")
+            .config("spark.sql.session.timeZone", "UTC")
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .getOrCreate())
+
+
+def thrift_cursor(address: str):
+    """A PyHive cursor on the Spark Thrift server at HOST:PORT (dbt-spark[PyHive])."""
+    from pyhive import hive
+
+    host, port = address.rsplit(":", 1)
+    return hive.connect(host=host, port=int(port)).cursor()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     group = parser.add_mutually_exclusive_group(required=True)
     group.add_argument("--out", help="DuckDB file to (re)create the raw schema in")
     group.add_argument("--postgres", help="libpq connection string of the database to load")
+    group.add_argument("--spark", metavar="DIR", help="folder of the Spark warehouse and metastore to load "
+                                                      "(the spark target's SHOP_SPARK_DIR, default spark)")
+    group.add_argument("--spark-thrift", metavar="HOST:PORT", help="a Spark Thrift server to load through "
+                                                                   "(the spark_thrift target's)")
     args = parser.parse_args()
     if args.out:
         load_duckdb(args.out)
         print(f"wrote {len(events())} events and {USERS} users to {args.out}")
+    elif args.spark:
+        spark = spark_session(args.spark)
+        try:
+            load_spark(spark.sql)
+        finally:
+            spark.stop()
+        print(f"wrote {len(events())} events and {USERS} users to Spark in {args.spark}")
+    elif args.spark_thrift:
+        cursor = thrift_cursor(args.spark_thrift)
+        try:
+            load_spark(cursor.execute)
+        finally:
+            cursor.close()
+        print(f"wrote {len(events())} events and {USERS} users to the Spark Thrift server {args.spark_thrift}")
     else:
         load_postgres(args.postgres)
         print(f"wrote {len(events())} events and {USERS} users to PostgreSQL")
