@@ -65,6 +65,9 @@ CASES = {
                     {"full": PRED_FIRST, "inc1": [(4, "a", 4)]}),
     # dbt-spark's own partition_by is the partition key when partition_key is not set
     "po_partition_by": Case("partition_by=['p']", P_COLS_SPARK, {"full": NULLS_FIRST, "inc1": NULLS_BATCH}),
+    # the other file format the strategy accepts
+    "po_orc": Case("partition_key='p', file_format='orc'", P_COLS_SPARK, {"full": NULLS_FIRST, "inc1": NULLS_BATCH,
+                                                                         "inc2": NULLS_BATCH}),
     # a table that exists unpartitioned (built before the model used this strategy)
     "po_unpartitioned": Case("partition_key='p'", P_COLS_SPARK, {"full": BAD_FIRST, "inc1": [(3, "a", 3)]},
                              before={"inc1": "drop table po_unpartitioned; create table po_unpartitioned "
@@ -260,3 +263,11 @@ def test_dbt_spark_strategies_pass_through_the_shim(po, runs):
     assert runs.after("native_append", "inc1") == Counter([(1, "a", 1), (2, "b", 2), (3, "a", 3)])
     assert runs.after("native_insert_overwrite", "inc1") == Counter([(2, "b", 2), (3, "a", 3)])
     assert partitions(po, "native_insert_overwrite") == ["p=a", "p=b"]
+
+
+def test_orc_tables_too(po, runs):
+    for run in ("inc1", "inc2"):
+        assert runs.after("po_orc", run) == Counter(NULLS_BATCH + [(4, "b", 4)])
+    assert partitions(po, "po_orc") == ["p=__HIVE_DEFAULT_PARTITION__", "p=a", "p=b"]
+    provider = [r for r in po.sql("describe table extended po_orc", fetch=True) if r[0] == "Provider"]
+    assert provider == [("Provider", "orc", "")]
