@@ -132,3 +132,31 @@ def test_cli_init_exit_codes(tmp_path):
     assert failed.stdout == ""
     assert "Traceback" not in failed.output
     assert isinstance(failed.exception, SystemExit)
+
+
+def test_spark_shim_is_the_file_the_integration_project_uses_and_is_idempotent(tmp_path):
+    from rerun_safety.init import SPARK_SHIM_CONTENT, SPARK_SHIM_FILENAME
+
+    expected = (REPO_ROOT / "integration_tests" / "macros" / SPARK_SHIM_FILENAME).read_text(encoding="utf-8")
+    assert SPARK_SHIM_CONTENT == expected
+    project = _project(tmp_path)
+    runner = CliRunner()
+    first = runner.invoke(main, ["init", "--spark", "--project-dir", str(project)])
+    assert (first.exit_code, first.output) == (
+        0, f"wrote {project / 'macros' / SHIM}\nwrote {project / 'macros' / SPARK_SHIM_FILENAME}\n")
+    assert (project / "macros" / SPARK_SHIM_FILENAME).read_text(encoding="utf-8") == expected
+    again = runner.invoke(main, ["init", "--spark", "--project-dir", str(project)])
+    assert again.output.count("already present:") == 2
+
+
+def test_another_dbt_spark_override_is_a_config_error(tmp_path):
+    from rerun_safety.init import SPARK_SHIM_FILENAME
+
+    project = _project(tmp_path)
+    (project / "macros").mkdir()
+    (project / "macros" / "mine.sql").write_text(
+        "{% macro dbt_spark_validate_get_incremental_strategy(raw_strategy, file_format) %}"
+        "{{ return(raw_strategy) }}{% endmacro %}\n")
+    with pytest.raises(ConfigError, match="already defines dbt_spark_validate_get_incremental_strategy"):
+        write_shim(project, spark=True)
+    assert not (project / "macros" / SPARK_SHIM_FILENAME).exists()

@@ -209,17 +209,22 @@ def lint(ctx, project_dir, profiles_dir, target, select, exclude, vars_yaml, fmt
 
 @main.command()
 @click.option("--project-dir", default=".", show_default=True, type=click.Path(file_okay=False))
+@click.option("--spark", is_flag=True, help="Also write the Spark shim (dbt-spark's incremental materialization "
+                                           "routes partition_overwrite to the package).")
 @click.pass_context
-def init(ctx, project_dir):
+def init(ctx, project_dir, spark):
     """Write the partition_overwrite strategy shim into a dbt project (idempotent)."""
     from .init import write_shim
 
     try:
-        path, changed = write_shim(Path(project_dir))
+        written = [write_shim(Path(project_dir))]
+        if spark:
+            written.append(write_shim(Path(project_dir), spark=True))
     except RerunSafetyError as err:
         _fail(err, ctx.obj["debug"])
         return
-    click.echo(f"{'wrote' if changed else 'already present:'} {path}")
+    for path, changed in written:
+        click.echo(f"{'wrote' if changed else 'already present:'} {path}")
 
 
 @main.command()
