@@ -11,9 +11,17 @@ Peers (reladiff, SQLMesh) run from their own venvs under /tmp, never from the pr
 
     nice .venv/bin/python benchmarks/diff.py [--rows 10000000] [--pg-rows 2000000] [--skip-peers]
                                             [--skip-pandas] [--skip-duckdb] [--skip-postgres] [--quick]
+    nice .venv/bin/python benchmarks/diff.py --engine spark [--spark-rows 2000000] [--rounds 3]
+                                            [--driver-memory 4g] [--profile]
 
 --quick runs only the checksum scans and our diff (no EXCEPT ALL, join, CLI, pandas or peers):
 a short before/after comparison of the diff itself.
+
+--engine spark: one process with one in-process Spark (dbt-spark `method: session`, local[2], a
+temporary warehouse and metastore), the same tables as parquet; every method runs --rounds times,
+alternating, best time kept (Spark starts once: ~10 s, not counted). Our diff goes through
+`run_diff` with a session profile, as the CLI does. --profile lists each Spark query of our diff
+with its time.
 """
 from __future__ import annotations
 
@@ -142,6 +150,145 @@ def child(method: str, target: str, extra: str) -> dict:
         raise SystemExit(f"unknown method {method}")
     out["op_seconds"] = time.perf_counter() - t0
     return out
+
+
+# ----------------------------------------------------------------------------- Spark
+
+def spark_build_sql(n: int) -> list[str]:
+    """The DuckDB tables' rows as parquet tables (Spark has no UPDATE: b is built in one query)."""
+    step = max(1, n // 1000)
+    gen = (f"select id, cast(id % 365 as int) as day, concat('cust_', id % 100000) as customer, "
+           f"cast(id * 0.37 as double) as amount, case id % 4 when 0 then 'new' when 1 then 'paid' else 'shipped' end "
+           f"as status, timestamp'2024-01-01 00:00:00' + make_interval(0, 0, 0, 0, 0, 0, id) as ts from range({n})")
+    return [f"create table a using parquet as {gen}",
+            "create table c using parquet as select * from a",
+            f"create table b using parquet as select id, day, customer, "
+            f"case when id % {step} = 5 % {step} then amount + 1 else amount end as amount, status, ts "
+            f"from a where id % {step} <> 17 % {step} union all "
+            f"select id + {2 * n}, day, customer, amount, status, ts from a where id % {step} = 9 % {step}",
+            "create table d using parquet as select id, day, customer, amount * (1 + 1e-14) as amount, status, ts "
+            "from a"]
+
+
+def spark_bench(rows: int, rounds: int, driver_memory: str, profile: bool) -> None:
+    import shutil
+    import tempfile
+
+    import yaml
+
+    sys.path.insert(0, str(ROOT / "python_runner"))
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    root = Path(tempfile.mkdtemp(prefix="rerun_safety_spark_bench_"))
+    params = {"spark.master": "local[2]", "spark.driver.memory": driver_memory,
+              "spark.sql.warehouse.dir": str(root / "warehouse"),
+              "spark.hadoop.javax.jdo.option.ConnectionURL":
+                  f"jdbc:derby:;databaseName={root / 'metastore_db'};create=true",
+              "spark.driver.extraJavaOptions": f"-Dderby.system.home={root}",
+              "spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
+              "spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2",
+              "spark.sql.session.timeZone": "UTC"}
+    try:
+        from pyspark.sql import SparkSession
+
+        import pyspark
+        from rerun_safety.diff_command import run_diff
+        from rerun_safety.sandbox import spark as spark_sandbox
+
+        t = time.perf_counter()
+        builder = SparkSession.builder.appName("rerun_safety diff benchmark").enableHiveSupport()
+        for k, v in params.items():
+            builder = builder.config(k, v)
+        spark = builder.getOrCreate()
+        spark.sparkContext.setLogLevel("ERROR")
+        started = time.perf_counter() - t
+        t = time.perf_counter()
+        for statement in spark_build_sql(rows):
+            spark.sql(statement)
+        built = time.perf_counter() - t
+        print(f"Spark {pyspark.__version__} (session, local[2], driver memory {driver_memory}): {rows:,} rows per "
+              f"table, started in {started:.1f} s, data ready in {built:.1f} s; cores: {os.cpu_count()}; "
+              f"load average before: {os.getloadavg()[0]:.1f}\n")
+        (root / "dbt_project.yml").write_text(yaml.safe_dump({"name": "b", "profile": "b", "version": "1"}))
+        (root / "profiles.yml").write_text(yaml.safe_dump({"b": {"target": "dev", "outputs": {"dev": {
+            "type": "spark", "method": "session", "host": "localhost", "schema": "default", "threads": 1,
+            "server_side_parameters": params}}}}))
+
+        queries: list[tuple[float, str]] = []
+        run = spark_sandbox.SessionBackend.run
+
+        def timed(self, sql):  # counts our diff's queries (benchmark only)
+            t0 = time.perf_counter()
+            try:
+                return run(self, sql)
+            finally:
+                queries.append((time.perf_counter() - t0, sql))
+
+        spark_sandbox.SessionBackend.run = timed
+        cols = ", ".join(COLUMNS)
+
+        def sql(text: str) -> dict:
+            return {"rows": [tuple(r) for r in spark.sql(text).collect()]}
+
+        def checksum(*tables: str) -> dict:
+            res = sql(" union all ".join(f"select count(*), sum(cast(xxhash64({cols}) as decimal(38,0))) from {t}"
+                                         for t in tables))
+            return {"equal": len(set(res["rows"])) == 1} if len(tables) > 1 else {"rows": res["rows"][0][0]}
+
+        def except_all() -> dict:
+            row = sql("select (select count(*) from (select * from a except all select * from b)), "
+                      "(select count(*) from (select * from b except all select * from a))")["rows"][0]
+            return {"only_left": row[0], "only_right": row[1]}
+
+        def ours(left: str, right: str, key: tuple[str, ...]) -> dict:
+            queries.clear()
+            r = run_diff(left, right, key=key, project_dir=str(root), profiles_dir=str(root)).to_dict()
+            return {**{k: r[k] for k in ("identical", "only_left", "only_right", "changed", "rows_only_left",
+                                         "rows_only_right")}, "queries": len(queries)}
+
+        plan = [("checksum scan of one side (a)", lambda: checksum("a")),
+                ("checksum scan of both (a vs b)", lambda: checksum("a", "b")),
+                ("ours, keyed (--key id)", lambda: ours("a", "b", ("id",))),
+                ("ours, no key", lambda: ours("a", "b", ())),
+                ("EXCEPT ALL both ways", except_all),
+                ("ours identical, keyed (a vs c)", lambda: ours("a", "c", ("id",))),
+                ("ours identical, no key (a vs c)", lambda: ours("a", "c", ())),
+                ("ours float noise, keyed (a vs d)", lambda: ours("a", "d", ("id",)))]
+        results: dict[str, dict] = {}
+        profiles: dict[str, list] = {}
+        for i in range(rounds):
+            for name, fn in plan:
+                t0 = time.perf_counter()
+                answer = fn()
+                took = time.perf_counter() - t0
+                best = results.get(name)
+                if best is None or took < best["op_seconds"]:
+                    results[name] = {**answer, "op_seconds": took}
+                    if name.startswith("ours"):
+                        profiles[name] = list(queries)
+                print(f"  round {i + 1}: {name}: {took:.2f} s (load {os.getloadavg()[0]:.1f})", flush=True)
+        print("\n| method (Spark) | best s | x one-side checksum | queries | answer |\n|---|---:|---:|---:|---|")
+        base = results["checksum scan of one side (a)"]["op_seconds"]
+        for name, r in results.items():
+            answer = {k: v for k, v in r.items() if k not in ("op_seconds", "queries")}
+            print(f"| {name} | {r['op_seconds']:.2f} | {r['op_seconds'] / base:.2f} | {r.get('queries', 1)} | "
+                  f"{json.dumps(answer, default=str)} |")
+        print(f"\nTargets (load average after: {os.getloadavg()[0]:.1f}):")
+        op = {name: r["op_seconds"] for name, r in results.items()}
+        for label, mine, ref, limit in [
+                ("1,000-row keyed diff <= 0.5x EXCEPT ALL", op["ours, keyed (--key id)"], op["EXCEPT ALL both ways"], 0.5),
+                ("1,000-row unkeyed diff <= 0.5x EXCEPT ALL", op["ours, no key"], op["EXCEPT ALL both ways"], 0.5),
+                ("identical keyed <= 1.5x one checksum scan of one side", op["ours identical, keyed (a vs c)"],
+                 op["checksum scan of one side (a)"], 1.5),
+                ("identical unkeyed <= 1.5x one checksum scan of one side", op["ours identical, no key (a vs c)"],
+                 op["checksum scan of one side (a)"], 1.5)]:
+            print(f"  {label}: {mine:.2f} / {ref:.2f} = {mine / ref:.2f}  {'OK' if mine / ref <= limit else 'MISSED'}")
+        if profile:
+            for name, qs in profiles.items():
+                print(f"\n{name}: {len(qs)} queries, {sum(q[0] for q in qs):.2f} s")
+                for took, text in qs:
+                    print(f"  {took:6.2f} s  {' '.join(text.split())[:150]}")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 # ----------------------------------------------------------------------------- parent
@@ -284,12 +431,20 @@ def main() -> None:
     ap.add_argument("--skip-postgres", action="store_true")
     ap.add_argument("--skip-duckdb", action="store_true")
     ap.add_argument("--quick", action="store_true", help="only the checksum scans and our diff")
+    ap.add_argument("--engine", choices=["duckdb-postgres", "spark"], default="duckdb-postgres")
+    ap.add_argument("--spark-rows", type=int, default=2_000_000)
+    ap.add_argument("--rounds", type=int, default=3, help="Spark: runs of every method (best kept)")
+    ap.add_argument("--driver-memory", default="4g", help="Spark: the in-process driver's heap")
+    ap.add_argument("--profile", action="store_true", help="Spark: list our diff's queries with their times")
     ap.add_argument("--child")
     ap.add_argument("--target")
     ap.add_argument("--extra", default="")
     args = ap.parse_args()
     if args.child:
         print(json.dumps(child(args.child, args.target, args.extra), default=str))
+        return
+    if args.engine == "spark":
+        spark_bench(args.spark_rows, args.rounds, args.driver_memory, args.profile)
         return
 
     import duckdb

@@ -89,8 +89,11 @@ def _differing_buckets_across(plan: _Plan) -> tuple[int, int, int, list[tuple]]:
             sql = _bucket_query(plan, side, b, h, p)
         return {r[0]: (r[1], int(r[2]), r[3]) for r in side.con.fetchall(sql)}
 
-    lmap, rmap = _pair(plan, lambda: fetch(plan.left, plan.lb, plan.lh, plan.lp),
-                       lambda: fetch(plan.right, plan.rb, plan.rh, plan.rp))
+    if plan.dialect == "spark":
+        lmap, rmap = _spark_bucket_maps(plan)
+    else:
+        lmap, rmap = _pair(plan, lambda: fetch(plan.left, plan.lb, plan.lh, plan.lp),
+                           lambda: fetch(plan.right, plan.rb, plan.rh, plan.rp))
     if plan.mode == "column":
         plan.buckets = len(set(lmap) | set(rmap))
     listed = []
@@ -101,3 +104,15 @@ def _differing_buckets_across(plan: _Plan) -> tuple[int, int, int, list[tuple]]:
             listed.append((b, None if label is None else str(label), lv[1] if lv else 0, rv[1] if rv else 0))
     listed.sort(key=lambda t: t[0])
     return (sum(v[1] for v in lmap.values()), sum(v[1] for v in rmap.values()), len(listed), listed)
+
+
+def _spark_bucket_maps(plan: _Plan) -> tuple[dict, dict]:
+    """Both sides' bucket checksums in one Spark query (one job instead of two, ~0.3 s each before
+    any work); compared here, as Spark would compute a CTE of them again for every reference."""
+    parts = [f"select {s} as side, b, p, c, s from ({_bucket_query(plan, side, b, h, p)}) x{s}"
+             for s, side, b, h, p in ((0, plan.left, plan.lb, plan.lh, plan.lp),
+                                      (1, plan.right, plan.rb, plan.rh, plan.rp))]
+    maps: tuple[dict, dict] = ({}, {})
+    for side, b, p, c, s in plan.left.con.fetchall(" union all ".join(parts)):
+        maps[int(side)][b] = (p, int(c), s)
+    return maps

@@ -13,7 +13,7 @@ from .buckets import _differing_buckets_across, _differing_buckets_same
 from .floats import float_tolerance_of, round_float_sql
 from .plan import _plan, _set_hash_buckets, _set_range_buckets, _totals
 from .results import DiffError, DiffResult, Side
-from .rows import _fetch_sample, _rows_across, _rows_same, _sample_columns
+from .rows import _fetch_sample, _rows_across, _rows_same, _sample_columns, _spark_samples
 from .sql import _TEMPORAL, _hash_sql, _int_sum, _q, _src, columns_of, parse_where, row_hash, text_type
 
 
@@ -64,8 +64,10 @@ def compare(left: Side, right: Side, *, key: Sequence[str] = (), ignore_columns:
         counts, lpick, rpick = _rows_same(plan, [b for b, *_ in listed] if nj <= limits.MAX_LISTED_BUCKETS else None)
     else:
         counts, lpick, rpick = _rows_across(plan, listed)  # every differing bucket is listed
-    sample = (_fetch_sample(plan, plan.right, plan.rb, plan.rh, rpick, "extra")
-              + _fetch_sample(plan, plan.left, plan.lb, plan.lh, lpick, "missing"))
+    sample = _spark_samples(plan, lpick, rpick) if d == "spark" else None
+    if sample is None:
+        sample = (_fetch_sample(plan, plan.right, plan.rb, plan.rh, rpick, "extra")
+                  + _fetch_sample(plan, plan.left, plan.lb, plan.lh, lpick, "missing"))
     result.update(
         identical=False, extra_rows=counts["only_r"], missing_rows=counts["only_l"], extra_copies=counts["copies_r"],
         sample=tuple(sample), differing_columns=tuple(_sample_columns(sample, plan.key, plan.columns,

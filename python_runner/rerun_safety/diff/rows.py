@@ -140,10 +140,11 @@ def _loose_rows_same(plan: _Plan, buckets: list[int] | None) -> list[_Loose] | N
                    int(r[4]), int(r[5]), int(r[6]), r[7 + nk + nf] if pg else None) for r in rows]
 
 
-def _chunks(listed: list[tuple]) -> Iterable[list]:
+def _chunks(listed: list[tuple], size: int | None = None) -> Iterable[list]:
+    size = limits.CHUNK_ROWS if size is None else size
     chunk, rows = [], 0
     for b, _p, lc, rc in listed:
-        if chunk and rows + max(lc, rc) > limits.CHUNK_ROWS:
+        if chunk and rows + max(lc, rc) > size:
             yield chunk
             chunk, rows = [], 0
         chunk.append(b)
@@ -162,14 +163,21 @@ def _rows_across(plan: _Plan, listed: list[tuple]) -> tuple[dict, list, list]:
     rsample: list[tuple[int, int]] = []
     unmatched: dict[tuple, tuple[int, int]] = {}  # (bucket, key..., row hash) -> (lc, rc), for the floats
     key_rows: dict[tuple, tuple[int, int]] = {}
-    for chunk in _chunks(listed):
+    spark = d == "spark"
+    # Spark: the exact floats of the unmatched groups come with the group counts (see below)
+    loose_rows: tuple[dict, dict] | None = ({}, {}) if spark and plan.floats else None
+    for chunk in _chunks(listed, limits.SPARK_CHUNK_ROWS if spark else None):
         def fetch(side: Side, b: str, h: str, chunk=chunk) -> Counter:
             sql = (f"select {b} as b, {kcols}{h} as h, count(*) from {plan.src(side, _in_list(b, chunk, d))} "
                    f"group by {', '.join(str(i + 1) for i in range(len(ks) + 2))}")
             return Counter({tuple(r[:-1]): int(r[-1]) for r in side.con.fetchall(sql)})
 
-        lcount, rcount = _pair(plan, lambda: fetch(plan.left, plan.lb, plan.lh),
-                               lambda: fetch(plan.right, plan.rb, plan.rh))
+        if spark:
+            lcount, rcount = _spark_group_counts(plan, None if len(chunk) == len(listed) > limits.MAX_LISTED_BUCKETS
+                                                 else chunk, loose_rows)
+        else:
+            lcount, rcount = _pair(plan, lambda: fetch(plan.left, plan.lb, plan.lh),
+                                   lambda: fetch(plan.right, plan.rb, plan.rh))
         per_key: dict[tuple, list[int]] = {}
         for item in set(lcount) | set(rcount):
             lc, rc = lcount.get(item, 0), rcount.get(item, 0)
@@ -199,15 +207,88 @@ def _rows_across(plan: _Plan, listed: list[tuple]) -> tuple[dict, list, list]:
             out["dup_l"] += kl > 1 and kl > kr
             out["dup_r"] += kr > 1 and kr > kl
     if plan.floats and out["only_l"] and out["only_r"] and len(unmatched) <= limits.MAX_TOLERANCE_ROWS:
-        loose = _loose_rows_across(plan, unmatched, key_rows)
+        loose = _loose_rows_across(plan, unmatched, key_rows, loose_rows)
         if loose is not None:
             lsample, rsample = (picks[:limits.SAMPLE_ROWS] for picks in _pair_floats(plan, loose, out))
     return out, lsample, rsample
 
 
+def _spark_group_counts(plan: _Plan, buckets: list | None,
+                        loose_rows: tuple[dict, dict] | None = None) -> tuple[Counter, Counter]:
+    """Spark: the (bucket, key, row hash) counts of both sides that `_rows_across` needs, in one
+    query, grouped and matched in Spark: only groups whose counts differ come back (keyed: every
+    group of a key that has one), not every row of the differing buckets (each query costs ~0.3 s
+    before any work, and rows cross into Python slowly). `buckets` None: every bucket.
+
+    With float columns the groups are cut finer, by the hash of the exact columns and the exact
+    floats, and `loose_rows` (left, right) receives, per unmatched group, its rows' (hash of the
+    exact columns, floats) as `_loose_rows_across` reads them, so that it needs no query of its own.
+    """
+    d = plan.dialect
+    ks = plan.keys_sql
+    kcols = "".join(f", {k} as k{i}" for i, k in enumerate(ks))
+    knames = "".join(f"k{i}, " for i in range(len(ks)))
+    nf = len(plan.floats) if loose_rows is not None else 0
+    fnames = "".join(f", f{i}" for i in range(nf))
+    fine = f", nh{fnames}" if nf else ""
+    parts = []
+    for s, side, b, h, nh in ((0, plan.left, plan.lb, plan.lh, plan.lnh), (1, plan.right, plan.rb, plan.rh, plan.rnh)):
+        fcols = (f", {nh} as nh" + "".join(f", {_q(c, d)} as f{i}" for i, (c, _t) in enumerate(plan.floats))) if nf else ""
+        parts.append(f"select {s} as s, {b} as b{kcols}, {h} as h{fcols} from "
+                     f"{plan.src(side, _in_list(b, buckets, d) if buckets is not None else None)}")
+    group = f"b, {knames}h"
+    grouped = (f"select {group}{fine}, sum(1 - s) as lc, sum(s) as rc from ({parts[0]} union all {parts[1]}) u "
+               f"group by {group}{fine}")
+    if nf:  # the counts of the (bucket, key, row hash) group
+        grouped = (f"select *, sum(lc) over (partition by {group}) as glc, sum(rc) over (partition by {group}) as grc "
+                   f"from ({grouped}) fg")
+        glc, grc = "glc", "grc"
+    else:
+        glc, grc = "lc", "rc"
+    if ks:
+        sql = (f"select {group}{fine}, lc, rc, {glc}, {grc} from (select *, max(case when {glc} <> {grc} then 1 "
+               f"else 0 end) over (partition by b, {knames.rstrip(', ')}) as dif from ({grouped}) g) x where dif = 1")
+    else:
+        sql = f"select {group}{fine}, lc, rc, {glc}, {grc} from ({grouped}) g where {glc} <> {grc}"
+    lcount, rcount = Counter(), Counter()
+    width = len(ks) + 2
+    for r in plan.left.con.fetchall(sql):
+        item = tuple(r[:width])
+        lc, rc, group_lc, group_rc = (int(v) for v in r[-4:])
+        lcount[item] += lc
+        rcount[item] += rc
+        if nf and group_lc != group_rc:
+            fine_row = (int(r[width]), tuple(r[width + 1:width + 1 + nf]))
+            for side, n in ((0, lc), (1, rc)):
+                if n:
+                    loose_rows[side].setdefault(item, []).extend([fine_row] * n)
+    return +lcount, +rcount
+
+
+def _spark_samples(plan: _Plan, lpick: list[tuple], rpick: list[tuple]) -> list[dict] | None:
+    """Spark: both sides' sample rows in one query; None where the sides' column types differ."""
+    d = plan.dialect
+    if plan.type_changes or not (lpick or rpick):
+        return None
+    cols = ", ".join(_q(c, d) for c in plan.columns)
+    parts = []
+    for s, side, b, h, picks in ((1, plan.right, plan.rb, plan.rh, rpick), (0, plan.left, plan.lb, plan.lh, lpick)):
+        if picks:
+            cond = _in_list(b, {p[0] for p in picks}, d)
+            parts.append(f"select * from (select distinct {s} as s, {cols} from "
+                         f"{plan.src(side, cond, _in_list(h, {p[1] for p in picks}, d))} limit {limits.SAMPLE_ROWS}) x{s}")
+    rows = plan.left.con.fetchall(" union all ".join(parts))
+    out = []
+    for s, label in ((1, "extra"), (0, "missing")):
+        out += [{"_diff": label, **{c: _jsonable(v) for c, v in zip(plan.columns, r[1:])}} for r in rows if r[0] == s]
+    return out
+
+
 def _loose_rows_across(plan: _Plan, unmatched: dict[tuple, tuple[int, int]],
-                       key_rows: dict[tuple, tuple[int, int]]) -> list[_Loose] | None:
-    """Two connections: the unmatched rows of `_loose_rows_same`, read per side and picked in Python."""
+                       key_rows: dict[tuple, tuple[int, int]],
+                       fetched: tuple[dict, dict] | None = None) -> list[_Loose] | None:
+    """Two connections: the unmatched rows of `_loose_rows_same`, read per side and picked in Python
+    (`fetched`: both sides' rows, read already)."""
     d, nk = plan.dialect, len(plan.key)
     kcols = "".join(f"{k}, " for k in plan.keys_sql)
     fcols = ", ".join(_q(c, d) for c, _t in plan.floats)
@@ -225,8 +306,11 @@ def _loose_rows_across(plan: _Plan, unmatched: dict[tuple, tuple[int, int]],
             found.setdefault(tuple(r[:nk + 2]), []).extend([(int(r[nk + 2]), tuple(r[nk + 3:width]))] * int(r[-1]))
         return found
 
-    lrows, rrows = _pair(plan, lambda: fetch(plan.left, plan.lb, plan.lh, plan.lnh),
-                         lambda: fetch(plan.right, plan.rb, plan.rh, plan.rnh))
+    if fetched is not None:
+        lrows, rrows = fetched
+    else:
+        lrows, rrows = _pair(plan, lambda: fetch(plan.left, plan.lb, plan.lh, plan.lnh),
+                             lambda: fetch(plan.right, plan.rb, plan.rh, plan.rnh))
     out: list[_Loose] = []
     for item, (lc, rc) in unmatched.items():
         s, found, n = (0, lrows, lc - rc) if lc > rc else (1, rrows, rc - lc)

@@ -118,8 +118,14 @@ def _hash_type(dialect: str) -> str:
 
 def _int_sum(expr: str, dialect: str) -> str:
     if dialect == "spark":
-        # a bigint sum overflows (an error under ANSI mode): sum as decimal(38,0)
-        return f"cast(coalesce(sum(cast({expr} as decimal(38,0))), 0) as decimal(38,0))"
+        # The exact sum as a decimal(38,0), i.e. sum(cast(h as decimal(38,0))) (a bigint sum
+        # overflows, an error under ANSI mode), but summed as three bigints of 21-22 bits each:
+        # a decimal(38,0) sum runs on Java BigDecimals, 1.5-2.5x the time of the whole scan.
+        # Each part's sum stays exact up to 2^41 rows; the parts are combined once per group.
+        d = "decimal(38,0)"
+        return (f"cast(cast(coalesce(sum(shiftright({expr}, 42)), 0) as {d}) * 4398046511104 + "
+                f"cast(coalesce(sum(shiftright({expr}, 21) & 2097151), 0) as {d}) * 2097152 + "
+                f"coalesce(sum({expr} & 2097151), 0) as {d})")
     return f"cast(coalesce(sum({expr}), 0) as {wide_type(dialect)})"
 
 
