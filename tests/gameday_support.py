@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import sys
+import time
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -97,29 +98,73 @@ def pg_profile(server, dbname: str, dest: Path, profile: str, schema: str) -> Pa
     return dest
 
 
+def spark_fingerprint(query, databases: list[str]) -> dict:
+    """Every table of `databases` with its row count and a checksum of its rows (Spark)."""
+    out = {}
+    for db in databases:
+        for row in query(f"show tables in {db}"):
+            if row[2]:  # a temporary view of the session (dbt-spark's __dbt_tmp), listed in every database
+                continue
+            name = f"{db}.{row[1]}"
+            out[name] = tuple(query(f"select count(*), sum(cast(xxhash64(*) as decimal(38,0))) from {name}")[0])
+    return out
+
+
+SHOP_ENGINES = ("duckdb", "postgres", "spark", "spark_thrift")
+
+
 def shop_gameday(engine: str, tmp: Path, server=None) -> dict:
-    """The game day of examples/shop (--steps 4 --threads 2) on a copy of it, loaded into a DuckDB file
-    or a fresh PostgreSQL database; the user's target is fingerprinted before and after."""
+    """The game day of examples/shop (--steps 4 --threads 2) on a copy of it, loaded into a DuckDB file,
+    a fresh PostgreSQL database (`server`: the PostgreSQL server), the test process's Spark ("spark",
+    method: session) or a Spark cluster's Thrift server ("spark_thrift", `server`: tests/_spark_cluster's
+    cluster); the user's target is fingerprinted before and after. On Spark the catalog is shared by
+    the whole test session, so the raw, audit and target databases get names of their own (the
+    shop's vars raw_schema and audit_schema)."""
+    assert engine in SHOP_ENGINES, engine
     project = copy_project(SHOP, tmp / "shop")
     gen = shop_generator()
+    extra: list[str] = []
+    raw = audit = None
     if engine == "duckdb":
         gen.load_duckdb(str(project / "shop.duckdb"))
         profiles = project
-        before = file_sha256(project / "shop.duckdb")
-    else:
+        fingerprint = lambda: file_sha256(project / "shop.duckdb")  # noqa: E731
+    elif engine == "postgres":
         dbname = server.create_database("shop")
         gen.load_postgres(server.dsn(dbname))
         profiles = pg_profile(server, dbname, tmp / "profiles", "shop", "analytics")
-        before = pg_fingerprint(server, dbname)
+        fingerprint = lambda: pg_fingerprint(server, dbname)  # noqa: E731
+    else:
+        from _spark import spark_profile, spark_query, unique_schema
+
+        raw, audit, target = unique_schema("shop_raw"), unique_schema("shop_audit"), unique_schema("shop")
+        if engine == "spark":
+            query, output = spark_query, spark_profile(target)
+        else:
+            query, output = server.query, server.profile(target)
+        gen.load_spark(query, raw, audit)
+        profiles = tmp / "profiles"
+        write_profiles(profiles, "shop", output)
+        extra = ["--vars", json.dumps({"raw_schema": raw, "audit_schema": audit})]
+
+        def fingerprint():
+            # the user's tables, and the databases of the catalog: the game day creates none (not
+            # even the target's) and leaves no sandbox
+            return {"tables": spark_fingerprint(query, [raw, audit]),
+                    "databases": sorted(r[0] for r in query("show databases"))}
+    before = fingerprint()
     dbt_deps(project, profiles)
     out = tmp / "out"
     cwd = os.getcwd()
     os.chdir(project)  # the DuckDB profile's path is relative, as users write it
+    started = time.monotonic()
     try:
         code, stdout, stderr = run_cli(["gameday", "--project-dir", str(project), "--profiles-dir", str(profiles),
-                                        "--output-dir", str(out), "--steps", "4", "--threads", "2"])
+                                        "--output-dir", str(out), "--steps", "4", "--threads", "2", *extra])
     finally:
         os.chdir(cwd)
-    after = file_sha256(project / "shop.duckdb") if engine == "duckdb" else pg_fingerprint(server, dbname)
+    seconds = time.monotonic() - started
+    (tmp / "gameday_output.txt").write_text(stdout + stderr)  # kept for a failing assertion's reader
     return {"engine": engine, "code": code, "stdout": stdout, "stderr": stderr, "report": load_report(out),
-            "out": out, "before": before, "after": after}
+            "out": out, "before": before, "after": fingerprint(), "seconds": seconds,
+            "raw": raw or "raw", "audit": audit or "audit"}

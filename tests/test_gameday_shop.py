@@ -1,5 +1,9 @@
-"""The game day on the bundled example, on DuckDB and on PostgreSQL: every failure class gets
-the right verdict, with the numbers behind it, and the user's target is left byte-for-byte as it was."""
+"""The game day on the bundled example, on DuckDB, PostgreSQL and Spark (in-process, and a cluster's
+Thrift server): every failure class gets the right verdict, with the numbers behind it, and the
+user's target is left as it was (byte for byte on DuckDB, by checksum of every table elsewhere).
+
+On Spark the keyed models (merge, delete+insert) replace whole days instead (examples/shop's models
+choose by target.type); the verdicts, root causes and contamination are the same on every engine."""
 from __future__ import annotations
 
 import pytest
@@ -10,10 +14,20 @@ SAFE = ["stg_events", "dim_users", "events_delete_insert", "events_merge", "even
         "events_microbatch", "daily_revenue_safe", "events_by_load", "events_totalled"]
 
 
-@pytest.fixture(scope="module", params=["duckdb", "postgres"])
+@pytest.fixture(scope="module", params=["duckdb", "postgres",
+                                        pytest.param("spark", marks=pytest.mark.slow),
+                                        pytest.param("spark_thrift", marks=pytest.mark.slow)])
 def shop_run(request, shop_gameday):
     """The session's game day of examples/shop on each engine (conftest's shop_gameday)."""
-    server = request.getfixturevalue("pg_server") if request.param == "postgres" else None
+    server = None
+    if request.param == "postgres":
+        server = request.getfixturevalue("pg_server")
+    elif request.param == "spark":
+        from _spark import require_spark
+
+        require_spark()
+    elif request.param == "spark_thrift":
+        server = request.getfixturevalue("spark_cluster")
     return shop_gameday(request.param, server)
 
 
@@ -25,6 +39,12 @@ def test_exit_code_and_reports(shop_run):
 
 def test_user_target_unchanged(shop_run):
     assert shop_run["before"] == shop_run["after"]
+    if shop_run["engine"].startswith("spark"):
+        tables = shop_run["before"]["tables"]
+        assert {name: rows for name, (rows, _) in tables.items()} == {
+            f"{shop_run['raw']}.events": 4800, f"{shop_run['raw']}.users": 60,
+            f"{shop_run['audit']}.batch_summary": 0, f"{shop_run['audit']}.batch_totals": 0,
+            f"{shop_run['audit']}.run_log": 0}
 
 
 def test_safe_models(shop_run):
@@ -78,9 +98,9 @@ def test_a_hook_that_appends_a_summary_is_a_side_effect(shop_run):
     replay, rerun = scenario(m, "replay"), scenario(m, "rerun")
     # its own rows match; the summary table gets a row per run: 5 runs in replay, 9 in rerun, 1 in the reference
     assert (replay["rows"], replay["reference_rows"]) == (4800, 4800)
-    assert replay["message"].startswith("its hook writes audit.batch_summary, which differs from the reference run "
-                                        "(1 -> 5 rows: 4 extra, 0 missing); hook: insert into {{ source('audit', "
-                                        "'batch_summary') }}")
+    assert replay["message"].startswith(f"its hook writes {shop_run['audit']}.batch_summary, which differs from the "
+                                        "reference run (1 -> 5 rows: 4 extra, 0 missing); hook: insert into "
+                                        "{{ source('audit', 'batch_summary') }}")
     assert (replay["extra_rows"], rerun["extra_rows"]) == (4, 8)
     assert scenario(m, "determinism")["verdict"] == "safe"
     # what reads the summaries inherits them
