@@ -3,6 +3,8 @@ parses and builds, brings no nodes from this repository's test or fixture projec
 nothing in the warehouse beyond the user's model until the ledger is turned on."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import duckdb
 import yaml
 
@@ -28,13 +30,19 @@ def _tables(path):
         con.close()
 
 
-def test_plain_install_parses_builds_and_creates_only_the_users_model(tmp_path):
+def _user_project(tmp_path: Path) -> Path:
+    """A user's project with one model that installs the package (local: the repository)."""
     project = tmp_path / "user_project"
     (project / "models").mkdir(parents=True)
     (project / "dbt_project.yml").write_text(yaml.safe_dump(
         {"name": "user_project", "version": "1.0.0", "config-version": 2, "profile": "user_project"}))
     (project / "packages.yml").write_text(yaml.safe_dump({"packages": [{"local": str(REPO_ROOT)}]}))
     (project / "models" / "orders.sql").write_text("select 1 as order_id, 'new' as status")
+    return project
+
+
+def test_plain_install_parses_builds_and_creates_only_the_users_model(tmp_path):
+    project = _user_project(tmp_path)
     warehouse = tmp_path / "user.duckdb"
     write_profiles(project, "user_project", duckdb_profile(warehouse, keep_open=False))
 
@@ -77,12 +85,7 @@ def test_plain_install_parses_and_builds_on_spark(tmp_path):
     relation one (dbt parse failed with "Field path of type Path in SparkRelation has invalid
     value"), and turning the ledger on builds it there too."""
     require_spark()
-    project = tmp_path / "user_project"
-    (project / "models").mkdir(parents=True)
-    (project / "dbt_project.yml").write_text(yaml.safe_dump(
-        {"name": "user_project", "version": "1.0.0", "config-version": 2, "profile": "user_project"}))
-    (project / "packages.yml").write_text(yaml.safe_dump({"packages": [{"local": str(REPO_ROOT)}]}))
-    (project / "models" / "orders.sql").write_text("select 1 as order_id, 'new' as status")
+    project = _user_project(tmp_path)
     schema, audit = unique_schema("install"), unique_schema("install_audit")
     write_profiles(project, "user_project", spark_profile(schema))
 
