@@ -70,7 +70,8 @@ def pg_database(pg_server):
 @pytest.fixture(scope="session")
 def shop_gameday(tmp_path_factory):
     """`shop_gameday(engine, server)`: the game day of examples/shop on that engine (gameday_support.shop_gameday;
-    `server` is the session's PostgreSQL server for "postgres"), run the first time a test asks for it and shared
+    `server` is the session's PostgreSQL server for "postgres", the Spark cluster for "spark_thrift"), run the
+    first time a test asks for it and shared
     by every test of the session after that: test_gameday_shop checks its verdicts, test_report_browser its
     report.html."""
     from gameday_support import shop_gameday as run_shop_gameday
