@@ -90,10 +90,9 @@ def _differing_buckets_across(plan: _Plan) -> tuple[int, int, int, list[tuple]]:
         return {r[0]: (r[1], int(r[2]), r[3]) for r in side.con.fetchall(sql)}
 
     if plan.dialect == "spark":
-        lmap, rmap = _spark_bucket_maps(plan)
-    else:
-        lmap, rmap = _pair(plan, lambda: fetch(plan.left, plan.lb, plan.lh, plan.lp),
-                           lambda: fetch(plan.right, plan.rb, plan.rh, plan.rp))
+        return _spark_differing_buckets(plan)
+    lmap, rmap = _pair(plan, lambda: fetch(plan.left, plan.lb, plan.lh, plan.lp),
+                       lambda: fetch(plan.right, plan.rb, plan.rh, plan.rp))
     if plan.mode == "column":
         plan.buckets = len(set(lmap) | set(rmap))
     listed = []
@@ -106,13 +105,25 @@ def _differing_buckets_across(plan: _Plan) -> tuple[int, int, int, list[tuple]]:
     return (sum(v[1] for v in lmap.values()), sum(v[1] for v in rmap.values()), len(listed), listed)
 
 
-def _spark_bucket_maps(plan: _Plan) -> tuple[dict, dict]:
-    """Both sides' bucket checksums in one Spark query (one job instead of two, ~0.3 s each before
-    any work); compared here, as Spark would compute a CTE of them again for every reference."""
-    parts = [f"select {s} as side, b, p, c, s from ({_bucket_query(plan, side, b, h, p)}) x{s}"
-             for s, side, b, h, p in ((0, plan.left, plan.lb, plan.lh, plan.lp),
-                                      (1, plan.right, plan.rb, plan.rh, plan.rp))]
-    maps: tuple[dict, dict] = ({}, {})
-    for side, b, p, c, s in plan.left.con.fetchall(" union all ".join(parts)):
-        maps[int(side)][b] = (p, int(c), s)
-    return maps
+def _spark_differing_buckets(plan: _Plan) -> tuple[int, int, int, list[tuple]]:
+    """Spark: both sides' bucket checksums compared in one query, which returns only the differing
+    buckets (and the totals, on every row). Spark would compute a CTE of the checksums again for
+    each reference, so they are one aggregate over both sides, with the totals as window sums over
+    its groups; the first bucket also comes back, so that there is a row when none differs."""
+    per_side = " union all ".join(
+        f"select {s} as side, b, p, c, s from ({_bucket_query(plan, side, b, h, p)}) x{s}"
+        for s, side, b, h, p in ((0, plan.left, plan.lb, plan.lh, plan.lp), (1, plan.right, plan.rb, plan.rh, plan.rp)))
+    grouped = (f"select b, first(p, true) as p, coalesce(sum(case when side = 0 then c end), 0) as lc, "
+               f"coalesce(sum(case when side = 1 then c end), 0) as rc, max(case when side = 0 then s end) as ls, "
+               f"max(case when side = 1 then s end) as rs from ({per_side}) u group by b")
+    rows = plan.left.con.fetchall(
+        f"select lt, rt, nb, b, p, lc, rc, d from (select b, p, lc, rc, "
+        f"case when lc <> rc or not (ls <=> rs) then 1 else 0 end as d, sum(lc) over () as lt, "
+        f"sum(rc) over () as rt, count(*) over () as nb, min(b) over () as b0 from ({grouped}) g) w "
+        f"where d = 1 or b = b0")
+    if not rows:
+        return 0, 0, 0, []
+    if plan.mode == "column":
+        plan.buckets = int(rows[0][2])
+    listed = sorted((r[3], None if r[4] is None else str(r[4]), int(r[5]), int(r[6])) for r in rows if r[7])
+    return int(rows[0][0]), int(rows[0][1]), len(listed), listed

@@ -206,6 +206,8 @@ def _rows_across(plan: _Plan, listed: list[tuple]) -> tuple[dict, list, list]:
             out["changed_keys"] += bool(dif and kl == kr)
             out["dup_l"] += kl > 1 and kl > kr
             out["dup_r"] += kr > 1 and kr > kl
+    if spark and "spark_picks" in plan.extra:
+        lsample, rsample = plan.extra["spark_picks"]  # the groups whose rows came with the counts
     if plan.floats and out["only_l"] and out["only_r"] and len(unmatched) <= limits.MAX_TOLERANCE_ROWS:
         loose = _loose_rows_across(plan, unmatched, key_rows, loose_rows)
         if loose is not None:
@@ -223,6 +225,10 @@ def _spark_group_counts(plan: _Plan, buckets: list | None,
     With float columns the groups are cut finer, by the hash of the exact columns and the exact
     floats, and `loose_rows` (left, right) receives, per unmatched group, its rows' (hash of the
     exact columns, floats) as `_loose_rows_across` reads them, so that it needs no query of its own.
+
+    The first SAMPLE_ROWS unmatched groups of each side (by bucket and row hash) bring their rows'
+    values too (the compared columns are grouped on as well: equal within a group, but for a 64-bit
+    hash collision), kept in `plan.extra` for `_spark_samples`, which then needs no scan of its own.
     """
     d = plan.dialect
     ks = plan.keys_sql
@@ -231,32 +237,54 @@ def _spark_group_counts(plan: _Plan, buckets: list | None,
     nf = len(plan.floats) if loose_rows is not None else 0
     fnames = "".join(f", f{i}" for i in range(nf))
     fine = f", nh{fnames}" if nf else ""
+    # the sample rows' values; not where the sides' types differ (then read by `_fetch_sample`)
+    inline = not plan.type_changes and bool(plan.columns)
+    vnames = "".join(f", v{i}" for i in range(len(plan.columns))) if inline else ""
+    vcols = "".join(f", {_q(c, d)} as v{i}" for i, c in enumerate(plan.columns)) if inline else ""
+    fine += vnames
     parts = []
     for s, side, b, h, nh in ((0, plan.left, plan.lb, plan.lh, plan.lnh), (1, plan.right, plan.rb, plan.rh, plan.rnh)):
         fcols = (f", {nh} as nh" + "".join(f", {_q(c, d)} as f{i}" for i, (c, _t) in enumerate(plan.floats))) if nf else ""
-        parts.append(f"select {s} as s, {b} as b{kcols}, {h} as h{fcols} from "
+        parts.append(f"select {s} as s, {b} as b{kcols}, {h} as h{fcols}{vcols} from "
                      f"{plan.src(side, _in_list(b, buckets, d) if buckets is not None else None)}")
     group = f"b, {knames}h"
     grouped = (f"select {group}{fine}, sum(1 - s) as lc, sum(s) as rc from ({parts[0]} union all {parts[1]}) u "
                f"group by {group}{fine}")
-    if nf:  # the counts of the (bucket, key, row hash) group
-        grouped = (f"select *, sum(lc) over (partition by {group}) as glc, sum(rc) over (partition by {group}) as grc "
-                   f"from ({grouped}) fg")
+    if nf:  # the counts of the (bucket, key, row hash) group (values of one group are one row)
+        # partitioned by (bucket, key) and ordered by row hash rather than partitioned by all three:
+        # the window over each key below then needs no second shuffle
+        by = (f"partition by b{', ' + knames.rstrip(', ') if ks else ''} order by h "
+              f"range between current row and current row")
+        grouped = f"select *, sum(lc) over ({by}) as glc, sum(rc) over ({by}) as grc from ({grouped}) fg"
         glc, grc = "glc", "grc"
     else:
         glc, grc = "lc", "rc"
     if ks:
-        sql = (f"select {group}{fine}, lc, rc, {glc}, {grc} from (select *, max(case when {glc} <> {grc} then 1 "
+        sql = (f"select * from (select *, max(case when {glc} <> {grc} then 1 "
                f"else 0 end) over (partition by b, {knames.rstrip(', ')}) as dif from ({grouped}) g) x where dif = 1")
     else:
-        sql = f"select {group}{fine}, lc, rc, {glc}, {grc} from ({grouped}) g where {glc} <> {grc}"
+        sql = f"select * from ({grouped}) g where {glc} <> {grc}"
+    sn = "0"
+    if inline:  # numbers the unmatched groups of each side
+        sn = (f"coalesce(case when {glc} <> {grc} then row_number() over (partition by sign({glc} - {grc}) "
+              f"order by b, h) end, 0)")
+    sql = f"select {group}{fine}, lc, rc, {glc}, {grc}, {sn} from ({sql}) y"
     lcount, rcount = Counter(), Counter()
     width = len(ks) + 2
+    if inline:
+        picks: tuple[list, list] = plan.extra.setdefault("spark_picks", ([], []))
+        values: dict = plan.extra.setdefault("spark_sample_rows", {})
     for r in plan.left.con.fetchall(sql):
         item = tuple(r[:width])
-        lc, rc, group_lc, group_rc = (int(v) for v in r[-4:])
+        lc, rc, group_lc, group_rc, number = (int(v) for v in r[-5:])
         lcount[item] += lc
         rcount[item] += rc
+        if inline and 0 < number <= limits.SAMPLE_ROWS and (lc if group_lc > group_rc else rc):
+            side = 0 if group_lc > group_rc else 1
+            pick = (int(item[0]), int(item[-1]))
+            if pick not in values.setdefault(side, {}) and len(picks[side]) < limits.SAMPLE_ROWS:
+                picks[side].append(pick)
+            values[side].setdefault(pick, []).append(tuple(r[-5 - len(plan.columns):-5]))
         if nf and group_lc != group_rc:
             fine_row = (int(r[width]), tuple(r[width + 1:width + 1 + nf]))
             for side, n in ((0, lc), (1, rc)):
@@ -266,10 +294,19 @@ def _spark_group_counts(plan: _Plan, buckets: list | None,
 
 
 def _spark_samples(plan: _Plan, lpick: list[tuple], rpick: list[tuple]) -> list[dict] | None:
-    """Spark: both sides' sample rows in one query; None where the sides' column types differ."""
+    """Spark: both sides' sample rows, as the group counts brought them, else in one query; None where
+    the sides' column types differ."""
     d = plan.dialect
     if plan.type_changes or not (lpick or rpick):
         return None
+    found = plan.extra.get("spark_sample_rows", {})
+    if all((p[0], p[1]) in found.get(s, {}) for s, picks in ((0, lpick), (1, rpick)) for p in picks):
+        # every picked group's rows came with the group counts
+        out = []
+        for s, label, picks in ((1, "extra", rpick), (0, "missing", lpick)):
+            rows = [r for p in picks for r in found[s][(p[0], p[1])]][:limits.SAMPLE_ROWS]
+            out += [{"_diff": label, **{c: _jsonable(v) for c, v in zip(plan.columns, r)}} for r in rows]
+        return out
     cols = ", ".join(_q(c, d) for c in plan.columns)
     parts = []
     for s, side, b, h, picks in ((1, plan.right, plan.rb, plan.rh, rpick), (0, plan.left, plan.lb, plan.lh, lpick)):
