@@ -486,6 +486,10 @@ class SparkEngine(Engine):
         return super().sweep()
 
     def close(self) -> None:
+        # the Thrift connection kept for sweeps; an in-process Spark stays up (dbt shares it)
+        backend = getattr(self, "backend", None)
+        if backend is not None:
+            backend.close()
         super().close()
 
 
