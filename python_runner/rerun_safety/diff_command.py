@@ -22,6 +22,7 @@ from sqlglot.errors import ParseError, TokenError
 
 from .diff import DiffError, DiffResult, Side, compare, parse_where
 from .errors import ConfigError, RerunSafetyError
+from .errors import first_line as _first_line
 
 _DUCKDB_SUFFIXES = (".duckdb", ".db", ".ddb")
 
@@ -217,11 +218,6 @@ def _spark_errors() -> tuple[type, ...]:
         except (ImportError, AttributeError):
             pass
     return tuple(found)
-
-
-def _first_line(err: BaseException) -> str:
-    lines = [line.strip() for line in str(err).strip().splitlines() if line.strip()]
-    return lines[0] if lines else type(err).__name__
 
 
 def _duckdb_sides(specs: list[SideSpec], cond, stack: ExitStack) -> list[Side]:

@@ -16,3 +16,12 @@ class DbtInvocationError(RerunSafetyError):
 
 class SandboxError(RerunSafetyError):
     """A snapshot or sandbox could not be created, cloned or removed."""
+
+
+def first_line(err: BaseException) -> str:
+    """The first line of an error's text worth showing (not a JVM stack frame), or its type."""
+    for line in str(err).strip().splitlines():
+        line = line.strip()
+        if line and not line.startswith(("JVM stacktrace", "at ")):
+            return line
+    return type(err).__name__

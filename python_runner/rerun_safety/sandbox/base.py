@@ -332,6 +332,18 @@ def make_locked_dir(path: Path):
     return lock
 
 
+def lock_is_free(folder: Path) -> bool:
+    """Whether no live run holds the lock of a run folder made by make_locked_dir."""
+    try:
+        with open(folder / "lock", "a") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+
+
 def snapshot_table(src: SourceTable) -> str:
     """Name of the full copy of a timed source, from which rows 'arrive' step by step."""
     return f"{src.schema}__{src.identifier}"

@@ -18,7 +18,6 @@ worker processes may connect at once).
 """
 from __future__ import annotations
 
-import fcntl
 import re
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
@@ -27,21 +26,13 @@ from sqlglot import exp
 from sqlglot.tokens import TokenType
 
 from ..errors import ConfigError, SandboxError
+from ..errors import first_line as _first_line
 from ..project import SourceTable
-from .base import PREFIX, SNAPSHOT_SCHEMA, Connection, Engine, Sandbox, ident, snapshot_table
+from .base import PREFIX, SNAPSHOT_SCHEMA, Connection, Engine, Sandbox, ident, lock_is_free, snapshot_table
 
 SEP = "__"
 _IDENT_TOKENS = (TokenType.VAR, TokenType.IDENTIFIER)
 _DATABASE_DDL = re.compile(r"\s*(create|drop|alter|use)\s+(database|schema|namespace)\b", re.IGNORECASE)
-
-
-def _first_line(err: BaseException) -> str:
-    text = str(err).strip()
-    for line in text.splitlines():
-        line = line.strip()
-        if line and not line.startswith(("JVM stacktrace", "at ")):
-            return line
-    return type(err).__name__
 
 
 # ---------------------------------------------------------------------------------- backends
@@ -475,7 +466,7 @@ class SparkEngine(Engine):
             folder = self.work_root / f"{PREFIX}{run}"
             # a run lives as long as its locked folder; an in-process catalog is this machine's
             # alone, so there a missing folder means a dead run too
-            if (folder.is_dir() and _unlocked(folder)) or (self.method == "session" and not folder.exists()):
+            if (folder.is_dir() and lock_is_free(folder)) or (self.method == "session" and not folder.exists()):
                 dead.add(run)
         for name in names:
             if name[len(PREFIX):].split("_", 1)[0] in dead:
@@ -497,14 +488,3 @@ def _like(name: str) -> str:
     """A SHOW ... LIKE pattern matching `name` (its `*` and `|` are the pattern's own; a name
     holding them matches more, and callers compare the names found)."""
     return "'" + name.lower().replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def _unlocked(folder: Path) -> bool:
-    try:
-        with open(folder / "lock", "a") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return True
-    except BlockingIOError:
-        return False
-    except OSError:
-        return True
