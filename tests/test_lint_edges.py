@@ -178,3 +178,34 @@ def test_game_day_profile_reader_names_file_and_line_without_the_secret(tmp_path
         load_target_output(project, tmp_path, None, {})
     assert str(err.value).startswith(f"{tmp_path / 'profiles.yml'} is not valid YAML at line ")
     assert PASSWORD not in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("command, line", [
+    ("lint", "rerun-safety: lint interrupted by SIGINT; scratch catalog removed"),
+    ("gameday", "rerun-safety: interrupted by SIGINT; sandboxes removed"),
+])
+def test_ctrl_c_that_a_library_turned_into_another_error_still_exits_130(command, line, monkeypatch, tmp_path):
+    """Ctrl-C while a C extension is being imported surfaces as ImportError (DuckDB's module init
+    says "Encountered an error while initializing the extension"): still the interrupt, not exit 2."""
+    def interrupted_import(*args, **kwargs):
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(5)  # the handler raises KeyboardInterrupt here
+        except KeyboardInterrupt:
+            raise ImportError("Encountered an error while initializing the extension.") from None
+        raise AssertionError("no SIGINT arrived")
+
+    import rerun_safety.gameday
+    import rerun_safety.lint
+
+    monkeypatch.setattr(rerun_safety.lint, "run_lint", interrupted_import)
+    monkeypatch.setattr(rerun_safety.gameday, "run_gameday", interrupted_import)
+    args = [command, "--project-dir", str(tmp_path)]
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 130, res.output
+    assert [ln for ln in res.output.splitlines() if ln.strip()] == [line]
+    # without a stop signal the same error is a crash: exit 2, one line naming it
+    monkeypatch.setattr(rerun_safety.lint, "run_lint", lambda **kw: (_ for _ in ()).throw(ImportError("boom")))
+    monkeypatch.setattr(rerun_safety.gameday, "run_gameday", lambda *a, **kw: (_ for _ in ()).throw(ImportError("boom")))
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 2 and "ImportError: boom" in res.output and "interrupted" not in res.output

@@ -29,11 +29,25 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM, raised like Ctrl-C so that the game day's `finally` removes the sandboxes."""
 
 
+_STOPPED: list[str] = []  # the stop signal received during the command, if any
+
+
 def _on_stop_signal(signum, frame) -> None:
     # One signal is enough: ignore repeats so that they cannot cut the cleanup short.
+    _STOPPED.append("SIGTERM" if signum == signal.SIGTERM else "SIGINT")
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+
+
+def _stop_name(err: BaseException) -> str | None:
+    """The stop signal behind `err`: a KeyboardInterrupt, or whatever a library turned it into (a C
+    extension being imported when Ctrl-C arrives raises ImportError; dbt wraps it in its own errors)."""
+    if isinstance(err, Terminated):
+        return "SIGTERM"
+    if _STOPPED:
+        return _STOPPED[0]
+    return "SIGINT" if isinstance(err, KeyboardInterrupt) else None
 
 
 def _fail(err: BaseException, debug: bool) -> None:
@@ -123,17 +137,17 @@ def gameday(ctx, project_dir, profiles_dir, target, select, exclude, vars_yaml, 
         with TerminalProgress() as progress:
             report = run_gameday(options, progress=progress)
         paths = write_reports(report, options.output_dir)
-    except RerunSafetyError as err:
-        _fail(err, debug)
-        return
-    except KeyboardInterrupt as err:
-        name = "SIGTERM" if isinstance(err, Terminated) else "SIGINT"
-        click.secho(f"rerun-safety: interrupted by {name}; sandboxes removed", fg="red", err=True)
-        sys.exit(143 if isinstance(err, Terminated) else 130)
-    except Exception as err:  # noqa: BLE001 - not a verdict: exit 2 with one line, never 1
+    except (KeyboardInterrupt, Exception) as err:  # noqa: BLE001 - not a verdict: exit 2 with one line, never 1
+        name = _stop_name(err)
+        if name:
+            click.secho(f"rerun-safety: interrupted by {name}; sandboxes removed", fg="red", err=True)
+            sys.exit(143 if name == "SIGTERM" else 130)
+        if isinstance(err, RerunSafetyError):
+            _fail(err, debug)
         _fail_unexpected(err, debug)
         return
     finally:
+        _STOPPED.clear()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     print_summary(report, paths)
@@ -175,20 +189,20 @@ def lint(ctx, project_dir, profiles_dir, target, select, exclude, vars_yaml, fmt
     try:
         result = run_lint(project_dir=project_dir, profiles_dir=profiles_dir, target=target,
                           select=select, exclude=exclude, vars_yaml=vars_yaml, state=state)
-    except RerunSafetyError as err:
-        _fail(err, ctx.obj["debug"])
-        return
-    except KeyboardInterrupt as err:
-        name = "SIGTERM" if isinstance(err, Terminated) or (STOP and STOP[0] == "SIGTERM") else "SIGINT"
-        click.secho(f"rerun-safety: lint interrupted by {name}; scratch catalog removed", fg="red", err=True)
-        sys.exit(143 if name == "SIGTERM" else 130)
-    except Exception as err:  # noqa: BLE001 - a crash is never exit 1: one line, exit 2
+    except (KeyboardInterrupt, Exception) as err:  # noqa: BLE001 - a crash is never exit 1: one line, exit 2
+        name = _stop_name(err)
+        if name:
+            click.secho(f"rerun-safety: lint interrupted by {name}; scratch catalog removed", fg="red", err=True)
+            sys.exit(143 if name == "SIGTERM" else 130)
+        if isinstance(err, RerunSafetyError):
+            _fail(err, ctx.obj["debug"])
         if ctx.obj["debug"]:
             raise
         _fail(RerunSafetyError(f"{type(err).__name__}: {' '.join(str(err).split())[:400]}"), False)
         return
     finally:
         STOP.clear()
+        _STOPPED.clear()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         # A dbt compile that stops on a failing model can leave its thread pool running; finalised
