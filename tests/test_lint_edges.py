@@ -209,3 +209,37 @@ def test_ctrl_c_that_a_library_turned_into_another_error_still_exits_130(command
     monkeypatch.setattr(rerun_safety.gameday, "run_gameday", lambda *a, **kw: (_ for _ in ()).throw(ImportError("boom")))
     res = CliRunner().invoke(main, args)
     assert res.exit_code == 2 and "ImportError: boom" in res.output and "interrupted" not in res.output
+
+
+@pytest.mark.parametrize("command, line", [
+    ("lint", "rerun-safety: lint interrupted by SIGINT; scratch catalog removed"),
+    ("gameday", "rerun-safety: interrupted by SIGINT; sandboxes removed"),
+])
+def test_ctrl_c_inside_a_finalizer_is_not_lost(command, line, monkeypatch, tmp_path):
+    """An exception raised inside `__del__` is printed and dropped by Python: a Ctrl-C landing in a
+    finalizer (dbt's pools have them) is delivered again once it returns, and said in one line."""
+    class Finalized:
+        def __del__(self):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.3)  # the signal arrives in here
+
+    interrupted = []
+
+    def run(*args, **kwargs):
+        Finalized()  # collected at once: its __del__ runs
+        try:
+            time.sleep(5)  # the re-delivered signal interrupts this
+        except KeyboardInterrupt:
+            interrupted.append(True)
+            raise
+        raise AssertionError("the interrupt was lost")
+
+    import rerun_safety.gameday
+    import rerun_safety.lint
+
+    monkeypatch.setattr(rerun_safety.lint, "run_lint", run)
+    monkeypatch.setattr(rerun_safety.gameday, "run_gameday", run)
+    res = CliRunner().invoke(main, [command, "--project-dir", str(tmp_path)])
+    assert interrupted == [True]
+    assert res.exit_code == 130, res.output
+    assert [ln for ln in res.output.splitlines() if ln.strip()] == [line]

@@ -32,7 +32,25 @@ class Terminated(KeyboardInterrupt):
 _STOPPED: list[str] = []  # the stop signal received during the command, if any
 
 
+def _in_finalizer(frame) -> bool:
+    """Whether `frame` runs inside a finalizer (`__del__`, weakref.finalize, multiprocessing's
+    Finalize), where Python prints an exception and drops it ("Exception ignored in ...")."""
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name == "__del__" or (code.co_name in ("__call__", "_run_finalizers") and (
+                code.co_filename.endswith(("weakref.py", os.path.join("multiprocessing", "util.py"))))):
+            return True
+        frame = frame.f_back
+    return False
+
+
 def _on_stop_signal(signum, frame) -> None:
+    if _in_finalizer(frame):
+        # raised here the interrupt would be printed and lost: deliver the signal again shortly
+        import threading
+
+        threading.Timer(0.05, os.kill, (os.getpid(), signum)).start()
+        return
     # One signal is enough: ignore repeats so that they cannot cut the cleanup short.
     _STOPPED.append("SIGTERM" if signum == signal.SIGTERM else "SIGINT")
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -137,13 +155,14 @@ def gameday(ctx, project_dir, profiles_dir, target, select, exclude, vars_yaml, 
         with TerminalProgress() as progress:
             report = run_gameday(options, progress=progress)
         paths = write_reports(report, options.output_dir)
+    except RerunSafetyError as err:  # a user's mistake, or a cleanup that an interrupt left undone
+        _fail(err, debug)
+        return
     except (KeyboardInterrupt, Exception) as err:  # noqa: BLE001 - not a verdict: exit 2 with one line, never 1
         name = _stop_name(err)
         if name:
             click.secho(f"rerun-safety: interrupted by {name}; sandboxes removed", fg="red", err=True)
             sys.exit(143 if name == "SIGTERM" else 130)
-        if isinstance(err, RerunSafetyError):
-            _fail(err, debug)
         _fail_unexpected(err, debug)
         return
     finally:
@@ -182,20 +201,22 @@ def lint(ctx, project_dir, profiles_dir, target, select, exclude, vars_yaml, fmt
 
     def on_signal(signum, frame) -> None:
         # dbt swallows KeyboardInterrupt inside an invocation: the compile loop also checks STOP
-        STOP.append("SIGTERM" if signum == signal.SIGTERM else "SIGINT")
+        if not _in_finalizer(frame):
+            STOP.append("SIGTERM" if signum == signal.SIGTERM else "SIGINT")
         _on_stop_signal(signum, frame)
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         result = run_lint(project_dir=project_dir, profiles_dir=profiles_dir, target=target,
                           select=select, exclude=exclude, vars_yaml=vars_yaml, state=state)
+    except RerunSafetyError as err:
+        _fail(err, ctx.obj["debug"])
+        return
     except (KeyboardInterrupt, Exception) as err:  # noqa: BLE001 - a crash is never exit 1: one line, exit 2
         name = _stop_name(err)
         if name:
             click.secho(f"rerun-safety: lint interrupted by {name}; scratch catalog removed", fg="red", err=True)
             sys.exit(143 if name == "SIGTERM" else 130)
-        if isinstance(err, RerunSafetyError):
-            _fail(err, ctx.obj["debug"])
         if ctx.obj["debug"]:
             raise
         _fail(RerunSafetyError(f"{type(err).__name__}: {' '.join(str(err).split())[:400]}"), False)
