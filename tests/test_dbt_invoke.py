@@ -29,3 +29,39 @@ def test_invocations_leave_dbt_adapters_flag_list_as_it_was(pg_server, pg_databa
     assert len(names) == len(set(names))
     assert sizes == [sizes[0]] * 4
     assert [n.status for n in res.nodes] == ["success"]
+
+
+def test_a_thrift_server_failing_to_close_a_session_does_not_fail_the_model():
+    """The pyspark distribution's Thrift server sometimes answers CloseSession with an error while it
+    drops the session anyway; during our dbt invocations on Spark that close is tolerated, any other
+    close error is raised, and the patch ends with the invocation."""
+    import pytest
+
+    pytest.importorskip("pyhive")
+    from dbt.adapters.spark.connections import PyhiveConnectionWrapper
+    from pyhive.exc import OperationalError
+
+    from rerun_safety.dbt_invoke import tolerant_thrift_close
+
+    class Handle:
+        def __init__(self, message: str):
+            self.message, self.closed = message, 0
+
+        def close(self):
+            self.closed += 1
+            raise OperationalError(self.message)
+
+    server_side = "TCloseSessionResp(status=TStatus(statusCode=3, infoMessages=['*java.lang.RuntimeException:" \
+                  "java.lang.NoClassDefFoundError: org/apache/hadoop/hive/llap/security/LlapSigner$Signable'])"
+    original = PyhiveConnectionWrapper.close
+    with tolerant_thrift_close("spark"):
+        handle = Handle(server_side)
+        PyhiveConnectionWrapper(handle).close()  # tolerated
+        assert handle.closed == 1
+        with pytest.raises(OperationalError, match="connection reset"):
+            PyhiveConnectionWrapper(Handle("connection reset")).close()
+    assert PyhiveConnectionWrapper.close is original
+    with pytest.raises(OperationalError, match="TCloseSessionResp"):
+        PyhiveConnectionWrapper(Handle(server_side)).close()  # outside our invocations: as dbt-spark does
+    with tolerant_thrift_close("postgres"):
+        assert PyhiveConnectionWrapper.close is original

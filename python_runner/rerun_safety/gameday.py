@@ -426,7 +426,8 @@ class Gameday:
         profiles = self._profiles_dir(snapshot)
         self.engine.prepare_manifest(self.project.manifest, snapshot)
         res = self.project.session.invoke(["seed", "--select", *[s.selector for s in plan.seeds]],
-                                          profiles_dir=profiles, rewrite_sql=self.engine.sql_rewriter(snapshot))
+                                          profiles_dir=profiles, dialect=self.engine.dialect,
+                                          rewrite_sql=self.engine.sql_rewriter(snapshot))
         if not res.success:
             raise ConfigError(f"dbt seed failed in the snapshot: {res.error}")
         timed = [s for s in plan.inputs if s.seed]
