@@ -63,7 +63,7 @@ def spark_run(request, tmp_path_factory):
     """The fixture's game day through dbt-spark `session` (Spark in this process). `thrift` (the
     standalone cluster's Thrift server, scenarios in two worker processes at once) gives the same
     (checked with params=["thrift"]); the suite runs the example project through it instead
-    (tests/test_gameday_shop.py) and this fixture's kill test below."""
+    (tests/test_gameday_shop.py, and the kill test below)."""
     require_spark()
     if request.param not in _RUNS:
         tmp = tmp_path_factory.mktemp(f"spark_gameday_{request.param}")
@@ -120,25 +120,33 @@ def test_user_data_and_catalog_unchanged(spark_run):
 
 
 def test_kill_leaves_user_data_unchanged_and_next_run_sweeps(request, tmp_path):
-    """SIGKILL a game day (and its worker processes) through the Thrift server while its sandboxes
-    exist: the user's tables are unchanged, and the next run's sweep drops the dead run's databases."""
+    """SIGKILL the game day of examples/shop (and its worker processes) through the cluster's Thrift
+    server while its sandboxes exist: the user's tables are unchanged (checksums), and the next
+    run's sweep drops the dead run's databases."""
     import os
     import signal
     import subprocess
     import sys
     import time
 
+    from gameday_support import SHOP, dbt_deps, shop_generator, spark_fingerprint
+
     require_spark()
     cluster = request.getfixturevalue("spark_cluster")
-    project = copy_project(FIXTURES / "spark_gameday", tmp_path / "project")
-    raw, target = unique_schema("raw"), unique_schema("analytics")
-    _load(cluster.query, raw)
-    write_profiles(project, "spark_gameday", cluster.profile(target, user="dbt"))
-    before = _fingerprint(cluster.query, raw)
+    project = copy_project(SHOP, tmp_path / "shop")
+    raw, audit, target = unique_schema("shop_raw"), unique_schema("shop_audit"), unique_schema("shop")
+    shop_generator().load_spark(cluster.query, raw, audit)
+    profiles = tmp_path / "profiles"
+    write_profiles(profiles, "shop", cluster.profile(target, user="dbt"))
+    dbt_deps(project, profiles)
+    before = spark_fingerprint(cluster.query, [raw, audit])
+    assert {name: rows for name, (rows, _) in before.items()} == {
+        f"{raw}.events": 4800, f"{raw}.users": 60, f"{audit}.batch_summary": 0, f"{audit}.batch_totals": 0,
+        f"{audit}.run_log": 0}
     env = dict(os.environ, TMPDIR=str(tmp_path))
     proc = subprocess.Popen([sys.executable, "-m", "rerun_safety.cli", "gameday", "--project-dir", str(project),
-                             "--profiles-dir", str(project), "--output-dir", str(tmp_path / "out"),
-                             "--vars", json.dumps({"raw_schema": raw}), "--batch-size", "day", "--steps", "3",
+                             "--profiles-dir", str(profiles), "--output-dir", str(tmp_path / "out"),
+                             "--vars", json.dumps({"raw_schema": raw, "audit_schema": audit}), "--steps", "4",
                              "--threads", "2"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
     def sandboxes() -> list[str]:
@@ -155,7 +163,7 @@ def test_kill_leaves_user_data_unchanged_and_next_run_sweeps(request, tmp_path):
     proc.wait(30)
     assert proc.returncode == -signal.SIGKILL
     time.sleep(3)  # the workers die with their parent
-    assert _fingerprint(cluster.query, raw) == before
+    assert spark_fingerprint(cluster.query, [raw, audit]) == before
     left = sandboxes()
     assert left, "killed mid-run: its sandboxes are still there"
 
@@ -170,4 +178,5 @@ def test_kill_leaves_user_data_unchanged_and_next_run_sweeps(request, tmp_path):
         engine.cleanup()
         engine.close()
     assert sandboxes() == []
-    assert _fingerprint(cluster.query, raw) == before
+    assert spark_fingerprint(cluster.query, [raw, audit]) == before
+    assert target not in _databases(cluster.query)  # the game day never creates the user's target

@@ -99,10 +99,10 @@ def test_thrift_server_runs_its_queries_on_the_workers_executor(spark_cluster):
     assert len(workers) == 1
     worker = workers[0]
     assert (worker["host"], worker["cores"], worker["coresused"], worker["memory"], worker["memoryused"]) == \
-        ("127.0.0.1", 1, 1, 1024, 512)
+        ("127.0.0.1", 2, 2, 1024, 512)
     apps = state["activeapps"]
     assert [(a["name"], a["cores"], a["memoryperexecutor"]) for a in apps] == \
-        [("rerun_safety Thrift server", 1, 512)]
+        [("rerun_safety Thrift server", 2, 512)]
 
     # The executor is a child process of the worker (in its process group), for this application.
     executors = [p for p in spark_cluster.pids()["worker"] if "CoarseGrainedExecutorBackend" in _cmdline(p)]
