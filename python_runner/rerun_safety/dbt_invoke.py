@@ -5,11 +5,11 @@ dbt is not thread-safe (global adapter factory): one invocation at a time per pr
 """
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import os
 import time
-import contextlib
 from contextlib import redirect_stdout
 from dataclasses import dataclass, field
 from pathlib import Path
