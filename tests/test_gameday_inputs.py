@@ -151,3 +151,42 @@ def test_an_external_location_source_and_a_python_model(tmp_path):
     assert (py["verdict"], py["rows"], py["extra_rows"]) == ("duplicates", 216, 16)
     assert models["ev_py"]["materialized"] == "incremental"
     assert file_sha256(project / "data" / "events.parquet") == before
+
+
+EXPRESSION_PROJECT = {
+    "dbt_project.yml": "name: exprp\nversion: '1.0.0'\nconfig-version: 2\nprofile: exprp\n",
+    # dbt allows an expression as loaded_at_field (freshness runs it); the game day needs a column
+    "models/sources.yml": ("version: 2\nsources:\n  - name: shop\n    schema: main\n    tables:\n"
+                           "      - name: orders\n        loaded_at_field: \"order_day::timestamp\"\n"),
+    "models/orders_appended.sql": (
+        "{{ config(materialized='incremental', incremental_strategy='append') }}\n"
+        "select * from {{ source('shop', 'orders') }}\n"
+        "{% if is_incremental() %} where order_day >= (select max(order_day) from {{ this }}) {% endif %}\n"),
+}
+
+
+def test_a_loaded_at_field_expression_says_how_to_name_a_column(tmp_path):
+    """`loaded_at_field: order_day::timestamp` is no column: one line naming rerun_safety.yml, exit 2,
+    no report; with `time_columns: {shop.orders: order_day}` there the game day runs (and judges)."""
+    import duckdb
+
+    project = tmp_path / "exprp"
+    _write(project, EXPRESSION_PROJECT)
+    con = duckdb.connect(str(project / "exprp.duckdb"))
+    con.execute("create table orders as select i as order_id, date '2026-01-01' + (i % 10)::int as order_day, "
+                "i * 1.5 as amount from range(200) t(i)")
+    con.close()
+    write_profiles(project, "exprp", duckdb_profile(str(project / "exprp.duckdb"), schema="analytics"))
+    code, stderr, report = _gameday(project, project, tmp_path / "out", "--steps", "3")
+    lines = [ln for ln in stderr.splitlines() if ln.startswith("rerun-safety: error")]
+    assert code == 2 and report is None, stderr
+    assert len(lines) == 1 and "source shop.orders: time column 'order_day::timestamp' cannot be read as a " \
+        "timestamp" in lines[0], stderr
+    assert lines[0].endswith("; name a timestamp column of it in rerun_safety.yml (time_columns: "
+                             "{shop.orders: <column>}), which overrides dbt's configs"), lines[0]
+    (project / "rerun_safety.yml").write_text("time_columns:\n  shop.orders: order_day\n")
+    code, stderr, report = _gameday(project, project, tmp_path / "out", "--steps", "3")
+    assert code == 1, stderr
+    m = by_name(report)["orders_appended"]
+    # each run re-appends the last day it holds: 20 orders a day
+    assert m["verdict"] == "duplicates" and scenario(m, "replay")["extra_rows"] == 60
