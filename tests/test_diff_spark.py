@@ -180,3 +180,30 @@ def test_thrift_server(spark_cluster, tmp_path):
         assert {r[1] for r in spark_cluster.query(f"show tables in {schema}")} == {"kl", "kr"}
     finally:
         spark_cluster.query(f"drop database {schema} cascade")
+
+
+
+def test_a_spark_sql_error_is_not_logged_with_the_jvm_stack():
+    """pyspark 4 logs every SQL error with the JVM's stack to stderr (a JSON line from its
+    SQLQueryContextLogger before the runner's own one line); the runner's Spark backend quiets it."""
+    import logging
+
+    require_spark()
+    pytest.importorskip("pyspark.logger")
+    from pyspark.logger import PySparkLogger
+
+    from _spark import session_parameters
+    from rerun_safety.sandbox.spark import SessionBackend
+
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    log = PySparkLogger.getLogger("SQLQueryContextLogger")
+    log.addHandler(handler)
+    try:
+        backend = SessionBackend(session_parameters())
+        with pytest.raises(Exception, match="UNRESOLVED_COLUMN"):
+            backend.run("select no_such_column from range(1)")
+    finally:
+        log.removeHandler(handler)
+    assert records == []

@@ -307,7 +307,7 @@ def plan_timeline(con: Connection, plan: Plan, batch: Batch, steps: int) -> Time
             hint = (f"; name a timestamp column of it in rerun_safety.yml (time_columns: {{{src.name}: <column>}}), "
                     "which overrides dbt's configs") if not src.seed else ""
             raise ConfigError(f"{where} cannot be read as a timestamp: "
-                              f"{str(err).strip().splitlines()[0]}{hint}") from None
+                              f"{str(err).strip().splitlines()[0].rstrip(';')}{hint}") from None
         lo, hi = _to_datetime(lo, where), _to_datetime(hi, where)
         if lo is not None:
             ranges[src.unique_id] = (lo, hi)

@@ -18,6 +18,7 @@ worker processes may connect at once).
 """
 from __future__ import annotations
 
+import logging
 import re
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
@@ -45,6 +46,21 @@ class _Backend:
     def close(self) -> None: ...
 
 
+def _quiet_query_context_logs() -> None:
+    """pyspark (4.x) logs every SQL error it raises, with the JVM's stack, to stderr (its query
+    context loggers): ~80 lines before the one line the runner says for the same error."""
+    import warnings
+
+    # pyspark's import-time notice about pandas 3, on stderr at every run
+    warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas", category=FutureWarning)
+    try:
+        from pyspark.logger import PySparkLogger
+    except ImportError:  # pyspark 3.5 has no such loggers
+        return
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+        PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
+
+
 class SessionBackend(_Backend):
     """The SparkSession of this process, built as dbt-spark's `method: session` builds it (so that
     dbt's invocations and the runner share it)."""
@@ -54,6 +70,7 @@ class SessionBackend(_Backend):
             from pyspark.sql import SparkSession
         except ImportError:
             raise ConfigError("the Spark target needs pyspark: pip install 'rerun-safety[spark]'") from None
+        _quiet_query_context_logs()
         builder = SparkSession.builder.enableHiveSupport()
         for key, value in parameters.items():
             builder = builder.config(str(key), str(value))
