@@ -11,7 +11,7 @@ from typing import Any
 
 from sqlglot import exp
 
-from .errors import ConfigError
+from .errors import ConfigError, first_line
 from .project import Model, Project, SourceTable
 from .sandbox.base import SNAPSHOT_SCHEMA, Connection, snapshot_table, table, ts_literal
 from .scenarios import Batch, Timeline, make_timeline
@@ -307,7 +307,7 @@ def plan_timeline(con: Connection, plan: Plan, batch: Batch, steps: int) -> Time
             hint = (f"; name a timestamp column of it in rerun_safety.yml (time_columns: {{{src.name}: <column>}}), "
                     "which overrides dbt's configs") if not src.seed else ""
             raise ConfigError(f"{where} cannot be read as a timestamp: "
-                              f"{str(err).strip().splitlines()[0].rstrip(';')}{hint}") from None
+                              f"{first_line(err).rstrip(';')}{hint}") from None
         lo, hi = _to_datetime(lo, where), _to_datetime(hi, where)
         if lo is not None:
             ranges[src.unique_id] = (lo, hi)

@@ -47,8 +47,8 @@ class _Backend:
 
 
 def _quiet_query_context_logs() -> None:
-    """pyspark (4.x) logs every SQL error it raises, with the JVM's stack, to stderr (its query
-    context loggers): ~80 lines before the one line the runner says for the same error."""
+    """pyspark (4.x) logs every SQL error it raises to stderr, the JVM's stack included (its query
+    context loggers), before the one line the runner says for the same error."""
     import warnings
 
     # pyspark's import-time notice about pandas 3, on stderr at every run
