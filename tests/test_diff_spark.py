@@ -207,3 +207,36 @@ def test_a_spark_sql_error_is_not_logged_with_the_jvm_stack():
     finally:
         log.removeHandler(handler)
     assert records == []
+
+
+def test_a_connection_lists_a_database_once_until_it_writes(spark_tables):
+    """The game day asks for every model's kind and columns (each SHOW or DESCRIBE costs Spark
+    ~0.1 s): a connection lists a database once and describes a table once, and forgets both as
+    soon as it runs anything but a read."""
+    from _spark import session_parameters
+    from rerun_safety.sandbox.spark import SessionBackend, SparkConnection
+
+    class Recording(SessionBackend):
+        def __init__(self):
+            super().__init__(session_parameters())
+            self.statements: list[str] = []
+
+        def run(self, sql):
+            self.statements.append(sql)
+            return super().run(sql)
+
+    s = spark_tables["schema"]
+    backend = Recording()
+    con = SparkConnection(backend, None, set())
+    assert [con.relation_kind(s, t) for t in ("kl", "KR", "ul", "nope")] == ["table", "table", "table", None]
+    assert [q.split(" in ")[0] for q in backend.statements] == ["show tables", "show views"]
+    assert con.columns(s, "kl") == con.columns(s, "kl") != []
+    assert len(backend.statements) == 3
+    try:
+        con.execute(f"create view {s}.rs_cache_v as select id from {s}.kl")  # a write: listings are read again
+        assert con.relation_kind(s, "rs_cache_v") == "view" and con.relation_kind(s, "kl") == "table"
+        assert len(backend.statements) == 6
+        con.fetchall(f"select count(*) from {s}.kl")  # a read keeps them
+        assert con.relation_kind(s, "ul") == "table" and len(backend.statements) == 7
+    finally:
+        spark_query(f"drop view if exists {s}.rs_cache_v")

@@ -33,6 +33,7 @@ from .base import PREFIX, SNAPSHOT_SCHEMA, Connection, Engine, Sandbox, ident, l
 
 SEP = "__"
 _IDENT_TOKENS = (TokenType.VAR, TokenType.IDENTIFIER)
+_READ = re.compile(r"\s*(select|with|show|describe|desc)\b", re.IGNORECASE)
 _DATABASE_DDL = re.compile(r"\s*(create|drop|alter|use)\s+(database|schema|namespace)\b", re.IGNORECASE)
 
 
@@ -180,6 +181,21 @@ class SparkConnection(Connection):
         self.prefix = prefix
         self.schemas = schemas  # the project's schemas (shared with the engine: new ones join)
         self._on_close = on_close
+        # what SHOW and DESCRIBE said, while this connection changes nothing: a game day judges
+        # every model by the same few listings (each statement costs Spark ~0.1 s or more)
+        self._catalog: dict[str, tuple[list[str], list[tuple]]] = {}
+
+    def _raw(self, sql: str) -> tuple[list[str], list[tuple]]:
+        """Run a statement as it is; anything but a read forgets the listings kept so far."""
+        if not _READ.match(sql):
+            self._catalog.clear()
+        return self._backend.run(sql)
+
+    def _catalog_read(self, sql: str) -> tuple[list[str], list[tuple]]:
+        """A SHOW or DESCRIBE, answered from what this connection read before if it wrote nothing since."""
+        if sql not in self._catalog:
+            self._catalog[sql] = self._backend.run(sql)
+        return self._catalog[sql]
 
     def physical(self, schema: str) -> str:
         if self.prefix is None or schema.lower().startswith(PREFIX):
@@ -201,7 +217,7 @@ class SparkConnection(Connection):
         return expression.sql(dialect="spark")
 
     def _run(self, sql) -> tuple[list[str], list[tuple]]:
-        return self._backend.run(self.sql(sql))
+        return self._raw(self.sql(sql))
 
     def execute(self, sql, params: Sequence[Any] | None = None) -> None:
         if params:
@@ -226,7 +242,7 @@ class SparkConnection(Connection):
 
     def columns(self, schema: str, name: str) -> list[tuple[str, str]]:
         try:
-            rows = self._backend.run(f"describe table {self._q(schema, name)}")[1]
+            rows = self._catalog_read(f"describe table {self._q(schema, name)}")[1]
         except Exception:  # noqa: BLE001 - no such relation
             return []
         out = []
@@ -239,20 +255,16 @@ class SparkConnection(Connection):
 
     def _names(self, statement: str, schema: str) -> set[str]:
         try:
-            rows = self._backend.run(f"{statement} in {self._q(schema)}")[1]
+            rows = self._catalog_read(f"{statement} in {self._q(schema)}")[1]
         except Exception:  # noqa: BLE001 - no such database
             return set()
         return {str(r[1]).lower() for r in rows if not r[2]}
 
     def relation_kind(self, schema: str, name: str) -> str | None:
-        try:
-            rows = self._backend.run(f"show tables in {self._q(schema)} like {_like(name)}")[1]
-        except Exception:  # noqa: BLE001 - no such database
+        # the whole database listed once (the names compared here, not matched by a pattern)
+        if name.lower() not in self._names("show tables", schema):
             return None
-        if not any(str(r[1]).lower() == name.lower() and not r[2] for r in rows):
-            return None
-        views = self._backend.run(f"show views in {self._q(schema)} like {_like(name)}")[1]
-        return "view" if any(str(r[1]).lower() == name.lower() for r in views) else "table"
+        return "view" if name.lower() in self._names("show views", schema) else "table"
 
     def base_tables(self) -> set[tuple[str, str]]:
         out = set()
@@ -271,18 +283,18 @@ class SparkConnection(Connection):
     def drop_relation(self, schema: str, name: str) -> None:
         kind = self.relation_kind(schema, name)
         if kind:
-            self._backend.run(f"drop {kind} if exists {self._q(schema, name)}")
+            self._raw(f"drop {kind} if exists {self._q(schema, name)}")
 
     def create_schema(self, schema: str) -> None:
         self.schemas.add(schema.lower())
-        self._backend.run(f"create database if not exists {self._q(schema)}")
+        self._raw(f"create database if not exists {self._q(schema)}")
 
     def partitioned_by(self, schema: str, name: str) -> str:
         """` partitioned by (...)` of a partitioned table, else '': a copy keeps the partitions, so
         that an insert overwrite (dynamic partitions) replaces in the copy what it replaces in the
         original, instead of the whole table."""
         try:
-            rows = self._backend.run(f"describe table {self._q(schema, name)}")[1]
+            rows = self._catalog_read(f"describe table {self._q(schema, name)}")[1]
         except Exception:  # noqa: BLE001 - no such relation
             return ""
         cols, inside = [], False
@@ -298,7 +310,7 @@ class SparkConnection(Connection):
 
     def copy_table(self, src_schema: str, src: str, dst_schema: str, dst: str) -> None:
         self.create_schema(dst_schema)
-        self._backend.run(f"create table {self._q(dst_schema, dst)} using parquet"
+        self._raw(f"create table {self._q(dst_schema, dst)} using parquet"
                           f"{self.partitioned_by(src_schema, src)} as select * from {self._q(src_schema, src)}")
 
     def delete_rows(self, target: exp.Table, where: exp.Expression | None = None) -> None:
@@ -306,12 +318,12 @@ class SparkConnection(Connection):
         takes the old one's name."""
         schema, name = target.db, target.name
         keep = f"{name}__rs_keep"
-        self._backend.run(f"drop table if exists {self._q(schema, keep)}")
+        self._raw(f"drop table if exists {self._q(schema, keep)}")
         cond = f" where not coalesce({self.sql(where)}, false)" if where is not None else " where false"
-        self._backend.run(f"create table {self._q(schema, keep)} using parquet{self.partitioned_by(schema, name)} "
+        self._raw(f"create table {self._q(schema, keep)} using parquet{self.partitioned_by(schema, name)} "
                           f"as select * from {self._q(schema, name)}{cond}")
-        self._backend.run(f"drop table {self._q(schema, name)}")
-        self._backend.run(f"alter table {self._q(schema, keep)} rename to {self._q(schema, name)}")
+        self._raw(f"drop table {self._q(schema, name)}")
+        self._raw(f"alter table {self._q(schema, keep)} rename to {self._q(schema, name)}")
 
 
 # ---------------------------------------------------------------------------------- engine
@@ -384,7 +396,7 @@ class SparkEngine(Engine):
             user = f"{ident(src.schema).sql(dialect='spark')}.{ident(src.identifier).sql(dialect='spark')}"
             try:
                 parts = user_con.partitioned_by(src.schema, src.identifier)
-                con._backend.run(f"create table {con._q(src.schema, src.identifier)} using parquet{parts} as "
+                con._raw(f"create table {con._q(src.schema, src.identifier)} using parquet{parts} as "
                                  f"select * from {user}")
             except Exception as err:  # noqa: BLE001
                 raise ConfigError(f"source {src.name}: cannot read {src.schema}.{src.identifier}: "
@@ -404,7 +416,7 @@ class SparkEngine(Engine):
                read_only: tuple[str, ...]) -> None:
         from .. import clock
 
-        run = dst._backend.run
+        run = dst._raw
         old, new = self.prefix(source), self.prefix(sandbox)
         shared = {s.lower() for s in read_only}
         views = []
@@ -437,7 +449,7 @@ class SparkEngine(Engine):
         failed = None
         for schema in con.databases():
             try:
-                con._backend.run(f"drop database if exists {con._q(schema)} cascade")
+                con._raw(f"drop database if exists {con._q(schema)} cascade")
             except Exception as err:  # noqa: BLE001
                 failed = failed or f"could not remove sandbox database {con.physical(schema)}: {_first_line(err)}"
         return failed
@@ -500,8 +512,3 @@ class SparkEngine(Engine):
             backend.close()
         super().close()
 
-
-def _like(name: str) -> str:
-    """A SHOW ... LIKE pattern matching `name` (its `*` and `|` are the pattern's own; a name
-    holding them matches more, and callers compare the names found)."""
-    return "'" + name.lower().replace("\\", "\\\\").replace("'", "\\'") + "'"
