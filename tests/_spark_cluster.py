@@ -237,6 +237,34 @@ def _stop_trees(trees: list[_Tree], timeout: float) -> None:
             pass
 
 
+def cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def processes_mentioning(text: str) -> list[int]:
+    return [int(p) for p in os.listdir("/proc") if p.isdigit() and text in cmdline(int(p))]
+
+
+def check_stopped(cluster: "SparkCluster", pids: list[int]) -> None:
+    """After `cluster.stop()`: none of `pids` (its processes before the stop) runs, no process names
+    the cluster's folder, the Thrift port is closed, and a second stop is a no-op."""
+    time.sleep(0.5)
+    left = [p for p in pids if os.path.exists(f"/proc/{p}")]
+    assert left == [], {p: cmdline(p)[:200] for p in left}
+    assert processes_mentioning(str(cluster.root)) == []
+    assert cluster.pids() == {"master": [], "worker": [], "thriftserver": []}
+    try:
+        socket.create_connection((cluster.host, cluster.port), timeout=2).close()
+    except OSError:
+        pass
+    else:
+        raise AssertionError(f"the Thrift port {cluster.port} still answers after stop()")
+    cluster.stop()
+
+
 class SparkClusterError(RuntimeError):
     pass
 

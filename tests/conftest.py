@@ -116,8 +116,14 @@ def spark_cluster(tmp_path_factory):
         if os.environ.get("RERUN_SAFETY_REQUIRE_SPARK") == "1":
             pytest.fail(f"Spark is required here (RERUN_SAFETY_REQUIRE_SPARK=1): {reason}")
         pytest.skip(reason)
+    from _spark_cluster import check_stopped
+
     cluster = start_spark_cluster(tmp_path_factory.mktemp("spark_cluster"))
     try:
         yield cluster
+        pids = [p for group in cluster.pids().values() for p in group]
     finally:
         cluster.stop()
+    # stop() leaves no process behind: checked on the session's cluster (tests/test_spark_cluster.py
+    # counts its processes while it runs) rather than on a second one, whose start costs ~30 s
+    check_stopped(cluster, pids)

@@ -1,12 +1,12 @@
 """The standalone Spark cluster of tests/_spark_cluster.py is real and usable as a team would use it:
 the Thrift server's queries run on the worker's executor, dbt-spark `method: thrift` builds an
 `insert_overwrite` model run after run, two dbt processes work against it at once, and stop()
-leaves no process behind (nor does a start that fails)."""
+leaves no process behind (checked when the session's cluster stops, conftest's spark_cluster; nor
+does a start that fails)."""
 from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from _spark import require_spark, unique_schema
-from _spark_cluster import SparkClusterError, start_spark_cluster
+from _spark_cluster import SparkClusterError, cmdline, processes_mentioning, start_spark_cluster
 
 pytestmark = pytest.mark.slow
 
@@ -33,17 +33,6 @@ cross join (select explode(sequence({{ var('first_day') }}, {{ var('last_day') }
 
 # Holds the model for a few seconds inside the Thrift server, so two dbt runs overlap.
 SLOW_PRE_HOOK = "select reflect('java.lang.Thread', 'sleep', cast({{ var('sleep_ms', 0) }} as bigint))"
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
-
-
-def _processes_mentioning(text: str) -> list[int]:
-    return [int(p) for p in os.listdir("/proc") if p.isdigit() and text in _cmdline(int(p))]
 
 
 def _write_project(folder: Path, cluster, schema: str) -> Path:
@@ -105,9 +94,9 @@ def test_thrift_server_runs_its_queries_on_the_workers_executor(spark_cluster):
         [("rerun_safety Thrift server", 2, 512)]
 
     # The executor is a child process of the worker (in its process group), for this application.
-    executors = [p for p in spark_cluster.pids()["worker"] if "CoarseGrainedExecutorBackend" in _cmdline(p)]
+    executors = [p for p in spark_cluster.pids()["worker"] if "CoarseGrainedExecutorBackend" in cmdline(p)]
     assert len(executors) == 1
-    assert apps[0]["id"] in _cmdline(executors[0])
+    assert apps[0]["id"] in cmdline(executors[0])
 
     # A query with tasks (two shuffle partitions) runs there: the executor's own log records them.
     executor_log = next((spark_cluster.root / "worker" / apps[0]["id"]).glob("*/stderr"))
@@ -178,34 +167,16 @@ def test_two_dbt_processes_at_once(spark_cluster, tmp_path):
         held.close()
 
 
-def _assert_gone(pids: list[int], root: Path) -> None:
-    left = [p for p in pids if os.path.exists(f"/proc/{p}")]
-    assert left == [], {p: _cmdline(p)[:200] for p in left}
-    assert _processes_mentioning(str(root)) == []
-
-
-def test_stop_leaves_no_process(tmp_path):
-    require_spark()
-    root = tmp_path / "own_cluster"
-    cluster = start_spark_cluster(root)
-    try:
-        before = cluster.pids()
-        pids = [p for group in before.values() for p in group]
-        java = [p for p in pids if _cmdline(p).split(" ")[0].endswith("java")]
-        # master, worker, Thrift server and the worker's executor: four JVMs in three process groups
-        assert sorted(before) == ["master", "thriftserver", "worker"]
-        assert len(java) == 4
-        assert set(java) <= set(_processes_mentioning(str(root)))  # so the check after stop() sees them
-        t0 = time.monotonic()
-    finally:
-        cluster.stop()
-    print(f"\nown cluster up in {cluster.started_in:.1f} s, stopped in {time.monotonic() - t0:.1f} s; "
-          f"PIDs {before}")
-    _assert_gone(pids, root)
-    assert cluster.pids() == {"master": [], "worker": [], "thriftserver": []}
-    with pytest.raises(OSError):
-        socket.create_connection((cluster.host, cluster.port), timeout=2).close()
-    cluster.stop()  # a second stop is a no-op
+def test_four_jvms_in_three_process_groups(spark_cluster):
+    """Master, worker, Thrift server and the worker's executor, each naming the cluster's folder (so
+    that the check after stop(), in the session fixture's teardown, sees them all)."""
+    before = spark_cluster.pids()
+    pids = [p for group in before.values() for p in group]
+    java = [p for p in pids if cmdline(p).split(" ")[0].endswith("java")]
+    assert sorted(before) == ["master", "thriftserver", "worker"]
+    assert len(java) == 4
+    assert set(java) <= set(processes_mentioning(str(spark_cluster.root)))
+    print(f"\ncluster up in {spark_cluster.started_in:.1f} s; PIDs {before}")
 
 
 def test_failed_start_raises_with_the_log_and_stops_everything(tmp_path):
@@ -218,4 +189,22 @@ def test_failed_start_raises_with_the_log_and_stops_everything(tmp_path):
     assert "within 3 s" in message
     assert f"--- last lines of {root.resolve() / 'logs'}" in message
     time.sleep(0.5)
-    assert _processes_mentioning(str(root.resolve())) == []
+    assert processes_mentioning(str(root.resolve())) == []
+
+
+def test_the_stop_check_sees_a_process_left_behind(tmp_path):
+    """check_stopped (run when the session's cluster stops) fails on a process that outlived stop()."""
+    from types import SimpleNamespace
+
+    from _spark_cluster import check_stopped
+
+    left = subprocess.Popen(["sleep", "30", str(tmp_path)])
+    try:
+        cluster = SimpleNamespace(root=tmp_path, host="127.0.0.1", port=9, stop=lambda: None,
+                                  pids=lambda: {"master": [], "worker": [], "thriftserver": []})
+        with pytest.raises(AssertionError) as caught:
+            check_stopped(cluster, [left.pid])
+        assert str(left.pid) in str(caught.value)
+    finally:
+        left.kill()
+        left.wait()
