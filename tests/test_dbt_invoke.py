@@ -65,3 +65,53 @@ def test_a_thrift_server_failing_to_close_a_session_does_not_fail_the_model():
         PyhiveConnectionWrapper(Handle(server_side)).close()  # outside our invocations: as dbt-spark does
     with tolerant_thrift_close("postgres"):
         assert PyhiveConnectionWrapper.close is original
+
+
+def test_a_thrift_close_without_answer_ends_within_the_timeout(monkeypatch):
+    """The same server sometimes never answers CloseSession (seen as a game day hung for good in
+    `dbt seed`'s last close): the close waits CLOSE_TIMEOUT_S at most, in our dbt invocations and in
+    the runner's own connections. Here a real socket whose peer reads and never answers."""
+    import socket
+    import threading
+    import time
+
+    import pytest
+
+    pytest.importorskip("pyhive")
+    from dbt.adapters.spark.connections import PyhiveConnectionWrapper
+    from pyhive import hive
+    from TCLIService import TCLIService, ttypes
+    from thrift.protocol import TBinaryProtocol
+    from thrift.transport import TSocket, TTransport
+
+    from rerun_safety.dbt_invoke import tolerant_thrift_close
+    from rerun_safety.sandbox import spark as spark_sandbox
+
+    server = socket.create_server(("127.0.0.1", 0))
+    peers = []
+    threading.Thread(target=lambda: peers.append(server.accept()), daemon=True).start()
+
+    def silent_connection():
+        sock = TSocket.TSocket("127.0.0.1", server.getsockname()[1])
+        con = hive.Connection.__new__(hive.Connection)
+        con._transport = TTransport.TBufferedTransport(sock)
+        con._transport.open()
+        con._client = TCLIService.Client(TBinaryProtocol.TBinaryProtocol(con._transport))
+        con._sessionHandle = ttypes.TSessionHandle(
+            sessionId=ttypes.THandleIdentifier(guid=b"0" * 16, secret=b"0" * 16))
+        return con
+
+    try:
+        started = time.monotonic()
+        error = spark_sandbox.close_hive_connection(silent_connection(), timeout=1.0)
+        assert 0.9 < time.monotonic() - started < 5 and "timeout" in error.lower()
+
+        monkeypatch.setattr(spark_sandbox, "CLOSE_TIMEOUT_S", 1.0)
+        with tolerant_thrift_close("spark"):
+            started = time.monotonic()
+            PyhiveConnectionWrapper(silent_connection()).close()  # logged, not raised
+            assert time.monotonic() - started < 5
+    finally:
+        server.close()
+        for peer, _ in peers:
+            peer.close()

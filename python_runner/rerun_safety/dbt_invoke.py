@@ -122,10 +122,11 @@ def _node_results(result: Any) -> tuple[NodeResult, ...]:
 @contextlib.contextmanager
 def tolerant_thrift_close(dialect: str):
     """dbt closes its connection after every model. A Spark Thrift server built without Hive's LLAP
-    jars (the pyspark distribution's) sometimes answers CloseSession with an error
-    (NoClassDefFoundError: ...LlapSigner$Signable, raised while it tears the session down; it drops
-    the session anyway): dbt would fail the model whose statements all succeeded. During our
-    invocations such a close is logged, not raised."""
+    jars (the pyspark distribution's) sometimes fails to tear a session down (NoClassDefFoundError:
+    ...LlapSigner$Signable; the session is dropped anyway) and answers CloseSession with that error,
+    or never answers: dbt would fail the model whose statements all succeeded, or wait forever.
+    During our invocations the close waits at most CLOSE_TIMEOUT_S for the answer, and a close that
+    fails is logged, not raised (sandbox/spark.py close_hive_connection)."""
     if dialect != "spark":
         yield
         return
@@ -134,16 +135,23 @@ def tolerant_thrift_close(dialect: str):
     except ImportError:
         yield
         return
+    from .sandbox.spark import CLOSE_TIMEOUT_S, thrift_socket
+
     original = PyhiveConnectionWrapper.close
 
     def close(self) -> None:
+        sock = thrift_socket(getattr(self, "handle", None))
+        if sock is not None:
+            sock.setTimeout(CLOSE_TIMEOUT_S * 1000)  # the cursor's and the session's close
         try:
             original(self)
-        except Exception as err:  # noqa: BLE001 - only the CloseSession answer is tolerated
-            if "TCloseSessionResp" not in str(err):
+        except Exception as err:  # noqa: BLE001 - only CloseSession's answer, or none, is tolerated
+            if "TCloseSessionResp" not in str(err) and type(err).__name__ != "TTransportException":
                 raise
+            if sock is not None:
+                sock.close()
             logging.getLogger("rerun_safety").debug("Spark Thrift server failed to close a session: %s",
-                                                    _first_line(str(err)))
+                                                    _first_line(str(err)) or type(err).__name__)
 
     PyhiveConnectionWrapper.close = close
     try:

@@ -86,6 +86,41 @@ class SessionBackend(_Backend):
         return list(df.columns), [tuple(r) for r in rows]
 
 
+CLOSE_TIMEOUT_S = 20.0
+
+
+def thrift_socket(connection: Any) -> Any:
+    """The TSocket under a PyHive connection's transport (SASL or buffered), or None."""
+    trans = getattr(connection, "_transport", None)
+    for _ in range(4):
+        if trans is None or hasattr(trans, "setTimeout"):
+            return trans
+        trans = getattr(trans, "_trans", None) or getattr(trans, "_TBufferedTransport__trans", None)
+    return None
+
+
+def close_hive_connection(connection: Any, timeout: float = CLOSE_TIMEOUT_S) -> str | None:
+    """Close a PyHive connection, waiting at most `timeout` seconds for the server's answer.
+
+    The pyspark distribution's Thrift server sometimes fails to tear a session down (no Hive LLAP
+    jars: NoClassDefFoundError ...LlapSigner$Signable); it then answers CloseSession with an error,
+    or not at all, and a client waiting for that answer waits forever. Returns the error's first
+    line (the socket is then closed here), None after a clean close."""
+    sock = thrift_socket(connection)
+    if sock is not None:
+        sock.setTimeout(timeout * 1000)
+    try:
+        connection.close()
+        return None
+    except Exception as err:  # noqa: BLE001 - the session is gone either way
+        if sock is not None:
+            try:
+                sock.close()
+            except Exception:  # noqa: BLE001
+                pass
+        return _first_line(err) or type(err).__name__
+
+
 class ThriftBackend(_Backend):
     """A Spark Thrift server (a cluster's), through PyHive as dbt-spark's `method: thrift`."""
 
@@ -120,10 +155,7 @@ class ThriftBackend(_Backend):
             cur.close()
 
     def close(self) -> None:
-        try:
-            self._con.close()
-        except Exception:  # noqa: BLE001
-            pass
+        close_hive_connection(self._con)
 
 
 def make_backend(output: dict) -> _Backend:
