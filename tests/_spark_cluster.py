@@ -149,7 +149,9 @@ class SparkCluster:
             finally:
                 cur.close()
         finally:
-            conn.close()
+            from rerun_safety.sandbox.spark import close_hive_connection
+
+            close_hive_connection(conn)  # bounded: this server sometimes never answers a close
 
     def master_state(self) -> dict:
         """The master's JSON state (workers, applications, cores and memory in use)."""
