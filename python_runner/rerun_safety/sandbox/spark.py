@@ -33,7 +33,7 @@ from .base import PREFIX, SNAPSHOT_SCHEMA, Connection, Engine, Sandbox, ident, l
 
 SEP = "__"
 _IDENT_TOKENS = (TokenType.VAR, TokenType.IDENTIFIER)
-_READ = re.compile(r"\s*(select|with|show|describe|desc)\b", re.IGNORECASE)
+_READ = re.compile(r"\s*(select|show|describe|desc)\b", re.IGNORECASE)  # not WITH: it may lead an INSERT
 _DATABASE_DDL = re.compile(r"\s*(create|drop|alter|use)\s+(database|schema|namespace)\b", re.IGNORECASE)
 
 
