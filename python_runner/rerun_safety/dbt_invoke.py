@@ -135,23 +135,19 @@ def tolerant_thrift_close(dialect: str):
     except ImportError:
         yield
         return
-    from .sandbox.spark import CLOSE_TIMEOUT_S, thrift_socket
+    from .sandbox.spark import CLOSE_TIMEOUT_S, close_hive_connection
 
     original = PyhiveConnectionWrapper.close
 
+    def tolerated(err: Exception) -> bool:  # CloseSession's error answer, or none (a timeout)
+        return "TCloseSessionResp" in str(err) or type(err).__name__ == "TTransportException"
+
     def close(self) -> None:
-        sock = thrift_socket(getattr(self, "handle", None))
-        if sock is not None:
-            sock.setTimeout(CLOSE_TIMEOUT_S * 1000)  # the cursor's and the session's close
-        try:
-            original(self)
-        except Exception as err:  # noqa: BLE001 - only CloseSession's answer, or none, is tolerated
-            if "TCloseSessionResp" not in str(err) and type(err).__name__ != "TTransportException":
-                raise
-            if sock is not None:
-                sock.close()
-            logging.getLogger("rerun_safety").debug("Spark Thrift server failed to close a session: %s",
-                                                    _first_line(str(err)) or type(err).__name__)
+        # the timeout bounds the cursor's close and the session's
+        failed = close_hive_connection(getattr(self, "handle", None), CLOSE_TIMEOUT_S, close=lambda: original(self),
+                                       tolerate=tolerated)
+        if failed:
+            logging.getLogger("rerun_safety").debug("Spark Thrift server failed to close a session: %s", failed)
 
     PyhiveConnectionWrapper.close = close
     try:

@@ -99,20 +99,25 @@ def thrift_socket(connection: Any) -> Any:
     return None
 
 
-def close_hive_connection(connection: Any, timeout: float = CLOSE_TIMEOUT_S) -> str | None:
-    """Close a PyHive connection, waiting at most `timeout` seconds for the server's answer.
+def close_hive_connection(connection: Any, timeout: float = CLOSE_TIMEOUT_S, close: Callable[[], None] | None = None,
+                          tolerate: Callable[[Exception], bool] = lambda err: True) -> str | None:
+    """Close a PyHive connection (`close`: what closes it, by default its own close()), waiting at
+    most `timeout` seconds for the server's answer.
 
     The pyspark distribution's Thrift server sometimes fails to tear a session down (no Hive LLAP
     jars: NoClassDefFoundError ...LlapSigner$Signable); it then answers CloseSession with an error,
-    or not at all, and a client waiting for that answer waits forever. Returns the error's first
-    line (the socket is then closed here), None after a clean close."""
+    or not at all, and a client waiting for that answer waits forever. A failure that `tolerate`
+    accepts closes the socket and returns the error's first line (others are raised); None after a
+    clean close."""
     sock = thrift_socket(connection)
     if sock is not None:
         sock.setTimeout(timeout * 1000)
     try:
-        connection.close()
+        (close or connection.close)()
         return None
     except Exception as err:  # noqa: BLE001 - the session is gone either way
+        if not tolerate(err):
+            raise
         if sock is not None:
             try:
                 sock.close()
@@ -343,7 +348,7 @@ class SparkConnection(Connection):
     def copy_table(self, src_schema: str, src: str, dst_schema: str, dst: str) -> None:
         self.create_schema(dst_schema)
         self._raw(f"create table {self._q(dst_schema, dst)} using parquet"
-                          f"{self.partitioned_by(src_schema, src)} as select * from {self._q(src_schema, src)}")
+                  f"{self.partitioned_by(src_schema, src)} as select * from {self._q(src_schema, src)}")
 
     def delete_rows(self, target: exp.Table, where: exp.Expression | None = None) -> None:
         """Spark's parquet tables have no DELETE: the rows to keep go to a new table, which then
@@ -353,7 +358,7 @@ class SparkConnection(Connection):
         self._raw(f"drop table if exists {self._q(schema, keep)}")
         cond = f" where not coalesce({self.sql(where)}, false)" if where is not None else " where false"
         self._raw(f"create table {self._q(schema, keep)} using parquet{self.partitioned_by(schema, name)} "
-                          f"as select * from {self._q(schema, name)}{cond}")
+                  f"as select * from {self._q(schema, name)}{cond}")
         self._raw(f"drop table {self._q(schema, name)}")
         self._raw(f"alter table {self._q(schema, keep)} rename to {self._q(schema, name)}")
 
@@ -429,7 +434,7 @@ class SparkEngine(Engine):
             try:
                 parts = user_con.partitioned_by(src.schema, src.identifier)
                 con._raw(f"create table {con._q(src.schema, src.identifier)} using parquet{parts} as "
-                                 f"select * from {user}")
+                         f"select * from {user}")
             except Exception as err:  # noqa: BLE001
                 raise ConfigError(f"source {src.name}: cannot read {src.schema}.{src.identifier}: "
                                   f"{_first_line(err)}") from None
