@@ -240,3 +240,30 @@ def test_a_connection_lists_a_database_once_until_it_writes(spark_tables):
         assert con.relation_kind(s, "ul") == "table" and len(backend.statements) == 7
     finally:
         spark_query(f"drop view if exists {s}.rs_cache_v")
+
+
+@pytest.mark.parametrize("parameters, message", [
+    ({"spark.sql.catalogImplementation": "in-memory"},
+     "the Spark target's catalog is in-memory (spark.sql.catalogImplementation): a new Spark session would have "
+     "no tables to compare; use a Hive metastore or method thrift"),
+    ({"spark.hadoop.javax.jdo.option.ConnectionURL": "jdbc:derby:;databaseName=/nonexistent/metastore_db;create=true"},
+     "no Spark catalog at /nonexistent/metastore_db: method session reads the Hive metastore of the working "
+     "directory (as dbt-spark does)"),
+])
+def test_a_session_without_a_catalog_to_read_is_one_line(tmp_path, parameters, message):
+    """A new process (no Spark running in it) whose session target could only open an empty catalog:
+    one line and exit code 2, before any Spark starts; nothing written."""
+    import subprocess
+    import sys
+
+    require_spark()
+    output = {"type": "spark", "method": "session", "host": "localhost", "schema": "s", "threads": 1,
+              "server_side_parameters": parameters}
+    args = _project(tmp_path, output)
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    proc = subprocess.run([sys.executable, "-m", "rerun_safety.cli", "diff", "s.a", "s.b", *args],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"rerun-safety: error: {message}"), proc.stderr
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before  # no metastore_db, no derby.log, no spark-warehouse

@@ -317,13 +317,26 @@ def _derby_metastore(params: dict) -> Path | None:
     return Path(m.group(1)).expanduser().resolve() if m else None
 
 
+def _spark_session_running() -> bool:
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        return False
+    return SparkSession.getActiveSession() is not None
+
+
 def _spark_sides(specs: list[SideSpec], cond, target: dict, stack: ExitStack) -> list[Side]:
     from .sandbox.spark import SparkConnection, make_backend
 
     if str(target.get("method") or "") == "session":
         params = {str(k): str(v) for k, v in (target.get("server_side_parameters") or {}).items()}
         metastore = _derby_metastore(params)
-        if metastore is not None and not metastore.is_dir():
+        if params.get("spark.sql.catalogImplementation", "").strip().lower() == "in-memory":
+            # no metastore: the tables are those of a Spark session this process runs already
+            if not _spark_session_running():
+                raise ConfigError("the Spark target's catalog is in-memory (spark.sql.catalogImplementation): a new "
+                                  "Spark session would have no tables to compare; use a Hive metastore or method thrift")
+        elif metastore is not None and not metastore.is_dir():
             # Hive would create an empty catalog there: nothing to compare, and a folder left behind
             raise ConfigError(f"no Spark catalog at {metastore}: method session reads the Hive metastore of the "
                               "working directory (as dbt-spark does); run from the dbt project's folder or set "
