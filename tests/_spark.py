@@ -65,8 +65,9 @@ def session_parameters() -> dict:
     return {
         "spark.sql.warehouse.dir": str(root / "warehouse"),
         "spark.hadoop.javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={root / 'metastore_db'};create=true",
-        # derby.log goes to the Derby home, not into the working directory
-        "spark.driver.extraJavaOptions": f"-Dderby.system.home={root}",
+        # derby.log goes to the Derby home, not into the working directory; the serial collector:
+        # a test session's Spark is a couple of GB that G1's concurrent threads kept scanning
+        "spark.driver.extraJavaOptions": f"-Dderby.system.home={root} -XX:+UseSerialGC",
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.shuffle.partitions": "2",
