@@ -330,13 +330,12 @@ def _spark_sides(specs: list[SideSpec], cond, target: dict, stack: ExitStack) ->
 
     if str(target.get("method") or "") == "session":
         params = {str(k): str(v) for k, v in (target.get("server_side_parameters") or {}).items()}
-        metastore = _derby_metastore(params)
         if params.get("spark.sql.catalogImplementation", "").strip().lower() == "in-memory":
             # no metastore: the tables are those of a Spark session this process runs already
             if not _spark_session_running():
                 raise ConfigError("the Spark target's catalog is in-memory (spark.sql.catalogImplementation): a new "
                                   "Spark session would have no tables to compare; use a Hive metastore or method thrift")
-        elif metastore is not None and not metastore.is_dir():
+        elif (metastore := _derby_metastore(params)) is not None and not metastore.is_dir():
             # Hive would create an empty catalog there: nothing to compare, and a folder left behind
             raise ConfigError(f"no Spark catalog at {metastore}: method session reads the Hive metastore of the "
                               "working directory (as dbt-spark does); run from the dbt project's folder or set "
