@@ -163,6 +163,48 @@ def test_where_filters_both_sides(spark_tables):
     assert (spark["left_rows"], spark["right_rows"], spark["changed"], spark["only_left"]) == (3, 3, 1, 0)
 
 
+# 3,000 rows over many buckets (range buckets of the key, or of a column without one): every 97th
+# row changed (31, same count in its bucket), every 250th missing (12), 40 ids added, every 300th
+# row twice on the right (10); the row values as SQL over `range(3000)` (column `id` on both engines)
+_MANY = ("select id, cast(id % 7 as int) as a, concat('s', cast(id % 13 as string)) as b, "
+         "cast(null as string) as c, cast(id as double) / 3 as f from range(3000)")
+_MANY_RIGHT = ("select id, case when id % 97 = 5 then a + 1 else a end as a, b, c, f from many_l "
+               "where id % 250 <> 7 union all select id + 10000, a, b, c, f from many_l where id < 40 "
+               "union all select * from many_l where id % 300 = 11")
+MANY_KEYED = {"identical": False, "left_rows": 3000, "right_rows": 3038, "only_left": 12, "only_right": 40,
+              "changed": 31, "duplicate_keys_left": 0, "duplicate_keys_right": 10, "rows_only_left": 43,
+              "rows_only_right": 81}
+
+
+def test_many_buckets_give_duckdbs_answers(spark_tables):
+    """Differences spread over many buckets (a changed row keeps its bucket's row count): the same
+    counts as DuckDB, keyed and not, and five sample rows of each side, each a row that differs."""
+    s = spark_tables["schema"]
+    con = duckdb.connect(spark_tables["duckdb"])
+    try:
+        con.execute(f"create table many_l as {_MANY.replace('select id,', 'select range as id,').replace('string', 'varchar')}")
+        con.execute(f"create table many_r as {_MANY_RIGHT}")
+    finally:
+        con.close()
+    spark_query(f"create table {s}.many_l using parquet as {_MANY}")
+    spark_query(f"create table {s}.many_r using parquet as {_MANY_RIGHT.replace('many_l', f'{s}.many_l')}")
+    try:
+        spark, duck = _both(spark_tables, "many_l", "many_r", "--key", "id")
+        assert _counts(spark, MANY_KEYED) == _counts(duck, MANY_KEYED) == MANY_KEYED
+        assert spark["buckets"]["bucketing"] == "range" and spark["buckets"]["differing"] > 20
+        left = {r[0]: r for r in spark_query(f"select * from {s}.many_l")}
+        right = {r[0] for r in spark_query(f"select id from {s}.many_r where id % 97 = 5 or id >= 10000 "
+                                           f"or id % 300 = 11")}
+        for side, ids in (("only_left", {i for i in left if i % 250 == 7 or i % 97 == 5}), ("only_right", right)):
+            picked = [r["id"] for r in spark["sample"] if r["_diff"] == side]
+            assert len(picked) == 5 and set(picked) <= ids, (side, picked)
+        spark, duck = _both(spark_tables, "many_l", "many_r")
+        assert (spark["only_left"], spark["only_right"]) == (duck["only_left"], duck["only_right"]) == (43, 81)
+    finally:
+        for t in ("many_l", "many_r"):
+            spark_query(f"drop table {s}.{t}")
+
+
 @pytest.mark.slow
 def test_thrift_server(spark_cluster, tmp_path):
     """The same keyed diff through a cluster's Thrift server (PyHive), as dbt-spark `method: thrift`."""

@@ -107,9 +107,28 @@ def _differing_buckets_across(plan: _Plan) -> tuple[int, int, int, list[tuple]]:
 
 def _spark_differing_buckets(plan: _Plan) -> tuple[int, int, int, list[tuple]]:
     """Spark: both sides' bucket checksums compared in one query, which returns only the differing
-    buckets (and the totals, on every row). Spark would compute a CTE of the checksums again for
-    each reference, so they are one aggregate over both sides, with the totals as window sums over
-    its groups; the first bucket also comes back, so that there is a row when none differs."""
+    buckets. Spark would compute a CTE of the checksums again for each reference, so the buckets are
+    one aggregate over the rows of both sides."""
+    if plan.mode == "column":
+        return _spark_differing_partitions(plan)
+    rows = " union all ".join(f"select {s} as side, {b} as b, {h} as h from {plan.src(side)}"
+                              for s, side, b, h in ((0, plan.left, plan.lb, plan.lh), (1, plan.right, plan.rb, plan.rh)))
+    # The totals are known (`_totals` ran first): each bucket's row counts per side and the difference
+    # of its hash sums, exact as three signed bigint sums of 21-22-bit parts (see sql._int_sum)
+    parts = ("shiftright(h, 42)", "(shiftright(h, 21) & 2097151)", "(h & 2097151)")
+    sums = ", ".join(f"sum(case when side = 0 then {x} else -{x} end) as d{i}" for i, x in enumerate(parts))
+    found = plan.left.con.fetchall(
+        f"select b, lc, rc from (select b, sum(1 - side) as lc, sum(side) as rc, {sums} from ({rows}) u "
+        f"group by b) g where lc <> rc or "
+        f"cast(d0 as decimal(38,0)) * 4398046511104 + cast(d1 as decimal(38,0)) * 2097152 + d2 <> 0")
+    listed = sorted((r[0], None, int(r[1]), int(r[2])) for r in found)
+    return plan.counts[0], plan.counts[1], len(listed), listed
+
+
+def _spark_differing_partitions(plan: _Plan) -> tuple[int, int, int, list[tuple]]:
+    """Spark, a bucket per partition value: the differing partitions, and the totals on every row
+    (as window sums over the groups); the first bucket also comes back, so that there is a row when
+    none differs."""
     per_side = " union all ".join(
         f"select {s} as side, b, p, c, s from ({_bucket_query(plan, side, b, h, p)}) x{s}"
         for s, side, b, h, p in ((0, plan.left, plan.lb, plan.lh, plan.lp), (1, plan.right, plan.rb, plan.rh, plan.rp)))

@@ -226,9 +226,11 @@ def _spark_group_counts(plan: _Plan, buckets: list | None,
     floats, and `loose_rows` (left, right) receives, per unmatched group, its rows' (hash of the
     exact columns, floats) as `_loose_rows_across` reads them, so that it needs no query of its own.
 
-    The first SAMPLE_ROWS unmatched groups of each side (by bucket and row hash) bring their rows'
-    values too (the compared columns are grouped on as well: equal within a group, but for a 64-bit
-    hash collision), kept in `plan.extra` for `_spark_samples`, which then needs no scan of its own.
+    Every group comes with its rows' values (the compared columns are grouped on as well: equal
+    within a group, but for a 64-bit hash collision); those of the first SAMPLE_ROWS unmatched
+    groups of each side (by bucket and row hash) are kept in `plan.extra` for `_spark_samples`,
+    which then needs no scan of its own. They are picked here rather than numbered in Spark, where
+    a window over the unmatched groups costs a shuffle and a sort of its own.
     """
     d = plan.dialect
     ks = plan.keys_sql
@@ -264,32 +266,31 @@ def _spark_group_counts(plan: _Plan, buckets: list | None,
                f"else 0 end) over (partition by b, {knames.rstrip(', ')}) as dif from ({grouped}) g) x where dif = 1")
     else:
         sql = f"select * from ({grouped}) g where {glc} <> {grc}"
-    sn = "0"
-    if inline:  # numbers the unmatched groups of each side
-        sn = (f"coalesce(case when {glc} <> {grc} then row_number() over (partition by sign({glc} - {grc}) "
-              f"order by b, h) end, 0)")
-    sql = f"select {group}{fine}, lc, rc, {glc}, {grc}, {sn} from ({sql}) y"
+    sql = f"select {group}{fine}, lc, rc, {glc}, {grc} from ({sql}) y"
     lcount, rcount = Counter(), Counter()
     width = len(ks) + 2
-    if inline:
-        picks: tuple[list, list] = plan.extra.setdefault("spark_picks", ([], []))
-        values: dict = plan.extra.setdefault("spark_sample_rows", {})
+    unmatched: tuple[list, list] = ([], [])  # per side: (bucket, row hash, the row's values)
     for r in plan.left.con.fetchall(sql):
         item = tuple(r[:width])
-        lc, rc, group_lc, group_rc, number = (int(v) for v in r[-5:])
+        lc, rc, group_lc, group_rc = (int(v) for v in r[-4:])
         lcount[item] += lc
         rcount[item] += rc
-        if inline and 0 < number <= limits.SAMPLE_ROWS and (lc if group_lc > group_rc else rc):
-            side = 0 if group_lc > group_rc else 1
-            pick = (int(item[0]), int(item[-1]))
-            if pick not in values.setdefault(side, {}) and len(picks[side]) < limits.SAMPLE_ROWS:
-                picks[side].append(pick)
-            values[side].setdefault(pick, []).append(tuple(r[-5 - len(plan.columns):-5]))
+        if inline and group_lc != group_rc and (lc if group_lc > group_rc else rc):
+            row = tuple(r[-4 - len(plan.columns):-4])
+            unmatched[0 if group_lc > group_rc else 1].append((int(item[0]), int(item[-1]), row))
         if nf and group_lc != group_rc:
             fine_row = (int(r[width]), tuple(r[width + 1:width + 1 + nf]))
             for side, n in ((0, lc), (1, rc)):
                 if n:
                     loose_rows[side].setdefault(item, []).extend([fine_row] * n)
+    if inline:
+        picks: tuple[list, list] = plan.extra.setdefault("spark_picks", ([], []))
+        values: dict = plan.extra.setdefault("spark_sample_rows", {})
+        for side, found in enumerate(unmatched):
+            for b, h, row in sorted(found, key=lambda t: t[:2])[:limits.SAMPLE_ROWS]:
+                if (b, h) not in values.setdefault(side, {}) and len(picks[side]) < limits.SAMPLE_ROWS:
+                    picks[side].append((b, h))
+                values[side].setdefault((b, h), []).append(row)
     return +lcount, +rcount
 
 
