@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 from collections import Counter
 from typing import Iterable
 
@@ -287,7 +288,7 @@ def _spark_group_counts(plan: _Plan, buckets: list | None,
         picks: tuple[list, list] = plan.extra.setdefault("spark_picks", ([], []))
         values: dict = plan.extra.setdefault("spark_sample_rows", {})
         for side, found in enumerate(unmatched):
-            for b, h, row in sorted(found, key=lambda t: t[:2])[:limits.SAMPLE_ROWS]:
+            for b, h, row in heapq.nsmallest(limits.SAMPLE_ROWS, found, key=lambda t: t[:2]):
                 if (b, h) not in values.setdefault(side, {}) and len(picks[side]) < limits.SAMPLE_ROWS:
                     picks[side].append((b, h))
                 values[side].setdefault((b, h), []).append(row)
