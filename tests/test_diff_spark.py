@@ -182,7 +182,8 @@ def test_many_buckets_give_duckdbs_answers(spark_tables):
     s = spark_tables["schema"]
     con = duckdb.connect(spark_tables["duckdb"])
     try:
-        con.execute(f"create table many_l as {_MANY.replace('select id,', 'select range as id,').replace('string', 'varchar')}")
+        duck_many = _MANY.replace("select id,", "select range as id,").replace("string", "varchar")
+        con.execute(f"create table many_l as {duck_many}")
         con.execute(f"create table many_r as {_MANY_RIGHT}")
     finally:
         con.close()
@@ -202,6 +203,41 @@ def test_many_buckets_give_duckdbs_answers(spark_tables):
         assert (spark["only_left"], spark["only_right"]) == (duck["only_left"], duck["only_right"]) == (43, 81)
     finally:
         for t in ("many_l", "many_r"):
+            spark_query(f"drop table {s}.{t}")
+
+
+def _wide(n_float: int = 30, n_text: int = 20, n_int: int = 16) -> str:
+    cols = [f"cast(id * {i + 1} as double) / 7 as d{i}" for i in range(n_float)]
+    cols += [f"concat('s', cast(id % {i + 3} as string)) as s{i}" for i in range(n_text)]
+    cols += [f"cast(id % {i + 5} as int) as n{i}" for i in range(n_int)]
+    return f"select id, {', '.join(cols)} from range(100)"
+
+
+def test_a_wide_model_that_differs_everywhere(spark_tables):
+    """67 columns (30 floats), every row changed: the group step's plan stays small enough for a
+    default Spark driver (1 GB heap); a game day's summary over a duplicated input looks like this."""
+    s = spark_tables["schema"]
+    con = duckdb.connect(spark_tables["duckdb"])
+    try:
+        duck_wide = _wide().replace("select id,", "select range as id,").replace("string", "varchar")
+        con.execute(f"create table wide_l as {duck_wide}")
+        con.execute("create table wide_r as select * replace (d3 + 1 as d3, n2 + 1 as n2) from wide_l")
+    finally:
+        con.close()
+    spark_query(f"create table {s}.wide_l using parquet as {_wide()}")
+    spark_query(f"create table {s}.wide_r using parquet as select id, "
+                + ", ".join("d3 + 1 as d3" if c == "d3" else "n2 + 1 as n2" if c == "n2" else c
+                            for c in [f"d{i}" for i in range(30)] + [f"s{i}" for i in range(20)]
+                            + [f"n{i}" for i in range(16)]) + f" from {s}.wide_l")
+    try:
+        for key in (("--key", "id"), ()):
+            spark, duck = _both(spark_tables, "wide_l", "wide_r", *key)
+            fields = ("identical", "left_rows", "right_rows", "only_left", "only_right", "changed")
+            assert _counts(spark, fields) == _counts(duck, fields)
+            assert (spark["left_rows"], spark["only_left"] + spark["changed"]) == (100, 100)
+        assert len([r for r in spark["sample"] if r["_diff"] == "only_left"]) == 5
+    finally:
+        for t in ("wide_l", "wide_r"):
             spark_query(f"drop table {s}.{t}")
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from .errors import RerunSafetyError
+from .errors import RerunSafetyError, first_line
 
 _COMMON = [
     click.option("--project-dir", default=".", show_default=True, type=click.Path(file_okay=False),
@@ -79,8 +79,8 @@ def _fail_unexpected(err: BaseException, debug: bool) -> None:
     """Anything that is not a verdict exits 2 with one line (the traceback with --debug)."""
     if debug:
         raise err
-    first = next((ln.strip() for ln in str(err).splitlines() if ln.strip()), "")
-    click.secho(f"rerun-safety: error: {type(err).__name__}: {first[:400]} (run with --debug for the traceback)",
+    text = first_line(err)[:400]
+    click.secho(f"rerun-safety: error: {type(err).__name__}: {text} (run with --debug for the traceback)",
                 fg="red", err=True)
     sys.exit(2)
 

@@ -284,6 +284,8 @@ def _postgres_sides(specs: list[SideSpec], cond, target: dict, stack: ExitStack)
 
 
 _SPARK_READS = re.compile(r"\s*(select|with|describe|show)\b", re.IGNORECASE)
+# the one session setting the diff changes for a query and puts back (diff/rows.py)
+_SPARK_SETTING = re.compile(r"(set|reset) spark\.sql\.constraintPropagation\.enabled(=(true|false))?")
 
 # Spark functions a filter never needs: calls into Java, raised errors, and values that change
 # from one read to the next (the checksums and the re-read of differing buckets must agree).
@@ -300,7 +302,7 @@ class _ReadOnlySparkBackend:
         self._backend = backend
 
     def run(self, sql: str):
-        if not _SPARK_READS.match(sql):
+        if not (_SPARK_READS.match(sql) or _SPARK_SETTING.fullmatch(sql)):
             raise DiffError(f"refusing a statement that is not a read on Spark: {sql.strip()[:60]}")
         return self._backend.run(sql)
 

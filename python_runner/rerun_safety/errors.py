@@ -19,9 +19,17 @@ class SandboxError(RerunSafetyError):
 
 
 def first_line(err: BaseException) -> str:
-    """The first line of an error's text worth showing (not a JVM stack frame), or its type."""
-    for line in str(err).strip().splitlines():
-        line = line.strip()
+    """The first line of an error's text worth showing (not a JVM stack frame), or its type.
+
+    py4j's "An error occurred while calling o36.sql." says nothing by itself: the Java exception on
+    the line after it (": java.lang.OutOfMemoryError: Java heap space") is added."""
+    lines = [ln.strip() for ln in str(err).strip().splitlines()]
+    for i, line in enumerate(lines):
         if line and not line.startswith(("JVM stacktrace", "at ")):
+            java = next((ln for ln in lines[i + 1:i + 3] if ln.startswith(": ")), None)
+            if line.startswith("An error occurred while calling") and java:
+                line = f"{line.rstrip('.')}{java}"
+            if "OutOfMemoryError" in line:
+                line += " (the Spark driver's heap is full: raise spark.driver.memory)"
             return line
     return type(err).__name__

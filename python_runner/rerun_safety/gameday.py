@@ -15,7 +15,7 @@ from sqlglot import exp
 from . import clock, side_effects
 from .assemble import build_report
 from .diff import DiffResult, diff_relations
-from .errors import ConfigError
+from .errors import ConfigError, RerunSafetyError, SandboxError, first_line
 from .options import GamedayOptions  # noqa: F401 - the public import path
 from .plan import (Lateness, Plan, arrival_expr, arrives_out_of_order, batch_condition, cut_slice, late_superset, make_plan,
                    partition_column, plan_timeline, row_hash_predicate, time_expr)
@@ -297,6 +297,7 @@ class Gameday:
         parse_dir = o.work_root / f"{PARSE_PREFIX}{self.run_id}"
         parse_lock = make_locked_dir(parse_dir)  # a run killed while parsing leaves it to the sweep
         pool = None
+        failure: BaseException | None = None
         try:
             self.project = project = Project(o.project_dir, o.profiles_dir, o.target, o.vars_yaml, parse_dir)
             self.engine = engine = engine_for(project.target_output, o.work_root, self.run_id)
@@ -353,20 +354,36 @@ class Gameday:
             plan.side_found = side_found
             isolated = self._isolate(pool, plan, by_model, template, ref_errors, invocations)
             return build_report(o, project, plan, by_model, isolated, invocations, started, started_at)
-        except BaseException:
+        except BaseException as err:
+            failure = err
             if pool is not None:
                 kill_pool(pool)  # before cleanup, which drops the workers' sandboxes too
                 pool = None
             raise
         finally:
-            if pool is not None:
-                pool.shutdown(wait=True)
-            if self.engine is not None:
-                if not o.keep_sandboxes:
-                    self.engine.cleanup()
-                self.engine.close()
-            shutil.rmtree(parse_dir, ignore_errors=True)
-            parse_lock.close()
+            try:
+                if pool is not None:
+                    pool.shutdown(wait=True)
+                if self.engine is not None and not o.keep_sandboxes:
+                    self._cleanup(failure)
+            finally:
+                if self.engine is not None:
+                    self.engine.close()
+                shutil.rmtree(parse_dir, ignore_errors=True)
+                parse_lock.close()
+
+    def _cleanup(self, failure: BaseException | None) -> None:
+        """Remove the run's sandboxes. When that fails after an error (a Spark that ran out of
+        memory cannot drop anything either), the error comes first: it is what to act on."""
+        assert self.engine
+        try:
+            self.engine.cleanup()
+        except SandboxError as err:
+            if failure is None or isinstance(failure, KeyboardInterrupt):
+                raise  # an interrupt: the sandbox that stays is the news (the CLI says so)
+            cause = (str(failure) if isinstance(failure, RerunSafetyError)
+                     else f"{type(failure).__name__}: {first_line(failure)}")
+            raise SandboxError(f"{cause}; then {err}") from failure
 
     def _payload(self, plan: Plan, chain: str, template: Sandbox, ref_errors: dict[str, str],
                  isolate: dict | None = None) -> dict:

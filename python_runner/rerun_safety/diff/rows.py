@@ -271,7 +271,12 @@ def _spark_group_counts(plan: _Plan, buckets: list | None,
     lcount, rcount = Counter(), Counter()
     width = len(ks) + 2
     unmatched: tuple[list, list] = ([], [])  # per side: (bucket, row hash, the row's values)
-    for r in plan.left.con.fetchall(sql):
+    # Spark infers constraints through every alias: with each compared column aliased beside the
+    # row hash over all of them, their number doubles per column (a 67-column model ran a 1 GB
+    # driver out of memory while planning). They serve only to push filters down; this query has none.
+    with plan.left.con.session_conf("spark.sql.constraintPropagation.enabled", "false"):
+        found = plan.left.con.fetchall(sql)
+    for r in found:
         item = tuple(r[:width])
         lc, rc, group_lc, group_rc = (int(v) for v in r[-4:])
         lcount[item] += lc

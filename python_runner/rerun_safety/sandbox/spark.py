@@ -18,6 +18,7 @@ worker processes may connect at once).
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 from pathlib import Path
@@ -227,6 +228,18 @@ class SparkConnection(Connection):
         if not _READ.match(sql):
             self._catalog.clear()
         return self._backend.run(sql)
+
+    @contextlib.contextmanager
+    def session_conf(self, key: str, value: str):
+        """`SET key=value` for the statements inside, then the value it had (the session may be
+        dbt's too). `key` and `value` are the runner's constants, never a user's text."""
+        before = self._backend.run(f"set {key}")[1]
+        self._backend.run(f"set {key}={value}")
+        try:
+            yield
+        finally:
+            old = before[0][1] if before else None
+            self._backend.run(f"set {key}={old}" if old not in (None, "<undefined>") else f"reset {key}")
 
     def _catalog_read(self, sql: str) -> tuple[list[str], list[tuple]]:
         """A SHOW or DESCRIBE, answered from what this connection read before if it wrote nothing since."""
