@@ -7,7 +7,7 @@ from typing import Sequence
 from . import limits
 from .plan import _pair, _Plan
 from .results import Side
-from .sql import _hash_sql, _int_sum, materialized, text_type
+from .sql import SPARK_PARTS, _hash_sql, _int_sum, materialized, spark_combine, text_type
 
 
 def _bucket_query(plan: _Plan, side: Side, b: str, h: str, p: str) -> str:
@@ -115,12 +115,11 @@ def _spark_differing_buckets(plan: _Plan) -> tuple[int, int, int, list[tuple]]:
                               for s, side, b, h in ((0, plan.left, plan.lb, plan.lh), (1, plan.right, plan.rb, plan.rh)))
     # The totals are known (`_totals` ran first): each bucket's row counts per side and the difference
     # of its hash sums, exact as three signed bigint sums of 21-22-bit parts (see sql._int_sum)
-    parts = ("shiftright(h, 42)", "(shiftright(h, 21) & 2097151)", "(h & 2097151)")
-    sums = ", ".join(f"sum(case when side = 0 then {x} else -{x} end) as d{i}" for i, x in enumerate(parts))
+    sums = ", ".join(f"sum(case when side = 0 then {x} else -{x} end) as d{i}"
+                     for i, x in enumerate(p.format("h") for p in SPARK_PARTS))
     found = plan.left.con.fetchall(
         f"select b, lc, rc from (select b, sum(1 - side) as lc, sum(side) as rc, {sums} from ({rows}) u "
-        f"group by b) g where lc <> rc or "
-        f"cast(d0 as decimal(38,0)) * 4398046511104 + cast(d1 as decimal(38,0)) * 2097152 + d2 <> 0")
+        f"group by b) g where lc <> rc or {spark_combine(['d0', 'd1', 'd2'])} <> 0")
     listed = sorted((r[0], None, int(r[1]), int(r[2])) for r in found)
     return plan.counts[0], plan.counts[1], len(listed), listed
 

@@ -116,16 +116,23 @@ def _hash_type(dialect: str) -> str:
     return "ubigint" if dialect == "duckdb" else "bigint"
 
 
+# Spark: a bigint as three parts of 21-22 bits (high, middle, low) and each part's weight
+SPARK_PARTS = ("shiftright({0}, 42)", "(shiftright({0}, 21) & 2097151)", "({0} & 2097151)")
+SPARK_WEIGHTS = (4398046511104, 2097152, 1)
+
+
+def spark_combine(sums: Sequence[str]) -> str:
+    """The exact decimal(38,0) of three part sums (SPARK_PARTS), combined once per group."""
+    return " + ".join(f"cast({s} as decimal(38,0)) * {w}" for s, w in zip(sums, SPARK_WEIGHTS))
+
+
 def _int_sum(expr: str, dialect: str) -> str:
     if dialect == "spark":
         # The exact sum as a decimal(38,0), i.e. sum(cast(h as decimal(38,0))) (a bigint sum
         # overflows, an error under ANSI mode), but summed as three bigints of 21-22 bits each:
         # a decimal(38,0) sum runs on Java BigDecimals, 1.5-2.5x the time of the whole scan.
-        # Each part's sum stays exact up to 2^41 rows; the parts are combined once per group.
-        d = "decimal(38,0)"
-        return (f"cast(cast(coalesce(sum(shiftright({expr}, 42)), 0) as {d}) * 4398046511104 + "
-                f"cast(coalesce(sum(shiftright({expr}, 21) & 2097151), 0) as {d}) * 2097152 + "
-                f"coalesce(sum({expr} & 2097151), 0) as {d})")
+        # Each part's sum stays exact up to 2^41 rows.
+        return f"cast({spark_combine([f'coalesce(sum({p.format(expr)}), 0)' for p in SPARK_PARTS])} as decimal(38,0))"
     return f"cast(coalesce(sum({expr}), 0) as {wide_type(dialect)})"
 
 
