@@ -103,3 +103,17 @@ def test_dbt_runs_at_the_simulated_time(engine, tmp_path, request):
         assert con.fetchone(f"select run_started from {schema}.when")[0][:4] == str(dt.datetime.now().year)
     finally:
         con.close()
+
+
+def test_the_frozen_clock_gives_name_stamps_digits_of_their_own():
+    # dbt-duckdb names a Python incremental model's temp table <model>__dbt_tmp + strftime of now()
+    # down to the microsecond: two runs at one simulated time must not get the same name.
+    when = dt.datetime(2025, 6, 8, 0, 0)
+    frozen = clock._FrozenClock(when)
+    now = frozen.datetime.now()
+    assert now == when and frozen.datetime.utcnow() == when and frozen.date.today() == when.date()
+    assert now.strftime("%Y-%m-%d %H:%M:%S.%f") == "2025-06-08 00:00:00.000000"
+    assert now.isoformat() == "2025-06-08T00:00:00"
+    stamps = {frozen.datetime.now().strftime("%Y%m%d%H%M%S%f") for _ in range(50)}
+    assert len(stamps) == 50 and all(s.startswith("20250608000000") for s in stamps)
+    assert frozen.datetime.now(dt.timezone.utc) == when.replace(tzinfo=dt.timezone.utc)

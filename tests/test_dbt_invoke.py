@@ -115,3 +115,30 @@ def test_a_thrift_close_without_answer_ends_within_the_timeout(monkeypatch):
         server.close()
         for peer, _ in peers:
             peer.close()
+
+
+def test_ephemeral_models_are_inlined_in_every_invocation_of_a_reused_manifest(tmp_path):
+    # dbt marks a model's ephemeral CTEs as injected in the manifest it compiles into; a second
+    # invocation on the same manifest skipped the injection and failed on "__dbt__cte__eph".
+    import duckdb
+
+    from _support import duckdb_profile
+
+    project = tmp_path / "p"
+    (project / "models").mkdir(parents=True)
+    (project / "models" / "eph.sql").write_text("{{ config(materialized='ephemeral') }}\nselect 1 as id union all select 2")
+    (project / "models" / "eph2.sql").write_text("{{ config(materialized='ephemeral') }}\nselect * from {{ ref('eph') }}")
+    (project / "models" / "m.sql").write_text("select count(*) as n from {{ ref('eph2') }}")
+    (project / "dbt_project.yml").write_text(yaml.safe_dump(
+        {"name": "p", "version": "1.0", "config-version": 2, "profile": "p"}))
+    write_profiles(project, "p", duckdb_profile(tmp_path / "p.duckdb"))
+    session = DbtSession(project, project, None, tmp_path / "work")
+    session.parse()
+    for _ in range(3):
+        res = session.invoke(["run", "--select", "m"])
+        assert res.success, res.error
+        assert [n.status for n in res.nodes] == ["success"]
+    from rerun_safety.dbt_invoke import release_duckdb
+
+    release_duckdb()
+    assert duckdb.connect(str(tmp_path / "p.duckdb")).execute("select n from main.m").fetchone() == (2,)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import itertools
 import re
 from typing import Callable, Iterator
 
@@ -157,24 +158,45 @@ def python_clock_reads(code: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(m.group(1) for m in _PYTHON_CLOCK.finditer(code or "")))
 
 
+# Distinct sub-second digits for each clock value that is formatted with %f (see _FrozenClock).
+_UNIQUE_MICROS = itertools.count(1)
+_NAME_STAMP = re.compile(r"(?:%[YmdHMS])*%f")
+
+
 class _FrozenClock:
-    """Classes that stand in for datetime.datetime / datetime.date with a fixed 'now'."""
+    """Classes that stand in for datetime.datetime / datetime.date with a fixed 'now'.
+
+    dbt names some relations after the time of day down to the microsecond (dbt-duckdb's Python
+    incremental models: `<model>__dbt_tmp` + `strftime("%Y%m%d%H%M%S%f")`, and it leaves that table
+    behind; dbt-postgres's temp relations use `%H%M%S%f`). Two real runs never share a microsecond;
+    two runs at one simulated time would share the name and the second would fail. So the value
+    of `now()` is the simulated time, exactly, and only a name stamp (a format of bare digits
+    ending in `%f`, no separators, unlike a timestamp written into data) gets digits of its own."""
 
     def __init__(self, when: dt.datetime):
         utc = when.replace(tzinfo=dt.timezone.utc)
 
         class FrozenDatetime(dt.datetime):
+            def strftime(self, fmt: str) -> str:
+                if _NAME_STAMP.fullmatch(fmt):
+                    fmt = fmt.replace("%f", f"{next(_UNIQUE_MICROS) % 1_000_000:06d}")
+                return super().strftime(fmt)
+
+            @classmethod
+            def _at(cls, t: dt.datetime) -> "FrozenDatetime":
+                return cls(t.year, t.month, t.day, t.hour, t.minute, t.second, t.microsecond, t.tzinfo)
+
             @classmethod
             def now(cls, tz=None):
-                return utc.astimezone(tz) if tz is not None else when
+                return cls._at(utc.astimezone(tz) if tz is not None else when)
 
             @classmethod
             def utcnow(cls):
-                return when
+                return cls._at(when)
 
             @classmethod
             def today(cls):
-                return when
+                return cls._at(when)
 
         class FrozenDate(dt.date):
             @classmethod

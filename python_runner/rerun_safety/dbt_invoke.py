@@ -201,6 +201,8 @@ class DbtSession:
         if self.quiet:
             args = ["--quiet", "--log-level-file", "none", *args] if command[0] != "ls" else [
                 "--log-level", "none", "--log-level-file", "none", *args]
+        if use_manifest and self.manifest is not None:
+            reset_compiled_state(self.manifest)
         runner = dbtRunner(manifest=self.manifest if use_manifest else None)
         started = time.perf_counter()
         buffer = io.StringIO()
@@ -243,6 +245,23 @@ class DbtSession:
             raise _parse_error(res.error or "dbt parse failed")
         self.manifest = res.raw
         return self.manifest
+
+
+def reset_compiled_state(manifest: Any) -> None:
+    """Put every node of a reused manifest back to its parsed state before an invocation.
+
+    dbt compiles into the manifest's nodes: a model records that its ephemeral parents' CTEs were
+    injected (`extra_ctes_injected`) and keeps them in `extra_ctes`. The next invocation renders the
+    model again, sees the flag and skips the injection, so the SQL names `__dbt__cte__<parent>`
+    with no CTE behind it. A fresh `dbt run` starts from parsed nodes; so does each of ours."""
+    for node in manifest.nodes.values():
+        if not hasattr(node, "extra_ctes_injected"):
+            continue  # seeds and the like have nothing compiled
+        node.compiled = False
+        node.compiled_code = None
+        node.extra_ctes_injected = False
+        node.extra_ctes = []
+        node._pre_injected_sql = None
 
 
 def ls_args(select: Sequence[str], exclude: Sequence[str], state: str | None = None) -> list[str]:
