@@ -142,3 +142,51 @@ def test_ephemeral_models_are_inlined_in_every_invocation_of_a_reused_manifest(t
 
     release_duckdb()
     assert duckdb.connect(str(tmp_path / "p.duckdb")).execute("select n from main.m").fetchone() == (2,)
+
+
+def test_map_database_points_three_part_names_at_the_sandbox_and_nothing_else():
+    from rerun_safety.sandbox.postgres import map_database
+
+    sql = ('select \'"prod".analytics.t\' as s, "prod"."analytics"."t".a, prod.col, x.prod, '
+           'md5(\'prod.analytics\') from prod.raw.events e join "prod".information_schema."columns" c on 1=1 '
+           '-- "prod".a.b\n where "Prod".a.b = 1')
+    out = map_database(sql, "prod", "rerun_safety_sbx_1_replay")
+    assert out == ('select \'"prod".analytics.t\' as s, "rerun_safety_sbx_1_replay"."analytics"."t".a, prod.col, x.prod, '
+                   'md5(\'prod.analytics\') from "rerun_safety_sbx_1_replay".raw.events e join '
+                   '"rerun_safety_sbx_1_replay".information_schema."columns" c on 1=1 -- "prod".a.b\n where "Prod".a.b = 1')
+    assert map_database("select 1", "prod", "x") == "select 1"
+
+
+def test_a_sandbox_run_on_postgres_sees_the_users_database_name(pg_server, pg_database, tmp_path):
+    # Connector packages write target.database into rows and hash it into keys: in a sandbox dbt must
+    # render the user's name while its connections and statements go to the sandbox database.
+    from rerun_safety.sandbox.postgres import connections_to, map_database
+
+    sandbox = pg_server.create_database("sbx")
+    project = tmp_path / "p"
+    (project / "models").mkdir(parents=True)
+    (project / "models" / "m.sql").write_text(
+        "select '{{ target.database }}' as source_relation, md5('{{ this.database }}') as k, "
+        "(select count(*) from {{ this.database }}.information_schema.schemata) > 0 as seen")
+    (project / "dbt_project.yml").write_text(yaml.safe_dump(
+        {"name": "p", "version": "1.0", "config-version": 2, "profile": "p"}))
+    write_profiles(project, "p", postgres_profile(pg_server, pg_database))
+    session = DbtSession(project, project, None, tmp_path / "work")
+    session.parse()
+    res = session.invoke(["run"], dialect="postgres", rewrite_sql=lambda sql: map_database(sql, pg_database, sandbox),
+                         context=connections_to(pg_database, sandbox))
+    assert res.success, res.error
+    con = pg_server.connect(sandbox)
+    try:
+        with con.cursor() as cur:
+            cur.execute("select source_relation, k = md5(%s), seen from public.m", [pg_database])
+            assert cur.fetchall() == [(pg_database, True, True)]
+    finally:
+        con.close()
+    con = pg_server.connect(pg_database)
+    try:
+        with con.cursor() as cur:
+            cur.execute("select to_regclass('public.m')")
+            assert cur.fetchone() == (None,)  # nothing reached the user's database
+    finally:
+        con.close()

@@ -9,6 +9,7 @@ import contextlib
 import io
 import logging
 import os
+import re
 import time
 from contextlib import redirect_stdout
 from dataclasses import dataclass, field
@@ -98,21 +99,37 @@ def _first_line(text: str) -> str:
     return " ".join(lines[:3])[:500] if lines else ""
 
 
+def _exception_text(text: str) -> str:
+    """dbt's exception for a node without its macro call stack ("> in macro ..." lines)."""
+    lines = [ln.rstrip() for ln in str(text).strip().splitlines()
+             if ln.strip() and not ln.strip().startswith("> ")]
+    return "\n".join(lines)
+
+
 def _whole_message(text: str) -> str:
     """dbt's whole message for a node (a failing model's database error names the line and the
     cause over several lines), without blank lines."""
     return "\n".join(ln.rstrip() for ln in str(text).strip().splitlines() if ln.strip())
 
 
-def _node_results(result: Any) -> tuple[NodeResult, ...]:
+# What dbt says of a node whose cause it logged elsewhere: a microbatch model's result reads "ERROR"
+# or "PARTIAL SUCCESS (1/3)", while each failing batch's cause is only in an exception event.
+_BARE_MESSAGE = re.compile(r"(?:ERROR|PARTIAL SUCCESS.*)", re.IGNORECASE)
+
+
+def _node_results(result: Any, causes: dict[str, str] | None = None) -> tuple[NodeResult, ...]:
     out = []
     for r in getattr(result, "results", None) or ():
         node = getattr(r, "node", None)
         status = getattr(r, "status", "")
+        uid = getattr(node, "unique_id", "") if node is not None else ""
+        message = _whole_message(getattr(r, "message", "") or "")
+        if (causes or {}).get(uid) and (not message or _BARE_MESSAGE.fullmatch(message)):
+            message = f"{message}: {causes[uid]}" if message else causes[uid]
         out.append(NodeResult(
-            unique_id=getattr(node, "unique_id", "") if node is not None else "",
+            unique_id=uid,
             status=str(getattr(status, "value", status)),
-            message=_whole_message(getattr(r, "message", "") or ""),
+            message=message,
             execution_time=float(getattr(r, "execution_time", 0.0) or 0.0),
             failures=getattr(r, "failures", None),
         ))
@@ -185,9 +202,10 @@ class DbtSession:
 
     def invoke(self, command: Sequence[str], *, profiles_dir: str | None = None,
                vars_yaml: str | None = None, use_manifest: bool = True, clock: Any = None,
-               dialect: str = "", rewrite_sql: Any = None) -> DbtResult:
+               dialect: str = "", rewrite_sql: Any = None, context: Any = None) -> DbtResult:
         """`clock`: a naive datetime the invocation runs at (see clock.py), in `dialect`'s SQL;
-        `rewrite_sql`: a function every statement goes through (a sandbox's names on Spark)."""
+        `rewrite_sql`: a function every statement goes through (a sandbox's names); `context`: a
+        context manager the invocation runs in (where a sandbox's connections go)."""
         from dbt.cli.main import dbtRunner
 
         from .clock import simulated
@@ -203,7 +221,16 @@ class DbtSession:
                 "--log-level", "none", "--log-level-file", "none", *args]
         if use_manifest and self.manifest is not None:
             reset_compiled_state(self.manifest)
-        runner = dbtRunner(manifest=self.manifest if use_manifest else None)
+        causes: dict[str, str] = {}  # node -> the first exception dbt logged for it (a batch's)
+
+        def on_event(event) -> None:
+            if event.info.name == "GenericExceptionOnRun":
+                uid = getattr(getattr(event.data, "node_info", None), "unique_id", "")
+                text = _exception_text(getattr(event.data, "exc", "") or "")
+                if uid and text:
+                    causes.setdefault(uid, text)
+
+        runner = dbtRunner(manifest=self.manifest if use_manifest else None, callbacks=[on_event])
         started = time.perf_counter()
         buffer = io.StringIO()
         logging.getLogger("dbt").setLevel(logging.ERROR)
@@ -216,7 +243,7 @@ class DbtSession:
 
         try:
             with redirect_stdout(buffer), simulated(clock, dialect, record, rewrite_sql), \
-                    tolerant_thrift_close(dialect):
+                    tolerant_thrift_close(dialect), context or contextlib.nullcontext():
                 res = runner.invoke(args)
         finally:
             trim_behavior_flags()
@@ -224,7 +251,7 @@ class DbtSession:
         wall = time.perf_counter() - started
         if isinstance(res.exception, KeyboardInterrupt):
             raise res.exception  # dbtRunner swallows Ctrl-C/SIGTERM: let the caller clean up
-        nodes = _node_results(res.result)
+        nodes = _node_results(res.result, causes)
         if res.exception is not None:
             result = DbtResult(tuple(args), False, True, _first_line(str(res.exception)), nodes, wall, res.result,
                                clock_reads)
@@ -255,8 +282,8 @@ def reset_compiled_state(manifest: Any) -> None:
     model again, sees the flag and skips the injection, so the SQL names `__dbt__cte__<parent>`
     with no CTE behind it. A fresh `dbt run` starts from parsed nodes; so does each of ours."""
     for node in manifest.nodes.values():
-        if not hasattr(node, "extra_ctes_injected"):
-            continue  # seeds and the like have nothing compiled
+        if "extra_ctes_injected" not in getattr(node, "__dataclass_fields__", {}):
+            continue  # seeds have nothing compiled (a read-only property)
         node.compiled = False
         node.compiled_code = None
         node.extra_ctes_injected = False

@@ -94,7 +94,8 @@ class Gameday:
         args, vars_yaml = self._run_args(plan, step, final, only, exclude)
         return self.project.session.invoke(args, profiles_dir=profiles_dir, vars_yaml=vars_yaml or "",
                                            clock=step.clock, dialect=self.engine.dialect,
-                                           rewrite_sql=self.engine.sql_rewriter(sandbox))
+                                           rewrite_sql=self.engine.sql_rewriter(sandbox),
+                                           context=self.engine.invocation_context(sandbox))
 
     def _set_clock(self, con: Connection, sandbox: Sandbox, when: dt.datetime) -> None:
         con.execute(clock.set_sql(when, con.dialect))
@@ -444,7 +445,8 @@ class Gameday:
         self.engine.prepare_manifest(self.project.manifest, snapshot)
         res = self.project.session.invoke(["seed", "--select", *[s.selector for s in plan.seeds]],
                                           profiles_dir=profiles, dialect=self.engine.dialect,
-                                          rewrite_sql=self.engine.sql_rewriter(snapshot))
+                                          rewrite_sql=self.engine.sql_rewriter(snapshot),
+                                          context=self.engine.invocation_context(snapshot))
         if not res.success:
             raise ConfigError(f"dbt seed failed in the snapshot: {res.error}")
         timed = [s for s in plan.inputs if s.seed]
@@ -477,7 +479,7 @@ def _node_errors(res, plan: Plan) -> dict[str, str]:
     if res.crashed:
         return {uid: res.error for uid in judged}
     return {n.unique_id: n.message or n.status for n in res.nodes
-            if n.unique_id in judged and n.status in ("error", "runtime error")}
+            if n.unique_id in judged and n.status in ("error", "runtime error", "partial success")}
 
 
 def _scenario_result(name: str, d: DiffResult) -> ScenarioResult:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from sqlglot import exp
@@ -36,7 +37,7 @@ class Plan:
     static_sources: list[SourceTable]
     timeline: Timeline | None
     ref_names: dict[str, str]  # model unique_id -> table name in the reference schema
-    stateful: list[Model] = field(default_factory=list)  # incremental models and tables they read
+    stateful: list[Model] = field(default_factory=list)  # incremental models, the tables and views they read
     reference_rows: dict[str, int] = field(default_factory=dict)
     # input id -> rows before the first replayed batch, then rows of each replayed batch
     arrivals: dict[str, tuple[int, ...]] = field(default_factory=dict)
@@ -156,14 +157,36 @@ def make_plan(project: Project, select: tuple[str, ...], exclude: tuple[str, ...
     source_ids = sorted({s for m in build for s in m.sources})
     sources = [project.sources[s] for s in source_ids]
     sources += _hook_sources(project, build, set(source_ids))
+    attached = _attached_databases(project.target_output)
+    in_place = [s for s in sources if s.database and s.database.lower() in attached]
+    sources = [s for s in sources if s not in in_place]
     timed_seeds = [project.seed_inputs[s.unique_id] for s in seeds if s.unique_id in project.seed_inputs]
     _missing_time_columns(project, build)
     incremental = [m.unique_id for m in build if m.incremental]
     feeding = project.ancestors(incremental)
-    stateful = [m for m in build if m.incremental or (m.unique_id in feeding and m.materialized in ("table", "external"))]
-    return Plan(project, judged, build, seeds, [s for s in sources if s.time_column] + timed_seeds,
+    # A view that an incremental model reads is made again too: dbt-postgres drops dependent views
+    # (CASCADE) when it rebuilds a table under them, and the incremental model would not find it.
+    stateful = [m for m in build if m.incremental or (m.unique_id in feeding
+                                                      and m.materialized in ("table", "external", "view"))]
+    plan = Plan(project, judged, build, seeds, [s for s in sources if s.time_column] + timed_seeds,
                 [s for s in sources if not s.time_column], None,
                 {m.unique_id: f"m{i}" for i, m in enumerate(judged)}, stateful)
+    if in_place:
+        names = ", ".join(f"{s.database}.{s.schema}.{s.identifier}" for s in in_place)
+        plan.notes.append(f"inputs in databases the profile attaches: {names}; read where they are, read-only, "
+                          "in every sandbox; no rows arrive in them during a replay")
+    return plan
+
+
+def _attached_databases(target_output: dict) -> set[str]:
+    """The names of the databases a dbt-duckdb profile attaches (`attach:`; an entry without an
+    alias is named after its file): the sandboxes attach them read-only and read them in place."""
+    out = set()
+    for entry in target_output.get("attach") or ():
+        if isinstance(entry, dict) and entry.get("path"):
+            alias = entry.get("alias") or Path(str(entry["path"]).split("?")[0]).stem
+            out.add(str(alias).lower())
+    return out
 
 
 def _hook_sources(project: Project, build: list[Model], known: set[str]) -> list[SourceTable]:

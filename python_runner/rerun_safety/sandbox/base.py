@@ -45,6 +45,11 @@ def ts_literal(value: dt.datetime) -> exp.Expression:
     return exp.cast(exp.Literal.string(value.strftime("%Y-%m-%d %H:%M:%S.%f")), exp.DataType.build("timestamp"))
 
 
+# Relations of the connected database only: on DuckDB, information_schema also lists the tables of
+# the databases a profile attaches (`attach:`), which are inputs, never the sandbox's own.
+_THIS_CATALOG = exp.column("table_catalog").eq(exp.func("current_database"))
+
+
 class Connection(abc.ABC):
     """A minimal DB-API style connection to one sandbox."""
 
@@ -80,14 +85,14 @@ class Connection(abc.ABC):
     def columns(self, schema: str, name: str) -> list[tuple[str, str]]:
         q = (exp.select("column_name", "data_type").from_(table("information_schema", "columns"))
              .where(exp.and_(exp.column("table_schema").eq(exp.Literal.string(schema)),
-                             exp.column("table_name").eq(exp.Literal.string(name))))
+                             exp.column("table_name").eq(exp.Literal.string(name)), _THIS_CATALOG))
              .order_by("ordinal_position"))
         return [(r[0], str(r[1])) for r in self.fetchall(q)]
 
     def relation_kind(self, schema: str, name: str) -> str | None:
         q = (exp.select("table_type").from_(table("information_schema", "tables"))
              .where(exp.and_(exp.column("table_schema").eq(exp.Literal.string(schema)),
-                             exp.column("table_name").eq(exp.Literal.string(name)))))
+                             exp.column("table_name").eq(exp.Literal.string(name)), _THIS_CATALOG)))
         row = self.fetchone(q)
         if not row:
             return None
@@ -105,8 +110,9 @@ class Connection(abc.ABC):
 
     def base_tables(self) -> set[tuple[str, str]]:
         """(schema, name) of every table (not view) of the database."""
+        # only the sandbox's own catalog: a DuckDB profile's `attach:` databases are inputs
         q = exp.select("table_schema", "table_name").from_(table("information_schema", "tables")).where(
-            exp.column("table_type").eq(exp.Literal.string("BASE TABLE")))
+            exp.and_(exp.column("table_type").eq(exp.Literal.string("BASE TABLE")), _THIS_CATALOG))
         return {(str(s), str(n)) for s, n in self.fetchall(q)}
 
     def create_schema(self, schema: str) -> None:
@@ -166,6 +172,12 @@ class Engine(abc.ABC):
 
     # scenarios may run in worker processes at the same time
     parallel_ok = True
+
+    def invocation_context(self, sandbox: Sandbox):
+        """A context manager that dbt invocations in this sandbox run inside (none by default)."""
+        import contextlib
+
+        return contextlib.nullcontext()
 
     def sql_rewriter(self, sandbox: Sandbox):
         """A function dbt's statements go through in this sandbox (None: sent as they are)."""

@@ -5,11 +5,12 @@ holds an advisory lock while it lives, so a later sweep only drops sandboxes of 
 """
 from __future__ import annotations
 
+import contextlib
 import tempfile
 import time
 import zlib
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import psycopg2
 from psycopg2 import sql as pgsql
@@ -110,7 +111,6 @@ class PostgresEngine(Engine):
         except BaseException:
             self._abandon()  # a run that cannot connect leaves no run folder
             raise
-        self._original_db: dict[str, str | None] = {}
         self.notes: list[str] = []  # what the snapshot could not copy as it is, one line each
 
     def _admin_connection(self) -> PgConnection:
@@ -342,8 +342,12 @@ class PostgresEngine(Engine):
         return PgConnection(self.params, sandbox.location)
 
     def profile_output(self, sandbox: Sandbox) -> dict:
+        # dbt sees the user's database name (target.database, every relation's database), as in
+        # production; its connections go to the sandbox (invocation_context) and its statements
+        # name the sandbox (sql_rewriter). A model that writes or hashes target.database into its
+        # rows writes the production value in every scenario.
         out = dict(self.target_output)
-        out["dbname"] = sandbox.location
+        out["dbname"] = self.user_db
         out.pop("database", None)
         # one spelling, so that the caller finds the secret under `password` (and passes it on
         # through the environment, never in the file)
@@ -354,20 +358,12 @@ class PostgresEngine(Engine):
             out["password"] = password
         return out
 
-    def prepare_manifest(self, manifest: Any, sandbox: Sandbox) -> None:
-        # dbt-postgres bakes the database into each node at parse time and refuses cross-database
-        # references: point the nodes that live in the user's database at the sandbox instead.
-        for collection in (manifest.nodes, manifest.sources):
-            for uid, node in collection.items():
-                original = self._original_db.setdefault(uid, node.database)
-                if original != self.user_db:
-                    continue
-                node.database = sandbox.location
-                if getattr(node, "relation_name", None):
-                    schema = node.schema.replace('"', '""')
-                    ident = (getattr(node, "alias", None) or getattr(node, "identifier", None) or node.name)
-                    node.relation_name = '"{}"."{}"."{}"'.format(
-                        sandbox.location, schema, ident.replace('"', '""'))
+    def invocation_context(self, sandbox: Sandbox):
+        return connections_to(self.user_db, sandbox.location)
+
+    def sql_rewriter(self, sandbox: Sandbox):
+        user_db, target = self.user_db, sandbox.location
+        return lambda sql: map_database(sql, user_db, target)
 
     def sweep(self) -> int:
         """Drop the sandbox databases of dead runs of this role. Another role's are left alone: only
@@ -404,3 +400,65 @@ class PostgresEngine(Engine):
         except Exception:
             pass
         super().close()
+
+
+@contextlib.contextmanager
+def connections_to(user_db: str, sandbox_db: str) -> Iterator[None]:
+    """Within the block, every connection this process opens to the user's database (dbt's,
+    through psycopg2.connect) opens the sandbox database instead. dbt keeps the user's name for
+    everything it renders; a connection can never reach the user's database during the block."""
+    import dbt.adapters.postgres.connections as dbt_pg
+
+    if getattr(dbt_pg, "psycopg2", None) is not psycopg2:
+        raise SandboxError("dbt-postgres does not connect through psycopg2.connect here: refusing to run it "
+                           "against a sandbox whose connections could not be redirected")
+    original = psycopg2.connect
+
+    def connect(*args, **kwargs):
+        if args or "dsn" in kwargs:
+            raise SandboxError("a connection string reached psycopg2 during a sandbox run: refused")
+        if kwargs.get("dbname", kwargs.get("database")) == user_db:
+            kwargs.pop("database", None)
+            kwargs["dbname"] = sandbox_db
+        return original(**kwargs)
+
+    psycopg2.connect = connect
+    try:
+        yield
+    finally:
+        psycopg2.connect = original
+
+
+def map_database(sql: str, user_db: str, sandbox_db: str) -> str:
+    """`sql` with each three-part (or longer) name that starts with the user's database pointed at
+    the sandbox database, which is where the statement runs (PostgreSQL refuses a database part
+    other than the current one). Works on tokens: strings, comments and other names stay as they
+    are, so a model that writes the database name into its rows still writes the user's."""
+    if user_db.lower() not in sql.lower():
+        return sql
+    from sqlglot.dialects.dialect import Dialect
+    from sqlglot.tokens import TokenType
+
+    try:
+        tokens = Dialect.get_or_raise("postgres").tokenize(sql)
+    except Exception:  # noqa: BLE001 - sent as it is: PostgreSQL then refuses the foreign name
+        return sql
+    names = (TokenType.IDENTIFIER, TokenType.VAR)
+    replacement = '"{}"'.format(sandbox_db.replace('"', '""'))
+    edits = []
+    for i, tok in enumerate(tokens[:-3]):
+        if tok.token_type not in names or (i and tokens[i - 1].token_type == TokenType.DOT):
+            continue
+        if not (tokens[i + 1].token_type == TokenType.DOT and tokens[i + 3].token_type == TokenType.DOT):
+            continue
+        quoted = tok.token_type == TokenType.IDENTIFIER
+        if (tok.text == user_db) if quoted else (tok.text.lower() == user_db):
+            edits.append((tok.start, tok.end))
+    if not edits:
+        return sql
+    parts, pos = [], 0
+    for start, end in edits:
+        parts += [sql[pos:start], replacement]
+        pos = end + 1
+    parts.append(sql[pos:])
+    return "".join(parts)
