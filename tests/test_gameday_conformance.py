@@ -82,3 +82,15 @@ def test_what_the_runner_handles_is_exercised_not_skipped(conformance_run):
     if conformance_run["engine"] == "duckdb":
         notes = conformance_run["report"]["summary"]["notes"]
         assert [n for n in notes if n.startswith("inputs in databases the profile attaches: refdata.main.tier_discounts;")]
+
+
+def test_snapshots_are_replayed_and_judged_like_models(conformance_run):
+    models = by_name(conformance_run["report"])
+    for name in ("events_snapshot", "customers_snapshot"):
+        verdicts = {s["name"]: s["verdict"] for s in models[name]["scenarios"]}
+        assert set(verdicts.values()) == {"safe"} and "rerun" in verdicts, (name, verdicts)
+    loads = {s["name"]: s for s in models["customer_loads_snapshot"]["scenarios"]}
+    # each of the 4 reruns of an unchanged batch opened a new version of each of the 12 customers
+    assert loads["rerun"]["verdict"] == "duplicates" and loads["rerun"]["extra_rows"] == 48
+    assert loads["rerun"]["message"] == "a rerun of an unchanged batch added 48 version(s) to the snapshot"
+    assert models["customer_events"]["verdict"] == "safe"  # reads the open versions of two snapshots

@@ -291,10 +291,12 @@ def reset_compiled_state(manifest: Any) -> None:
         node._pre_injected_sql = None
 
 
-def ls_args(select: Sequence[str], exclude: Sequence[str], state: str | None = None) -> list[str]:
-    """`dbt ls` of the models a selection names, as JSON unique_ids; `state`: the folder of a
-    previous manifest.json, for `state:modified+` and the like."""
-    args = ["ls", "--resource-type", "model", "--output", "json", "--output-keys", "unique_id"]
+def ls_args(select: Sequence[str], exclude: Sequence[str], state: str | None = None,
+            resource_types: Sequence[str] = ("model",)) -> list[str]:
+    """`dbt ls` of the nodes (models by default) a selection names, as JSON unique_ids; `state`:
+    the folder of a previous manifest.json, for `state:modified+` and the like."""
+    args = ["ls", *[a for t in resource_types for a in ("--resource-type", t)],
+            "--output", "json", "--output-keys", "unique_id"]
     for s in select:
         args += ["--select", s]
     for s in exclude:

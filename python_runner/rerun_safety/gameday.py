@@ -73,7 +73,10 @@ class Gameday:
         # and the tables they read. Views need no rerun, and other tables are rebuilt at the end.
         models = plan.build if (final or step.full_refresh) else plan.stateful
         models = [m for m in models if (only is None or m.unique_id in only) and m.unique_id not in (exclude or ())]
-        args = ["run", "--select", *[m.selector for m in models]]
+        # snapshots run where the user's `dbt build` runs them: in order with the models
+        command = (["build", "--resource-type", "model", "--resource-type", "snapshot"]
+                   if any(m.snapshot for m in models) else ["run"])
+        args = [*command, "--select", *[m.selector for m in models]]
         if step.full_refresh:
             args.append("--full-refresh")
         # Microbatch models compute their own batches (batch_size, lookback) from the simulated clock.
@@ -197,12 +200,16 @@ class Gameday:
             broken = set(isolate["broken"]) if isolate else set()
             judge_ids = set(isolate["judge"]) if isolate else None
             done = 0
+            snapshots = [m for m in plan.judged if m.snapshot and (only is None or m.unique_id in only)]
+            reopened: dict[str, int] = {}  # snapshot -> versions that reruns of an unchanged batch added
             for scenario in names:
                 steps = scenario_steps(scenario, plan.timeline)
                 todo = steps[done:]
                 last_run = max(i for i, st in enumerate(todo) if isinstance(st, Run))
                 for i, step in enumerate(todo):
                     if isinstance(step, Run):
+                        repeat = i > 0 and isinstance(todo[i - 1], Run) and todo[i - 1].clock == step.clock
+                        before = self._versions(sb, snapshots) if repeat else {}
                         with self._isolation(plan, broken, full=(scenario != "determinism")):
                             exclude = broken if (isolate and scenario == "determinism") else None
                             if exclude:
@@ -215,6 +222,9 @@ class Gameday:
                                 runs[n.unique_id] = runs.get(n.unique_id, 0) + 1
                         for uid, msg in _node_errors(res, plan).items():
                             errors.setdefault(uid, f"{step.label}: {msg}")
+                        for uid, count in self._versions(sb, snapshots).items() if repeat else ():
+                            if uid in before and count > before[uid]:
+                                reopened[uid] = reopened.get(uid, 0) + count - before[uid]
                         self.progress.advance(f"{scenario}: {step.label}")
                     else:
                         with self.engine.connect(sb) as con:
@@ -225,6 +235,12 @@ class Gameday:
                 done = len(steps)
                 with self.engine.connect(sb) as con:
                     judged_all[scenario] = self._judge(con, scenario, plan, errors, ref_errors, judge_ids)
+                    for uid, added in reopened.items():
+                        r = judged_all[scenario].get(uid)
+                        if r is not None and r.verdict in ("safe", "untested", "drift"):
+                            judged_all[scenario][uid] = replace(
+                                r, verdict="duplicates", extra_rows=max(r.extra_rows, added),
+                                message=f"a rerun of an unchanged batch added {added} version(s) to the snapshot")
                     if not isolate and plan.side is not None:
                         found = side_effects.judge(
                             con, plan.side, runs, lambda a, b: diff_relations(con, a, b, float_tolerance=self.options.float_tolerance))
@@ -234,6 +250,19 @@ class Gameday:
         finally:
             if not self.options.keep_sandboxes:
                 self.engine.drop(sb)
+
+    def _versions(self, sandbox: Sandbox, snapshots: list) -> dict[str, int]:
+        """Rows (versions) of each snapshot built in the sandbox."""
+        if not snapshots:
+            return {}
+        assert self.engine
+        out = {}
+        with self.engine.connect(sandbox) as con:
+            for m in snapshots:
+                if con.relation_kind(m.schema, m.identifier):
+                    row = con.fetchone(exp.select(exp.func("count", exp.Star())).from_(table(m.schema, m.identifier)))
+                    out[m.unique_id] = int(row[0])
+        return out
 
     @contextlib.contextmanager
     def _isolation(self, plan: Plan, broken: set[str], full: bool) -> Iterator[None]:
@@ -278,10 +307,12 @@ class Gameday:
                 continue
             tol = m.float_tolerance if m.float_tolerance is not None else self.options.float_tolerance
             d = diff_relations(con, (REFERENCE_SCHEMA, plan.ref_names[uid]), (m.schema, m.identifier),
-                               key=m.key, ignore_columns=m.ignore_columns,
+                               key=m.key, ignore_columns=m.ignore_columns, where=current_versions(m, con.dialect),
                                partition_column=plan.time_columns.get(uid) or partition_column(m),
                                column_detail=(name == "determinism"), float_tolerance=tol)
             r = _scenario_result(name, d)
+            # (a snapshot of a table that never changes is exercised by every run: each is a rerun
+            # of the same input, which must open no version)
             if r.verdict == "safe" and m.incremental and name != "determinism" and not plan.exercised.get(uid, True):
                 r = replace(r, verdict="untested", message=plan.untested_reason(m))
             out[uid] = r
@@ -413,7 +444,7 @@ class Gameday:
             # clock as the reference: with right parents it is right, unless it is nondeterministic,
             # which the determinism scenario shows. Only incremental models keep state of their own.
             candidates = sorted(u for u in bad if any(p in bad for p in parents[u])
-                                and (scenario == "determinism" or plan.project.models[u].incremental))
+                                and (scenario == "determinism" or plan.project.models[u].keeps_state))
             if not candidates:
                 continue
             broken = sorted({a for u in candidates for a in ancestors[u] if a in bad})
@@ -480,6 +511,19 @@ def _node_errors(res, plan: Plan) -> dict[str, str]:
         return {uid: res.error for uid in judged}
     return {n.unique_id: n.message or n.status for n in res.nodes
             if n.unique_id in judged and n.status in ("error", "runtime error", "partial success")}
+
+
+def current_versions(m, dialect: str) -> exp.Expression | None:
+    """A snapshot is judged on its open versions: one full build holds one version of each key, a
+    replay the history of the batches as well (legitimately); the open versions must be the same,
+    and a rerun that opens a version twice shows as a duplicated key."""
+    if not m.snapshot or not m.valid_to:
+        return None
+    column = exp.column(m.valid_to, quoted=True)
+    is_open = column.is_(exp.null())
+    if m.valid_to_current:
+        is_open = exp.or_(is_open, column.eq(exp.maybe_parse(m.valid_to_current, dialect=dialect)))
+    return is_open
 
 
 def _scenario_result(name: str, d: DiffResult) -> ScenarioResult:

@@ -122,7 +122,7 @@ def _missing_time_columns(project: Project, build: list[Model]) -> None:
     column (one line each, with the fix), all at once."""
     missing: dict[str, list[str]] = {}
     for m in build:
-        if not m.incremental:
+        if not m.incremental:  # a snapshot may read a current-state table only
             continue
         ids = {m.unique_id} | project.ancestors([m.unique_id])
         sources = {s for u in ids for s in project.models[u].sources}
@@ -146,12 +146,12 @@ def make_plan(project: Project, select: tuple[str, ...], exclude: tuple[str, ...
     selected = project.select(select, exclude, state)
     if not selected:
         raise ConfigError("the selection matches no model" if (select or exclude) else "the project has no models")
-    if not any(project.models[u].incremental for u in selected):
+    if not any(project.models[u].keeps_state for u in selected):
         raise ConfigError("no incremental model is selected: the game day replays incremental models "
                           "(select at least one, e.g. --select config.materialized:incremental+)")
     build_ids = set(selected) | project.ancestors(selected)
     order = project.topo_order(build_ids)
-    build = [project.models[u] for u in order if project.models[u].resource_type == "model"]
+    build = [project.models[u] for u in order if project.models[u].resource_type in ("model", "snapshot")]
     seeds = [project.models[u] for u in order if project.models[u].resource_type == "seed"]
     judged = [m for m in build if m.judged]
     source_ids = sorted({s for m in build for s in m.sources})
@@ -162,11 +162,11 @@ def make_plan(project: Project, select: tuple[str, ...], exclude: tuple[str, ...
     sources = [s for s in sources if s not in in_place]
     timed_seeds = [project.seed_inputs[s.unique_id] for s in seeds if s.unique_id in project.seed_inputs]
     _missing_time_columns(project, build)
-    incremental = [m.unique_id for m in build if m.incremental]
+    incremental = [m.unique_id for m in build if m.keeps_state]
     feeding = project.ancestors(incremental)
     # A view that an incremental model reads is made again too: dbt-postgres drops dependent views
     # (CASCADE) when it rebuilds a table under them, and the incremental model would not find it.
-    stateful = [m for m in build if m.incremental or (m.unique_id in feeding
+    stateful = [m for m in build if m.keeps_state or (m.unique_id in feeding
                                                       and m.materialized in ("table", "external", "view"))]
     plan = Plan(project, judged, build, seeds, [s for s in sources if s.time_column] + timed_seeds,
                 [s for s in sources if not s.time_column], None,

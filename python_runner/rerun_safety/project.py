@@ -38,7 +38,7 @@ class Model:
     unique_id: str
     name: str
     fqn: tuple[str, ...]
-    resource_type: str  # model | seed
+    resource_type: str  # model | seed | snapshot
     materialized: str
     strategy: str | None
     key: tuple[str, ...]
@@ -55,14 +55,26 @@ class Model:
     raw_code: str = field(default="", repr=False, compare=False)
     float_tolerance: float | None = None
     log_tables: tuple[str, ...] = ()  # relations its hooks write one row per run into, by design
+    # a snapshot: the column that closes a version, and the value it holds while open (None: NULL)
+    valid_to: str | None = None
+    valid_to_current: str | None = None
 
     @property
     def incremental(self) -> bool:
         return self.materialized == "incremental"
 
     @property
+    def snapshot(self) -> bool:
+        return self.resource_type == "snapshot"
+
+    @property
+    def keeps_state(self) -> bool:
+        """Its output depends on its own earlier runs: an incremental model or a snapshot."""
+        return self.incremental or self.snapshot
+
+    @property
     def judged(self) -> bool:
-        return self.resource_type == "model" and self.materialized in JUDGED_MATERIALIZATIONS
+        return self.snapshot or (self.resource_type == "model" and self.materialized in JUDGED_MATERIALIZATIONS)
 
     @property
     def selector(self) -> str:
@@ -285,7 +297,7 @@ class Project:
         keys_by_test = _keys_from_tests(m)
         for uid, node in m.nodes.items():
             rtype = node.resource_type.value
-            if rtype not in ("model", "seed") or not node.config.enabled:
+            if rtype not in ("model", "seed", "snapshot") or not node.config.enabled:
                 continue
             cfg = node.config
             deps = tuple(getattr(node.depends_on, "nodes", ()) or ())
@@ -294,15 +306,23 @@ class Project:
                 strategy = "default"
             key = _as_tuple(cfg.get("unique_key")) or keys_by_test.get(uid, ())
             raw = getattr(node, "raw_code", "") or ""
+            ignore = _as_tuple(_meta(node).get("ignore_columns"))
+            valid_to = valid_to_current = None
+            if rtype == "snapshot":
+                # what dbt stamps a version with depends on when the snapshot ran, which a replay
+                # changes by design: versions are compared on the snapshot's own columns
+                names = cfg.snapshot_table_column_names
+                ignore += tuple(names.values())
+                valid_to, valid_to_current = names["dbt_valid_to"], cfg.get("dbt_valid_to_current")
             self.models[uid] = Model(
                 unique_id=uid, name=node.name, fqn=tuple(node.fqn), resource_type=rtype,
                 materialized=cfg.materialized, strategy=strategy, key=key,
                 partition_key=cfg.get("partition_key"), event_time=cfg.get("event_time"),
                 database=node.database, schema=node.schema,
                 identifier=getattr(node, "alias", None) or node.name,
-                parents=tuple(d for d in deps if d.split(".")[0] in ("model", "seed")),
+                parents=tuple(d for d in deps if d.split(".")[0] in ("model", "seed", "snapshot")),
                 sources=tuple(d for d in deps if d.startswith("source.")),
-                ignore_columns=_as_tuple(_meta(node).get("ignore_columns")),
+                ignore_columns=ignore, valid_to=valid_to, valid_to_current=valid_to_current,
                 float_tolerance=_tolerance(node.name, _meta(node).get("float_tolerance")),
                 log_tables=_as_tuple(_meta(node).get("log_tables")),
                 window_driven=(strategy == "microbatch" or "window_filter" in raw),
@@ -371,10 +391,10 @@ class Project:
         return self.seed_inputs.get(uid) or self.sources[uid]
 
     def select(self, select: tuple[str, ...], exclude: tuple[str, ...], state: str | None = None) -> list[str]:
-        """Model unique_ids matching dbt's selection syntax (via `dbt ls` on the parsed manifest)."""
+        """Model and snapshot unique_ids matching dbt's selection syntax (`dbt ls` on the parsed manifest)."""
         from .dbt_invoke import listed_ids, ls_args
 
-        res = self.session.invoke(ls_args(select, exclude, state))
+        res = self.session.invoke(ls_args(select, exclude, state, ("model", "snapshot")))
         if not res.success:
             raise ConfigError(f"bad selection: {res.error or 'dbt ls failed'}")
         return [i for i in listed_ids(res) if i in self.models]
