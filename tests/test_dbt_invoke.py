@@ -190,3 +190,26 @@ def test_a_sandbox_run_on_postgres_sees_the_users_database_name(pg_server, pg_da
             assert cur.fetchone() == (None,)  # nothing reached the user's database
     finally:
         con.close()
+
+
+def test_a_failing_microbatch_batch_carries_dbts_cause(tmp_path):
+    # dbt's result for a microbatch model reads "ERROR"; the cause is only in the batch's exception
+    from _support import duckdb_profile
+
+    project = tmp_path / "mb"
+    (project / "models").mkdir(parents=True)
+    (project / "models" / "src.sql").write_text("{{ config(event_time='ts') }}\nselect 1 as id, timestamp '2025-01-01 10:00' as ts")
+    (project / "models" / "mb.sql").write_text(
+        "{{ config(materialized='incremental', incremental_strategy='microbatch', event_time='ts', "
+        "batch_size='day', begin='2025-01-01', unique_key='id') }}\nselect * from {{ ref('src') }}")
+    (project / "dbt_project.yml").write_text(yaml.safe_dump(
+        {"name": "mb", "version": "1.0", "config-version": 2, "profile": "p"}))
+    write_profiles(project, "p", duckdb_profile(tmp_path / "mb.duckdb"))
+    session = DbtSession(project, project, None, tmp_path / "work")
+    session.parse()
+    res = session.invoke(["run", "--event-time-start", "2025-01-01", "--event-time-end", "2025-01-03"])
+    node = res.node("model.mb.mb")
+    assert node is not None and node.status in ("error", "partial success")
+    assert "microbatch incremental strategy does not support 'unique_key'" in node.message
+    assert "> in macro" not in node.message
+    assert "does not support 'unique_key'" in res.error

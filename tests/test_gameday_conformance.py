@@ -1,8 +1,9 @@
-"""The conformance project: dbt's ordinary features in one project (ephemeral chains, a Python
-incremental model, microbatch, views over rebuilt tables, seeds, a custom schema and alias, a
-generate_schema_name override, vars, hooks, target.database in a hashed key, an `attach:`ed
-database), each model with the verdict decided before any run (expected_verdicts.yml). The game
-day must give exactly those, on DuckDB and PostgreSQL, with no model in error."""
+"""The conformance project: dbt's ordinary features in one project (ephemeral chains, Python table
+and incremental models, every incremental strategy, microbatch, snapshots, views over rebuilt
+tables, an external model, seeds, a custom schema and alias, a generate_schema_name override, vars,
+hooks, a local package, target.database in a hashed key, an `attach:`ed database), each model with
+the verdict decided before any run (expected_verdicts.yml). The game day must give exactly those,
+on DuckDB and PostgreSQL, with no model in error."""
 from __future__ import annotations
 
 import os
@@ -49,7 +50,7 @@ def conformance_run(request, tmp_path_factory):
     os.chdir(project)  # the profile's attach path is relative, as users write it
     try:
         code, stdout, stderr = run_cli(["gameday", "--project-dir", str(project), "--profiles-dir", str(project),
-                                        "--threads", "2", "--output-dir", str(out)])
+                                        "--steps", "3", "--threads", "2", "--output-dir", str(out)])
     finally:
         os.chdir(cwd)
     return {"engine": engine, "code": code, "stdout": stdout, "stderr": stderr, "report": load_report(out),
@@ -90,7 +91,7 @@ def test_snapshots_are_replayed_and_judged_like_models(conformance_run):
         verdicts = {s["name"]: s["verdict"] for s in models[name]["scenarios"]}
         assert set(verdicts.values()) == {"safe"} and "rerun" in verdicts, (name, verdicts)
     loads = {s["name"]: s for s in models["customer_loads_snapshot"]["scenarios"]}
-    # each of the 4 reruns of an unchanged batch opened a new version of each of the 12 customers
-    assert loads["rerun"]["verdict"] == "duplicates" and loads["rerun"]["extra_rows"] == 48
-    assert loads["rerun"]["message"] == "a rerun of an unchanged batch added 48 version(s) to the snapshot"
+    # each of the 3 reruns of an unchanged batch opened a new version of each of the 12 customers
+    assert loads["rerun"]["verdict"] == "duplicates" and loads["rerun"]["extra_rows"] == 36
+    assert loads["rerun"]["message"] == "a rerun of an unchanged batch added 36 version(s) to the snapshot"
     assert models["customer_events"]["verdict"] == "safe"  # reads the open versions of two snapshots
