@@ -196,6 +196,7 @@ class Gameday:
             errors: dict[str, str] = {}
             results = []
             runs: dict[str, int] = {}  # successful runs of each model so far (log tables: one row each)
+            skipped: dict[str, str] = {}  # models dbt skipped in a run, and where
             only = set(isolate["models"]) if isolate else None
             broken = set(isolate["broken"]) if isolate else set()
             judge_ids = set(isolate["judge"]) if isolate else None
@@ -222,6 +223,9 @@ class Gameday:
                                 runs[n.unique_id] = runs.get(n.unique_id, 0) + 1
                         for uid, msg in _node_errors(res, plan).items():
                             errors.setdefault(uid, f"{step.label}: {msg}")
+                        for n in res.nodes:
+                            if n.status == "skipped":  # what it holds is an earlier run's output
+                                skipped.setdefault(n.unique_id, f"not built at {step.label}: an upstream model failed")
                         for uid, count in self._versions(sb, snapshots).items() if repeat else ():
                             if uid in before and count > before[uid]:
                                 reopened[uid] = reopened.get(uid, 0) + count - before[uid]
@@ -234,7 +238,7 @@ class Gameday:
                                 self._set_clock(con, sb, following.clock)
                 done = len(steps)
                 with self.engine.connect(sb) as con:
-                    judged_all[scenario] = self._judge(con, scenario, plan, errors, ref_errors, judge_ids)
+                    judged_all[scenario] = self._judge(con, scenario, plan, errors, ref_errors, judge_ids, skipped)
                     for uid, added in reopened.items():
                         r = judged_all[scenario].get(uid)
                         if r is not None and r.verdict in ("safe", "untested", "drift"):
@@ -289,7 +293,8 @@ class Gameday:
                     con.copy_table(REFERENCE_SCHEMA, plan.ref_names[m.unique_id], m.schema, m.identifier)
 
     def _judge(self, con: Connection, name: str, plan: Plan, errors: dict[str, str],
-               ref_errors: dict[str, str], only: set[str] | None = None) -> dict[str, ScenarioResult]:
+               ref_errors: dict[str, str], only: set[str] | None = None,
+               skipped: dict[str, str] | None = None) -> dict[str, ScenarioResult]:
         out: dict[str, ScenarioResult] = {}
         for m in plan.judged:
             uid = m.unique_id
@@ -302,8 +307,10 @@ class Gameday:
             if uid in errors:
                 out[uid] = ScenarioResult(name, "error", message=errors[uid])
                 continue
-            if not con.relation_kind(m.schema, m.identifier):
-                out[uid] = ScenarioResult(name, "skipped", message="not built in this scenario (an upstream model failed)")
+            # not built, or not in every run: never shown safe
+            if not con.relation_kind(m.schema, m.identifier) or uid in (skipped or {}):
+                why = (skipped or {}).get(uid) or "not built in this scenario (an upstream model failed)"
+                out[uid] = ScenarioResult(name, "untested", message=why)
                 continue
             tol = m.float_tolerance if m.float_tolerance is not None else self.options.float_tolerance
             d = diff_relations(con, (REFERENCE_SCHEMA, plan.ref_names[uid]), (m.schema, m.identifier),
@@ -315,6 +322,8 @@ class Gameday:
             # of the same input, which must open no version)
             if r.verdict == "safe" and m.incremental and name != "determinism" and not plan.exercised.get(uid, True):
                 r = replace(r, verdict="untested", message=plan.untested_reason(m))
+            elif r.verdict == "safe" and m.incremental and (why := plan.unexercised(m, name)):
+                r = replace(r, verdict="untested", message=f"{name}: {why}")
             out[uid] = r
         return out
 

@@ -6,7 +6,7 @@ input's time range and how many of its rows each replayed batch brings).
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +96,33 @@ class Plan:
             self.exercised[m.unique_id], note = self.exercise(m)
             if note:
                 self.empty_first[m.unique_id] = note
+
+    def rows_in_batch(self, inputs: list[SourceTable], i: int) -> int:
+        """Rows the inputs bring in replayed batch i (1-based)."""
+        return sum(counts[i] for s in inputs if len(counts := self.arrivals.get(s.unique_id, ())) > i)
+
+    def unexercised(self, m: Model, scenario: str) -> str:
+        """Why a scenario's decisive step touched none of the model's input rows ('' when it did):
+        the half-committed batch, the backfilled batch, the late rows. A model that saw no new
+        rows there was not tested by that scenario, whatever its output."""
+        assert self.timeline is not None
+        inputs = self.inputs_of(m)
+        if not inputs or scenario in ("replay", "rerun", "determinism", "reference"):
+            return ""
+        names = ", ".join(s.name for s in inputs)
+        if scenario == "partial":
+            i = self.timeline.half_committed
+            rows = self.rows_in_batch(inputs, i)
+            if rows < 2:
+                return (f"the half-committed batch (batch {i}) held {rows} row(s) of its inputs ({names}): "
+                        "no half of it could be left behind")
+        elif scenario == "backfill":
+            if not self.rows_in_batch(inputs, 1):
+                return f"the backfilled batch (batch 1) held no rows of its inputs ({names})"
+        elif scenario == "late":
+            if not sum(self.late_rows.get(s.unique_id, 0) for s in inputs):
+                return f"no row of its inputs ({names}) arrived after a later batch than its event time"
+        return ""
 
     def untested_reason(self, m: Model) -> str:
         inputs = self.inputs_of(m)
@@ -312,6 +339,19 @@ def _count_where(cond: exp.Expression) -> exp.Expression:
     return exp.Filter(this=exp.func("count", exp.Star()), expression=exp.Where(this=cond))
 
 
+def _choose_half_committed(plan: Plan, timeline: Timeline) -> Timeline:
+    """The batch the partial scenario commits in halves: one where as many inputs as possible bring
+    at least two rows (a half-committed batch of one row cannot lose the other half), the middle
+    one among equals. Sparse inputs otherwise leave that scenario with nothing to test."""
+    n = timeline.steps
+    middle = n // 2 + 1
+
+    def score(i: int) -> tuple[int, int]:
+        return sum(1 for s in plan.inputs if plan.rows_in_batch([s], i) >= 2), -abs(i - middle)
+
+    return replace(timeline, partial_at=max(range(1, n + 1), key=score))
+
+
 def plan_timeline(con: Connection, plan: Plan, batch: Batch, steps: int) -> Timeline:
     """The replayed batches from the inputs' time ranges; counts the rows each batch brings."""
     ranges: dict[str, tuple[dt.datetime, dt.datetime]] = {}
@@ -351,6 +391,7 @@ def plan_timeline(con: Connection, plan: Plan, batch: Batch, steps: int) -> Time
         row = con.fetchone(exp.select(*counts).from_(table(SNAPSHOT_SCHEMA, snapshot_table(src)).as_("rs_row")))
         plan.arrivals[src.unique_id] = tuple(int(x or 0) for x in row[:-1])
         plan.late_rows[src.unique_id] = int(row[-1] or 0)
+    timeline = plan.timeline = _choose_half_committed(plan, timeline)
     if timeline.steps < steps:
         plan.notes.append(f"--steps {steps} asked for more batches than the data holds: {timeline.steps} "
                           f"{batch.label} batches replayed")

@@ -109,10 +109,16 @@ class Timeline:
     data_start: dt.datetime
     own_bounds: tuple[tuple[str, tuple[dt.datetime, ...]], ...] = ()
     requested_steps: int = 0
+    partial_at: int = 0  # the half-committed batch (0: the middle one)
 
     @property
     def steps(self) -> int:
         return len(self.bounds) - 1
+
+    @property
+    def half_committed(self) -> int:
+        """The batch the partial scenario commits in halves."""
+        return self.partial_at or self.steps // 2 + 1
 
     @property
     def start(self) -> dt.datetime:
@@ -159,7 +165,7 @@ def scenario_steps(name: str, t: Timeline) -> list[Step]:
     n = t.steps
     late = name == "late"
     steps: list[Step] = [Reset(late), Run(True, (t.start, b[0]), "first build", b[0])]
-    partial_at = n // 2 + 1
+    partial_at = t.half_committed
     for i in range(1, n + 1):
         label = f"batch {i}"
         if name == "partial" and i == partial_at:

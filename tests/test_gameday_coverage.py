@@ -1,0 +1,114 @@
+""""Safe" means exercised: a model that a scenario did not build, or whose decisive step (the
+half-committed batch, the backfilled batch) held none of its input rows, is `untested` in every
+report, never `safe`."""
+from __future__ import annotations
+
+import datetime as dt
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+
+from _support import duckdb_profile, load_duckdb_with, load_postgres_with, postgres_profile, write_profiles
+from gameday_support import by_name, load_report, run_cli
+
+START = dt.datetime(2025, 3, 1)
+
+
+def _rows() -> tuple[list[tuple], list[tuple]]:
+    """raw.sparse: 5 rows a day for 26 days, then 3 rows in the last 4 days (days 27, 29, 30);
+    raw.dense: 12 rows a day for 30 days."""
+    sparse = [(d * 10 + i, START + dt.timedelta(days=d, hours=2 * i + 1)) for d in range(26) for i in range(5)]
+    sparse += [(1000 + d, START + dt.timedelta(days=d, hours=5)) for d in (26, 28, 29)]
+    dense = [(d * 100 + i, START + dt.timedelta(days=d, hours=2 * i, minutes=7)) for d in range(30) for i in range(12)]
+    return sparse, dense
+
+
+def _load(execute, executemany) -> None:
+    sparse, dense = _rows()
+    execute("create schema raw")
+    for name, rows in (("sparse", sparse), ("dense", dense)):
+        execute(f"create table raw.{name} (id integer, ts timestamp)")
+        executemany(f"insert into raw.{name} values (%s, %s)", rows)
+
+
+MODELS = {
+    # strict watermark: loses the rows a half-committed batch left behind
+    "wm_sparse.sql": "{{ config(materialized='incremental') }}\nselect id, ts from {{ source('raw', 'sparse') }}\n"
+                     "{% if is_incremental() %}where ts > (select max(ts) from {{ this }}){% endif %}",
+    "wm_dense.sql": "{{ config(materialized='incremental') }}\nselect id, ts from {{ source('raw', 'dense') }}\n"
+                    "{% if is_incremental() %}where ts > (select max(ts) from {{ this }}){% endif %}",
+    # fails on every incremental run: what reads it is never built in a replay
+    "breaks.sql": "{{ config(materialized='incremental', unique_key='id') }}\nselect id, ts from "
+                  "{{ source('raw', 'dense') }}\n{% if is_incremental() %}where no_such_column > 0{% endif %}",
+    "below_breaks.sql": "select count(*) as n from {{ ref('breaks') }}",
+}
+
+
+@pytest.fixture(scope="module", params=["duckdb", "postgres"])
+def coverage_run(request, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp(f"coverage_{request.param}")
+    project = tmp / "coverage"
+    (project / "models").mkdir(parents=True)
+    for name, sql in MODELS.items():
+        (project / "models" / name).write_text(sql)
+    (project / "models" / "sources.yml").write_text(yaml.safe_dump({"version": 2, "sources": [{
+        "name": "raw", "schema": "raw",
+        "tables": [{"name": t, "config": {"event_time": "ts"}} for t in ("sparse", "dense")]}]}))
+    (project / "dbt_project.yml").write_text(yaml.safe_dump(
+        {"name": "coverage", "version": "1.0", "config-version": 2, "profile": "coverage"}))
+    if request.param == "duckdb":
+        load_duckdb_with(str(project / "coverage.duckdb"), _load)
+        write_profiles(project, "coverage", duckdb_profile(project / "coverage.duckdb", schema="analytics"))
+    else:
+        server = request.getfixturevalue("pg_server")
+        dbname = server.create_database("cov")
+        load_postgres_with(server.dsn(dbname), _load)
+        write_profiles(project, "coverage", postgres_profile(server, dbname, schema="analytics"))
+    out = tmp / "out"
+    cwd = os.getcwd()
+    os.chdir(project)
+    try:
+        code, stdout, stderr = run_cli(["gameday", "--project-dir", str(project), "--profiles-dir", str(project),
+                                        "--output-dir", str(out), "--threads", "2"])
+    finally:
+        os.chdir(cwd)
+    return {"code": code, "stdout": stdout, "stderr": stderr, "report": load_report(out), "out": out}
+
+
+def test_a_sparse_strict_watermark_is_untested_not_safe(coverage_run):
+    assert coverage_run["report"] is not None, coverage_run["stderr"]
+    models = by_name(coverage_run["report"])
+    sparse = models["wm_sparse"]
+    assert sparse["verdict"] == "untested"
+    partial = {s["name"]: s for s in sparse["scenarios"]}["partial"]
+    # the last 4 days bring 1, 0, 1, 1 rows: no batch can be half-committed
+    assert partial["verdict"] == "untested"
+    assert "held 1 row(s) of its inputs (raw.sparse): no half of it could be left behind" in partial["message"]
+    # the same model over dense data: the half-committed batch loses rows
+    assert models["wm_dense"]["verdict"] == "loss" and models["wm_dense"]["root_cause"] is True
+
+
+def test_a_model_a_scenario_did_not_build_is_untested_in_every_report(coverage_run):
+    models = by_name(coverage_run["report"])
+    assert models["breaks"]["verdict"] == "error"
+    below = models["below_breaks"]
+    assert below["verdict"] == "untested"
+    assert {s["name"]: s["verdict"] for s in below["scenarios"]}["replay"] == "untested"
+    out: Path = coverage_run["out"]
+    md = (out / "report.md").read_text()
+    line = next(ln for ln in md.splitlines() if ln.startswith("| below\\_breaks |"))
+    assert line.startswith("| below\\_breaks | untested | not built at batch 4: an upstream model failed |")
+    html = (out / "report.html").read_text()
+    assert 'data-model="below_breaks" data-verdict="untested"' in html and 'data-verdict="safe"' not in html
+    junit = (out / "junit.xml").read_text()
+    import xml.etree.ElementTree as ET
+
+    cases = [c for c in ET.fromstring(junit).iter("testcase") if c.get("classname") == "model.coverage.below_breaks"]
+    untested = {c.get("name") for c in cases if (sk := c.find("skipped")) is not None
+                and sk.get("message", "").startswith("untested: not built at batch 4")}
+    assert untested == {"replay", "rerun", "partial", "backfill"}
+    terminal = next(ln for ln in coverage_run["stdout"].splitlines() if ln.strip().startswith("below_breaks"))
+    assert "untested" in terminal and " safe " not in terminal
+    assert coverage_run["code"] == 1
