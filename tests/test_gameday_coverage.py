@@ -31,6 +31,14 @@ def _load(execute, executemany) -> None:
     for name, rows in (("sparse", sparse), ("dense", dense)):
         execute(f"create table raw.{name} (id integer, ts timestamp)")
         executemany(f"insert into raw.{name} values (%s, %s)", rows)
+    # a connector's reference table: every row synced at once, four weeks before the last batch
+    execute("create table raw.countries (country_id integer, name varchar(20), _fivetran_synced timestamp)")
+    executemany("insert into raw.countries values (%s, %s, %s)",
+                [(c, f"country {c}", START + dt.timedelta(days=2, minutes=c)) for c in range(5)])
+    # current state: one row per account, updated in place (the last updates fall in the replayed days)
+    execute("create table raw.accounts (account_id integer, plan varchar(10), updated_at timestamp)")
+    executemany("insert into raw.accounts values (%s, %s, %s)",
+                [(a, "pro" if a % 2 else "free", START + dt.timedelta(days=1.5 * a)) for a in range(20)])
 
 
 MODELS = {
@@ -43,6 +51,13 @@ MODELS = {
     "breaks.sql": "{{ config(materialized='incremental', unique_key='id') }}\nselect id, ts from "
                   "{{ source('raw', 'dense') }}\n{% if is_incremental() %}where no_such_column > 0{% endif %}",
     "below_breaks.sql": "select count(*) as n from {{ ref('breaks') }}",
+    # inner joins on a reference table and a current-state table: both must be there from the first build
+    "orders_enriched.sql": "{{ config(materialized='incremental', unique_key='id', incremental_strategy='merge') }}\n"
+                           "select d.id, d.ts, c.name as country, a.plan from {{ source('raw', 'dense') }} d\n"
+                           "join {{ source('raw', 'countries') }} c on c.country_id = d.id % 5\n"
+                           "join {{ source('raw', 'accounts') }} a on a.account_id = d.id % 20\n"
+                           "{% if is_incremental() %}where d.ts >= (select max(ts) from {{ this }}) - interval '1 day'"
+                           "{% endif %}",
 }
 
 
@@ -55,7 +70,10 @@ def coverage_run(request, tmp_path_factory):
         (project / "models" / name).write_text(sql)
     (project / "models" / "sources.yml").write_text(yaml.safe_dump({"version": 2, "sources": [{
         "name": "raw", "schema": "raw",
-        "tables": [{"name": t, "config": {"event_time": "ts"}} for t in ("sparse", "dense")]}]}))
+        "tables": [*({"name": t, "config": {"event_time": "ts"}} for t in ("sparse", "dense")),
+                   {"name": "countries", "loaded_at_field": "_fivetran_synced"},
+                   {"name": "accounts", "loaded_at_field": "updated_at"}]}]}))
+    (project / "rerun_safety.yml").write_text("inputs:\n  raw.accounts: current_state\n")
     (project / "dbt_project.yml").write_text(yaml.safe_dump(
         {"name": "coverage", "version": "1.0", "config-version": 2, "profile": "coverage"}))
     if request.param == "duckdb":
@@ -74,7 +92,8 @@ def coverage_run(request, tmp_path_factory):
                                         "--output-dir", str(out), "--threads", "2"])
     finally:
         os.chdir(cwd)
-    return {"code": code, "stdout": stdout, "stderr": stderr, "report": load_report(out), "out": out}
+    return {"code": code, "stdout": stdout, "stderr": stderr, "report": load_report(out), "out": out,
+            "project": project}
 
 
 def test_a_sparse_strict_watermark_is_untested_not_safe(coverage_run):
@@ -101,7 +120,8 @@ def test_a_model_a_scenario_did_not_build_is_untested_in_every_report(coverage_r
     line = next(ln for ln in md.splitlines() if ln.startswith("| below\\_breaks |"))
     assert line.startswith("| below\\_breaks | untested | not built at batch 4: an upstream model failed |")
     html = (out / "report.html").read_text()
-    assert 'data-model="below_breaks" data-verdict="untested"' in html and 'data-verdict="safe"' not in html
+    assert 'data-model="below_breaks" data-verdict="untested"' in html
+    assert 'data-model="below_breaks" data-verdict="safe"' not in html
     junit = (out / "junit.xml").read_text()
     import xml.etree.ElementTree as ET
 
@@ -112,3 +132,18 @@ def test_a_model_a_scenario_did_not_build_is_untested_in_every_report(coverage_r
     terminal = next(ln for ln in coverage_run["stdout"].splitlines() if ln.strip().startswith("below_breaks"))
     assert "untested" in terminal and " safe " not in terminal
     assert coverage_run["code"] == 1
+
+
+def test_reference_and_current_state_tables_are_present_from_the_first_build(coverage_run):
+    report = coverage_run["report"]
+    assert by_name(report)["orders_enriched"]["verdict"] == "safe"
+    notes = report["summary"]["notes"]
+    static = next(n for n in notes if n.startswith("static inputs (present in full at every build"))
+    assert static.endswith("): raw.countries (100% of its rows were loaded in one day (2025-03-03 00:00), before "
+                           "the replayed batches: a table loaded at once)")
+    current = next(n for n in notes if n.startswith("current-state inputs"))
+    assert current.endswith("their history cannot be replayed): raw.accounts (declared in "
+                            f"{coverage_run['project'] / 'rerun_safety.yml'})")
+    logs = next(n for n in notes if n.startswith("event logs"))
+    assert logs.endswith(": raw.dense (by ts, from event_time); raw.sparse (by ts, from event_time)")
+    assert not [n for n in notes if n.startswith("raw.countries ends before")]

@@ -78,9 +78,11 @@ def test_an_event_time_watermark_drops_rows_that_land_late(shop_run):
     report = shop_run["report"]
     assert ("raw.events: rows arrive by their load time (loaded_at) in every scenario; 86 of them after a later "
             "batch than their event time") in report["summary"]["notes"]
-    static = next(n for n in report["summary"]["notes"] if n.startswith("inputs without a time column: "))
-    assert static.split(": ")[1].split(";")[0].split(", ") == [
-        f"audit.{t}" for t in ("batch_summary", "batch_totals", "run_log")] + ["raw.users"]
+    static = next(n for n in report["summary"]["notes"] if n.startswith("static inputs (present in full"))
+    assert static.split("): ", 1)[1].split("; ") == [
+        f"audit.{t} (no time column)" for t in ("batch_summary", "batch_totals", "run_log")] + ["raw.users (no time column)"]
+    assert ("event logs (rows arrive batch by batch by their time column): raw.events (by the load time loaded_at, "
+            "beside the event time event_time)") in report["summary"]["notes"]
     m = by_name(report)["events_watermark"]
     assert (m["verdict"], m["root_cause"]) == ("loss", True)
     replay = scenario(m, "replay")

@@ -50,11 +50,7 @@ def build_report(options: GamedayOptions, project: Project, plan: Plan, by_model
             run_notes.append(f"late: {plan.late_rows.get(src.unique_id, 0)} rows of {src.name} arrive after a later "
                              f"batch than their event time ({plan.late.fraction:.0%} of its rows delayed by "
                              f"{late_delay(plan).label})")
-    static = [s.name for s in plan.static_sources if any(s.unique_id in m.sources for m in plan.build)]
-    if static:
-        run_notes.append(f"inputs without a time column: {', '.join(static)}; no rows arrive in them during a "
-                         "replay (what the project's own hooks write aside), so a model that reads only them is "
-                         "judged on its rebuilds, never on new rows")
+    run_notes += plan.input_notes()
     for scenario, found in sorted(plan.side_found.items()):
         for f in found:
             if not f["writers"]:

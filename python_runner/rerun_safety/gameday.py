@@ -430,7 +430,8 @@ class Gameday:
                  isolate: dict | None = None) -> dict:
         return {"key": chain if not isolate else f"{chain} (isolation)", "scenario": chain, "template": template,
                 "ref_errors": ref_errors, "timeline": plan.timeline, "arrivals": plan.arrivals,
-                "time_columns": plan.time_columns, "late": plan.late, "side": plan.side, "isolate": isolate}
+                "time_columns": plan.time_columns, "late": plan.late, "side": plan.side, "isolate": isolate,
+                "static": [src.unique_id for src in plan.static_sources]}
 
     def _execute(self, pool, plan: Plan, payloads: list[dict], template: Sandbox,
                  ref_errors: dict[str, str]) -> dict[str, tuple]:

@@ -49,6 +49,7 @@ class Plan:
     late_rows: dict[str, int] = field(default_factory=dict)  # input id -> rows arriving after a later batch
     side: Any = None  # side_effects.SidePlan, once the reference has run
     side_found: dict[str, list] = field(default_factory=dict)  # scenario -> side relations that differ
+    kinds: dict[str, tuple[str, str]] = field(default_factory=dict)  # input id -> (kind, why)
 
     @property
     def timed_sources(self) -> list[SourceTable]:
@@ -96,6 +97,29 @@ class Plan:
             self.exercised[m.unique_id], note = self.exercise(m)
             if note:
                 self.empty_first[m.unique_id] = note
+
+    def make_static(self, input_ids) -> None:
+        """Inputs found static in the parent process (a worker plans from the manifest alone)."""
+        for src in [s for s in self.inputs if s.unique_id in set(input_ids)]:
+            self.inputs.remove(src)
+            self.static_sources.append(src)
+
+    def input_notes(self) -> list[str]:
+        """Every input the built models read, by kind, with why."""
+        read = {s for m in self.build for s in m.sources} | {m.unique_id for m in self.seeds}
+        groups: dict[str, list[str]] = {}
+        for uid, (kind, why) in sorted(self.kinds.items(), key=lambda kv: self.project.input(kv[0]).name):
+            if uid in read:
+                groups.setdefault(kind, []).append(f"{self.project.input(uid).name} ({why})")
+        text = {
+            "event_log": "event logs (rows arrive batch by batch by their time column)",
+            "loaded_log": "loaded logs (rows arrive batch by batch by their load time)",
+            "static": ("static inputs (present in full at every build; no rows arrive in them during a replay, so "
+                       "a model that reads only them is judged on its rebuilds, never on new rows)"),
+            "current_state": ("current-state inputs (one row per key, updated in place: present in full at every "
+                              "build; their history cannot be replayed)"),
+        }
+        return [f"{text[k]}: {'; '.join(groups[k])}" for k in text if k in groups]
 
     def rows_in_batch(self, inputs: list[SourceTable], i: int) -> int:
         """Rows the inputs bring in replayed batch i (1-based)."""
@@ -188,6 +212,8 @@ def make_plan(project: Project, select: tuple[str, ...], exclude: tuple[str, ...
     in_place = [s for s in sources if s.database and s.database.lower() in attached]
     sources = [s for s in sources if s not in in_place]
     timed_seeds = [project.seed_inputs[s.unique_id] for s in seeds if s.unique_id in project.seed_inputs]
+    kinds = {s.unique_id: _input_kind(s, project.time_columns_origin) for s in [*sources, *timed_seeds]}
+    timed = [s for s in [*sources, *timed_seeds] if kinds[s.unique_id][0] in ("event_log", "loaded_log")]
     _missing_time_columns(project, build)
     incremental = [m.unique_id for m in build if m.keeps_state]
     feeding = project.ancestors(incremental)
@@ -195,14 +221,48 @@ def make_plan(project: Project, select: tuple[str, ...], exclude: tuple[str, ...
     # (CASCADE) when it rebuilds a table under them, and the incremental model would not find it.
     stateful = [m for m in build if m.keeps_state or (m.unique_id in feeding
                                                       and m.materialized in ("table", "external", "view"))]
-    plan = Plan(project, judged, build, seeds, [s for s in sources if s.time_column] + timed_seeds,
-                [s for s in sources if not s.time_column], None,
-                {m.unique_id: f"m{i}" for i, m in enumerate(judged)}, stateful)
+    plan = Plan(project, judged, build, seeds, timed, [s for s in sources if s not in timed], None,
+                {m.unique_id: f"m{i}" for i, m in enumerate(judged)}, stateful, kinds=kinds)
     if in_place:
         names = ", ".join(f"{s.database}.{s.schema}.{s.identifier}" for s in in_place)
         plan.notes.append(f"inputs in databases the profile attaches: {names}; read where they are, read-only, "
                           "in every sandbox; no rows arrive in them during a replay")
     return plan
+
+
+def _input_kind(src: SourceTable, config_origin: str) -> tuple[str, str]:
+    """(kind, why) of an input from its config; the data may still make a log static (see
+    _loaded_at_once)."""
+    if src.kind:
+        return src.kind, f"declared in {config_origin}"
+    if not src.time_column:
+        return "static", "no time column"
+    if src.load_column:
+        return "event_log", f"by the load time {src.load_column}, beside the event time {src.time_column}"
+    if src.time_origin == "loaded_at_field":
+        return "loaded_log", f"by {src.time_column}, from loaded_at_field"
+    return "event_log", f"by {src.time_column}, from {src.time_origin}"
+
+
+def _loaded_at_once(plan: Plan, timeline: Timeline) -> Timeline:
+    """An input whose rows end before the replayed batches and mostly share its last batch was
+    loaded at once (a reference table synced a while ago, a dimension loaded by a connector), not
+    logged over time: it is static, present in full at every build. Replaying it over its own last
+    batches would leave the first build without it."""
+    own = dict(timeline.own_bounds)
+    static = []
+    for src in list(plan.inputs):
+        counts = plan.arrivals.get(src.unique_id, ())
+        total = sum(counts)
+        if src.unique_id not in own or src.kind or not total or counts[-1] * 2 < total:
+            continue
+        plan.inputs.remove(src)
+        plan.static_sources.append(src)
+        static.append(src.unique_id)
+        plan.kinds[src.unique_id] = ("static", f"{counts[-1] * 100 // total}% of its rows were loaded in one "
+                                     f"{timeline.batch.label} ({own[src.unique_id][-2]:%Y-%m-%d %H:%M}), before the "
+                                     "replayed batches: a table loaded at once")
+    return replace(timeline, own_bounds=tuple((i, b) for i, b in timeline.own_bounds if i not in static))
 
 
 def _attached_databases(target_output: dict) -> set[str]:
@@ -391,7 +451,7 @@ def plan_timeline(con: Connection, plan: Plan, batch: Batch, steps: int) -> Time
         row = con.fetchone(exp.select(*counts).from_(table(SNAPSHOT_SCHEMA, snapshot_table(src)).as_("rs_row")))
         plan.arrivals[src.unique_id] = tuple(int(x or 0) for x in row[:-1])
         plan.late_rows[src.unique_id] = int(row[-1] or 0)
-    timeline = plan.timeline = _choose_half_committed(plan, timeline)
+    timeline = plan.timeline = _choose_half_committed(plan, _loaded_at_once(plan, timeline))
     if timeline.steps < steps:
         plan.notes.append(f"--steps {steps} asked for more batches than the data holds: {timeline.steps} "
                           f"{batch.label} batches replayed")

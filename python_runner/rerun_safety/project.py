@@ -31,6 +31,7 @@ class SourceTable:
     seed: bool = False  # a timed seed: loaded by `dbt seed`, then replayed like a source
     external: str | None = None  # dbt-duckdb `external_location`, as dbt renders it (a file read)
     load_column: str | None = None  # when rows were loaded, beside the event time: drives `late`
+    kind: str | None = None  # as rerun_safety.yml declares it (INPUT_KINDS); None: found from config and data
 
 
 @dataclass(frozen=True)
@@ -211,10 +212,14 @@ def _keys_from_tests(manifest: Any) -> dict[str, tuple[str, ...]]:
 RUNNER_CONFIG_FILE = "rerun_safety.yml"
 
 
-def load_runner_config(project_dir: Path, cli_vars: dict) -> tuple[dict[str, str], str]:
-    """The runner's own settings for a project: `time_columns` (input name -> column), from
-    `rerun_safety.yml` in the project, else `vars: {rerun_safety: {...}}` (--vars, then
-    dbt_project.yml). Returns (time columns, where they came from)."""
+INPUT_KINDS = ("event_log", "loaded_log", "static", "current_state")
+
+
+def load_runner_config(project_dir: Path, cli_vars: dict) -> tuple[dict[str, str], dict[str, str], str]:
+    """The runner's own settings for a project: `time_columns` (input name -> column) and `inputs`
+    (input name -> its kind, one of INPUT_KINDS), from `rerun_safety.yml` in the project, else
+    `vars: {rerun_safety: {...}}` (--vars, then dbt_project.yml). Returns (time columns, input
+    kinds, where they came from)."""
     found: list[tuple[Any, str]] = []
     path = project_dir / RUNNER_CONFIG_FILE
     if path.exists():
@@ -233,19 +238,23 @@ def load_runner_config(project_dir: Path, cli_vars: dict) -> tuple[dict[str, str
     if isinstance(project_vars, dict) and isinstance(project_vars.get("rerun_safety"), dict):
         found.append((project_vars["rerun_safety"], "vars.rerun_safety in dbt_project.yml"))
     if not found:
-        return {}, ""
+        return {}, {}, ""
     config, origin = found[0]
     if not isinstance(config, dict):
         raise ConfigError(f"{origin} must be a mapping, e.g. 'time_columns: {{raw.events: loaded_at}}'")
-    unknown = sorted(set(config) - {"time_columns"})
+    unknown = sorted(set(config) - {"time_columns", "inputs"})
     if unknown:
-        raise ConfigError(f"{origin}: unknown key '{unknown[0]}' (known: time_columns)")
+        raise ConfigError(f"{origin}: unknown key '{unknown[0]}' (known: time_columns, inputs)")
+    kinds = config.get("inputs") or {}
+    if not isinstance(kinds, dict) or not all(isinstance(k, str) and v in INPUT_KINDS for k, v in kinds.items()):
+        raise ConfigError(f"{origin}: inputs must map a source ('source_name.table_name') or a seed name to one of "
+                          f"{', '.join(INPUT_KINDS)}, e.g. 'inputs: {{raw.countries: static}}'")
     columns = config.get("time_columns") or {}
     if not isinstance(columns, dict) or not all(isinstance(k, str) and isinstance(v, str) and v
                                                 for k, v in columns.items()):
         raise ConfigError(f"{origin}: time_columns must map a source ('source_name.table_name') or a seed "
                           "name to a column name, e.g. 'time_columns: {raw.events: loaded_at}'")
-    return dict(columns), origin
+    return dict(columns), dict(kinds), origin
 
 
 class Project:
@@ -269,7 +278,8 @@ class Project:
             self.manifest = self.session.parse()
         self.models: dict[str, Model] = {}
         self.sources: dict[str, SourceTable] = {}
-        self.time_columns, self.time_columns_origin = load_runner_config(self.project_dir, self.cli_vars)
+        self.time_columns, self.input_kinds, self.time_columns_origin = load_runner_config(
+            self.project_dir, self.cli_vars)
         self._load()
         self._apply_time_columns()
 
@@ -374,6 +384,24 @@ class Project:
                 known = ", ".join(sorted([*by_name, *seeds])[:8]) or "none"
                 raise ConfigError(f"{self.time_columns_origin}: time_columns names '{name}', which is neither a "
                                   f"source ('source_name.table_name') nor a seed of the project (e.g. {known})")
+        for name, kind in self.input_kinds.items():
+            if name in by_name:
+                uid = by_name[name]
+                self.sources[uid] = replace(self.sources[uid], kind=kind)
+            elif name in seeds:
+                uid = seeds[name]
+                if kind in ("static", "current_state"):
+                    self.seed_inputs.pop(uid, None)
+                elif uid in self.seed_inputs:
+                    self.seed_inputs[uid] = replace(self.seed_inputs[uid], kind=kind)
+            else:
+                known = ", ".join(sorted([*by_name, *seeds])[:8]) or "none"
+                raise ConfigError(f"{self.time_columns_origin}: inputs names '{name}', which is neither a "
+                                  f"source ('source_name.table_name') nor a seed of the project (e.g. {known})")
+            src = self.sources.get(by_name.get(name, "")) or self.seed_inputs.get(seeds.get(name, ""))
+            if kind in ("event_log", "loaded_log") and (src is None or not src.time_column):
+                raise ConfigError(f"{self.time_columns_origin}: inputs says {name} is a {kind.replace('_', ' ')}, "
+                                  f"but it has no time column: name one (time_columns: {{{name}: <column>}})")
 
     def timed_inputs_of(self, uids) -> set[str]:
         """Timed sources and timed seeds read by these models or their ancestors."""

@@ -93,6 +93,7 @@ def _scenario_worker(payload: dict) -> tuple:
     plan.time_columns = payload["time_columns"]
     plan.late = payload["late"]
     plan.side = payload["side"]
+    plan.make_static(payload["static"])
     plan.judge_exercise()
     judged, results = gd.run_scenario(payload["scenario"], plan, payload["template"], payload["ref_errors"],
                                       isolate=payload.get("isolate"))
