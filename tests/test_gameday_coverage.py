@@ -51,6 +51,12 @@ MODELS = {
     "breaks.sql": "{{ config(materialized='incremental', unique_key='id') }}\nselect id, ts from "
                   "{{ source('raw', 'dense') }}\n{% if is_incremental() %}where no_such_column > 0{% endif %}",
     "below_breaks.sql": "select count(*) as n from {{ ref('breaks') }}",
+    # row_number over ties (4 rows per day share each order value): the second build of the
+    # determinism scenario reads its input in another physical order, so this shows every time
+    "ties.sql": "select id, row_number() over (partition by cast(ts as date) order by id % 3) as rn "
+                "from {{ source('raw', 'dense') }}",
+    "ties_broken.sql": "select id, row_number() over (partition by cast(ts as date) order by id % 3, id) as rn "
+                       "from {{ source('raw', 'dense') }}",
     # inner joins on a reference table and a current-state table: both must be there from the first build
     "orders_enriched.sql": "{{ config(materialized='incremental', unique_key='id', incremental_strategy='merge') }}\n"
                            "select d.id, d.ts, c.name as country, a.plan from {{ source('raw', 'dense') }} d\n"
@@ -147,3 +153,13 @@ def test_reference_and_current_state_tables_are_present_from_the_first_build(cov
     logs = next(n for n in notes if n.startswith("event logs"))
     assert logs.endswith(": raw.dense (by ts, from event_time); raw.sparse (by ts, from event_time)")
     assert not [n for n in notes if n.startswith("raw.countries ends before")]
+
+
+def test_ties_are_found_on_purpose(coverage_run):
+    models = by_name(coverage_run["report"])
+    ties = {s["name"]: s for s in models["ties"]["scenarios"]}
+    assert models["ties"]["verdict"] == "nondeterministic" and models["ties"]["root_cause"] is True
+    # unkeyed: each changed row is one row only in the reference and one only in the second build
+    assert ties["determinism"]["verdict"] == "nondeterministic"
+    assert ties["determinism"]["extra_rows"] == ties["determinism"]["missing_rows"] > 100
+    assert models["ties_broken"]["verdict"] == "safe"

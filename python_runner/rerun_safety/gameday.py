@@ -18,7 +18,7 @@ from .diff import DiffResult, diff_relations
 from .errors import ConfigError, RerunSafetyError, SandboxError, first_line
 from .options import GamedayOptions  # noqa: F401 - the public import path
 from .plan import (Lateness, Plan, arrival_expr, arrives_out_of_order, batch_condition, cut_slice, late_superset, make_plan,
-                   partition_column, plan_timeline, row_hash_predicate, time_expr)
+                   partition_column, plan_timeline, row_hash_predicate, row_order, time_expr)
 from .preflight import check_columns, check_config
 from .project import Project
 from .results import GamedayReport, PartitionCount, ScenarioResult
@@ -192,6 +192,8 @@ class Gameday:
                                read_only=(REFERENCE_SCHEMA, SNAPSHOT_SCHEMA, side_effects.PREHOOK_SCHEMA))
         judged_all: dict[str, dict] = {}
         try:
+            if "determinism" in names:
+                self._reorder_inputs(plan, sb)
             profiles = self._profiles_dir(sb)
             errors: dict[str, str] = {}
             results = []
@@ -254,6 +256,25 @@ class Gameday:
         finally:
             if not self.options.keep_sandboxes:
                 self.engine.drop(sb)
+
+    def _reorder_inputs(self, plan: Plan, sandbox: Sandbox) -> None:
+        """Determinism: every input is written again in another physical order (by a hash of each
+        row), so a model whose result depends on the order of tied rows (row_number, ntile,
+        first_value or lag over ties, a limit without a total order) differs with near certainty,
+        instead of by chance."""
+        assert self.engine
+        with self.engine.connect(sandbox) as con:
+            if con.dialect == "spark":
+                return  # parquet tables: Spark reads their files in parallel, in no fixed order anyway
+            for schema, name in plan.input_relations():
+                if not con.relation_kind(schema, name):
+                    continue
+                live, shuffled = table(schema, name), table(schema, f"rerun_safety_reorder_{name}"[:63])
+                con.execute(exp.Create(this=shuffled, kind="TABLE", expression=exp.select("*").from_(
+                    live.as_("rs_row")).order_by(row_order(con.dialect))))
+                con.delete_rows(live)
+                con.execute(exp.insert(exp.select("*").from_(shuffled), live))
+                con.drop_relation(schema, shuffled.name)
 
     def _versions(self, sandbox: Sandbox, snapshots: list) -> dict[str, int]:
         """Rows (versions) of each snapshot built in the sandbox."""

@@ -98,6 +98,12 @@ class Plan:
             if note:
                 self.empty_first[m.unique_id] = note
 
+    def input_relations(self) -> list[tuple[str, str]]:
+        """(schema, name) of every input table in a sandbox: sources and seeds."""
+        out = [(s.schema, s.identifier) for s in [*self.inputs, *self.static_sources]]
+        out += [(m.schema, m.identifier) for m in self.seeds]
+        return list(dict.fromkeys(out))
+
     def make_static(self, input_ids) -> None:
         """Inputs found static in the parent process (a worker plans from the manifest alone)."""
         for src in [s for s in self.inputs if s.unique_id in set(input_ids)]:
@@ -304,6 +310,14 @@ def _to_datetime(value: Any, where: str) -> dt.datetime | None:
 
 def time_expr(src: SourceTable) -> exp.Expression:
     return exp.cast(exp.column(src.time_column, quoted=True), exp.DataType.build("timestamp"))
+
+
+def row_order(dialect: str) -> exp.Expression:
+    """An order of the rows of a table aliased `rs_row` unrelated to how they were written: a hash
+    of the whole row (DuckDB, PostgreSQL)."""
+    if dialect == "duckdb":
+        return exp.func("hash", exp.column("rs_row"))
+    return exp.func("md5", exp.cast(exp.column("rs_row"), exp.DataType.build("text")))
 
 
 def row_hash_predicate(dialect: str, modulus: int, below: int) -> exp.Expression:
