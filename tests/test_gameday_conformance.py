@@ -95,3 +95,27 @@ def test_snapshots_are_replayed_and_judged_like_models(conformance_run):
     assert loads["rerun"]["verdict"] == "duplicates" and loads["rerun"]["extra_rows"] == 36
     assert loads["rerun"]["message"] == "a rerun of an unchanged batch added 36 version(s) to the snapshot"
     assert models["customer_events"]["verdict"] == "safe"  # reads the open versions of two snapshots
+
+
+def test_versions_are_two_models_with_two_names_everywhere(conformance_run):
+    names = ("customer_summary.v1", "customer_summary.v2")
+    assert set(names) <= set(by_name(conformance_run["report"]))
+    out = conformance_run["project"].parent / "out"
+    md, html = (out / "report.md").read_text(), (out / "report.html").read_text()
+    for name in names:
+        assert f"| {name.replace('_', chr(92) + '_')} | safe |" in md
+        assert f'data-model="{name}"' in html
+        assert any(line.strip().startswith(f"{name} ") for line in conformance_run["stdout"].splitlines())
+    if conformance_run["engine"] == "duckdb":
+        import json
+
+        cwd = os.getcwd()
+        os.chdir(conformance_run["project"])
+        try:
+            code, stdout, stderr = run_cli(["lint", "--project-dir", str(conformance_run["project"]), "--profiles-dir",
+                                            str(conformance_run["project"]), "--format", "json"])
+        finally:
+            os.chdir(cwd)
+        linted = json.loads(stdout)["models"]
+        assert code in (0, 1), stderr
+        assert set(names) <= set(linted) and "customer_summary" not in linted

@@ -82,6 +82,13 @@ class Model:
         return "fqn:" + ".".join(self.fqn)
 
 
+def display_name(node: Any) -> str:
+    """A node's name as dbt shows it: a versioned model's with its version (`orders.v2`), so that
+    `v1` and `v2` of one model are two names wherever a person reads one."""
+    version = getattr(node, "version", None)
+    return node.name if version is None else f"{node.name}.v{version}"
+
+
 def resolve_profiles_dir(profiles_dir: str | None) -> Path:
     """dbt's own order: --profiles-dir, DBT_PROFILES_DIR, the current dir, ~/.dbt."""
     if profiles_dir:
@@ -325,7 +332,7 @@ class Project:
                 ignore += tuple(names.values())
                 valid_to, valid_to_current = names["dbt_valid_to"], cfg.get("dbt_valid_to_current")
             self.models[uid] = Model(
-                unique_id=uid, name=node.name, fqn=tuple(node.fqn), resource_type=rtype,
+                unique_id=uid, name=display_name(node), fqn=tuple(node.fqn), resource_type=rtype,
                 materialized=cfg.materialized, strategy=strategy, key=key,
                 partition_key=cfg.get("partition_key"), event_time=cfg.get("event_time"),
                 database=node.database, schema=node.schema,

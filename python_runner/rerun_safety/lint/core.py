@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..project import display_name
 from .compile import PLACEHOLDER_COLUMN, CompiledModel, compile_project
 from .context import ModelContext, ParsedSql, parse_sql, sqlglot_dialect
 from .findings import Finding, LintResult
@@ -171,7 +172,7 @@ def run_lint(project_dir: str | Path = ".", profiles_dir: str | Path | None = No
         compiled: CompiledModel | None = outcome.models.get(uid)
         if node is None or compiled is None:
             continue
-        names.append(node.name)
+        names.append(display_name(node))
         language = getattr(node, "language", "sql") or "sql"
         t = time.perf_counter()
         cache: dict = {}
@@ -190,7 +191,7 @@ def run_lint(project_dir: str | Path = ".", profiles_dir: str | Path | None = No
         for parent in node.depends_on.nodes:
             sets += [s for s in uniq.get(parent, []) if s not in sets]
         ctx = ModelContext(
-            name=node.name, adapter_type=adapter, materialized=node.config.materialized,
+            name=display_name(node), adapter_type=adapter, materialized=node.config.materialized,
             incremental_strategy=_config_get(node, "incremental_strategy"),
             unique_key=_names(_config_get(node, "unique_key")),
             partition_key=_config_get(node, "partition_key"), partitions=_config_get(node, "partitions"),

@@ -52,6 +52,7 @@ class LintResult:
     def to_dict(self) -> dict:
         return {
             "findings": [f.to_dict() for f in self.findings],
+            "models": list(self.models),  # every model linted, as dbt names it (orders.v2)
             "suppressed": [f.to_dict() for f in self.suppressed],
             "summary": {**self.counts(), "incremental_branch": self.incremental_mode},
             "timings": {k: round(v, 3) for k, v in self.timings.items()},
