@@ -334,8 +334,9 @@ def test_diff_relations_keeps_game_day_fields(engine, tmp_path, request):
         d = diff_relations(con, (schema, "ref"), (schema, "cur"), key=("id",), partition_column="day")
         assert (d.identical, d.reference_rows, d.rows, d.extra_rows, d.missing_rows, d.extra_copies) == (False, 3, 4, 2, 1, 1)
         assert (d.keyed, d.duplicate_keys, d.missing_keys, d.extra_keys, d.changed_rows) == (True, 1, 0, 0, 1)
-        # a whole-table scan per column: the extra copy of row 2 touches every column
-        assert d.differing_columns == ("id", "day", "v")
+        # the columns that differ within a changed key (id 3: v), not those an extra copy of row 2
+        # touches (every column)
+        assert d.differing_columns == ("v",)
         assert d.partitions == (("2024-01-01", 1, 1), ("2024-01-02", 2, 3)) and d.partition_column == "day"
         assert {r["_diff"] for r in d.sample} == {"extra", "missing"}
         d = diff_relations(con, (schema, "ref"), (schema, "cur"), key=("nope",))
@@ -531,3 +532,31 @@ def test_package_keeps_every_import():
     assert all(hasattr(pkg, name) for name in pkg.__all__)
     sizes = {p.name: len(p.read_text().splitlines()) for p in Path(pkg.__file__).parent.glob("*.py")}
     assert len(sizes) == 9 and max(sizes.values()) <= 500, sizes
+
+
+def test_a_wide_table_names_exactly_the_changed_column(engine, tmp_path, request):
+    """150 columns, one of which changed in 40 keys: the column is named from every changed key,
+    in one pass, not from the sampled rows (whose 'only left' and 'only right' rows differ in key)."""
+    from sqlglot import exp
+
+    from rerun_safety.diff import Side, compare
+
+    con, schema = engine_connection(engine, tmp_path, request)
+    try:
+        cols = ", ".join(f"c{i} int" for i in range(149))
+        values = ", ".join(f"(g * {i + 1}) % 97" for i in range(149))
+        for name in ("wide_l", "wide_r"):
+            con.execute(f"create table {name} (id int, {cols})")
+            series = "range(2000) t(g)" if engine == "duckdb" else "generate_series(0, 1999) g"
+            con.execute(f"insert into {name} select g, {values} from {series}")
+        con.execute("update wide_r set c77 = c77 + 1 where id % 50 = 0")
+        con.execute("delete from wide_r where id = 1")
+        con.execute("insert into wide_r (id, c3) values (5000, 1)")
+        d = diff_relations(con, (schema, "wide_l"), (schema, "wide_r"), key=("id",))
+        assert (d.changed_rows, d.missing_keys, d.extra_keys) == (40, 1, 1)
+        assert d.differing_columns == ("c77",)
+        got = compare(Side(con, exp.table_("wide_l", db=schema)), Side(con, exp.table_("wide_r", db=schema)),
+                      key=("id",))
+        assert got.differing_columns == ("c77",)
+    finally:
+        con.close()

@@ -14,7 +14,7 @@ from .floats import float_tolerance_of, round_float_sql
 from .plan import _plan, _set_hash_buckets, _set_range_buckets, _totals
 from .results import DiffError, DiffResult, Side
 from .rows import _fetch_sample, _rows_across, _rows_same, _sample_columns, _spark_samples
-from .sql import _TEMPORAL, _hash_sql, _int_sum, _q, _src, columns_of, parse_where, row_hash, text_type
+from .sql import _TEMPORAL, _hash_sql, _in_list, _int_sum, _q, _src, columns_of, parse_where, row_hash, text_type
 
 
 def compare(left: Side, right: Side, *, key: Sequence[str] = (), ignore_columns: Sequence[str] = (),
@@ -68,10 +68,14 @@ def compare(left: Side, right: Side, *, key: Sequence[str] = (), ignore_columns:
     if sample is None:
         sample = (_fetch_sample(plan, plan.right, plan.rb, plan.rh, rpick, "extra")
                   + _fetch_sample(plan, plan.left, plan.lb, plan.lh, lpick, "missing"))
+    if same and plan.key and counts["changed_rows"]:
+        # the columns that differ in every changed key, not only in the sampled ones
+        changed = _changed_columns(plan, [b for b, *_ in listed] if nj <= limits.MAX_LISTED_BUCKETS else None)
+    else:
+        changed = _sample_columns(sample, plan.key, plan.columns, dict(plan.floats))
     result.update(
         identical=False, extra_rows=counts["only_r"], missing_rows=counts["only_l"], extra_copies=counts["copies_r"],
-        sample=tuple(sample), differing_columns=tuple(_sample_columns(sample, plan.key, plan.columns,
-                                                                      dict(plan.floats))))
+        sample=tuple(sample), differing_columns=tuple(changed))
     if plan.key:
         result.update(duplicate_keys=counts["dup_r"], reference_duplicate_keys=counts["dup_l"],
                       missing_keys=counts["keys_only_l"], extra_keys=counts["keys_only_r"],
@@ -108,7 +112,7 @@ def diff_relations(con: Connection, reference: tuple[str, ...], current: tuple[s
     ltypes = dict(columns_of(con, left.table))
     rtypes = dict(columns_of(con, right.table))
     cols = [c for c in ltypes if c.lower() not in {i.lower() for i in ignore_columns} and c in rtypes]
-    if column_detail or result.changed_rows:
+    if column_detail or (result.changed_rows and not result.keyed):
         loose = {c: t for c in cols if ltypes[c].lower() == rtypes[c].lower()
                  and (t := float_tolerance_of(ltypes[c], result.float_tolerance)) is not None}
         extra["differing_columns"] = tuple(_differing_columns(con, left, right, cols, loose))
@@ -130,17 +134,44 @@ def _table(parts: tuple[str, ...]) -> exp.Table:
 
 def _differing_columns(con: Connection, left: Side, right: Side, columns: list[str],
                        floats: dict[str, float]) -> list[str]:
-    """Columns whose sum of value hashes differs (floats rounded as in the row hash)."""
+    """Columns whose sum of value hashes differs (floats rounded as in the row hash): one pass
+    over each side, whatever the number of columns."""
     d = con.dialect
     if not columns:
         return []
-    parts = []
+    sums = []
     for i, c in enumerate(columns):
         hc = _hash_sql([round_float_sql(_q(c, d), d, floats[c])], d) if c in floats else row_hash([c], d)
-        parts.append(f"(select {_int_sum(hc, d)} from {_src(left, d)}) as r{i}, "
-                     f"(select {_int_sum(hc, d)} from {_src(right, d)}) as c{i}")
-    row = con.fetchone("select " + ", ".join(parts))
-    return [c for i, c in enumerate(columns) if row[2 * i] != row[2 * i + 1]]
+        sums.append(f"{_int_sum(hc, d)} as s{i}")
+    row = con.fetchone(f"select * from (select {', '.join(sums)} from {_src(left, d)}) rs_l "
+                       f"cross join (select {', '.join(sums)} from {_src(right, d)}) rs_r")
+    n = len(columns)
+    return [c for i, c in enumerate(columns) if row[i] != row[n + i]]
+
+
+def _changed_columns(plan, buckets: list[int] | None) -> list[str]:
+    """The non-key columns that differ between the two rows of a changed key, over every changed
+    key: one keyed join of the differing buckets' rows (both sides on one connection)."""
+    d = plan.dialect
+    cols = [c for c in plan.columns if c not in plan.key]
+    if not cols:
+        return []
+    exprs = plan.extra["column_exprs"]
+    keys = ", ".join(f"{k} as k{i}" for i, k in enumerate(plan.keys_sql))
+
+    def side(s: Side, b: str, h: str, which: int) -> str:
+        cond = _in_list(b, buckets, d) if buckets is not None else None
+        values = ", ".join(f"{exprs[c][which]} as c{j}" for j, c in enumerate(cols))
+        return f"select {keys}, {h} as h, {values} from {plan.src(s, cond)}"
+
+    def differs(j: int) -> str:
+        return f"not (l.c{j} <=> r.c{j})" if d == "spark" else f"l.c{j} is distinct from r.c{j}"
+
+    on = " and ".join(f"l.k{i} = r.k{i}" for i in range(len(plan.key)))
+    flags = ", ".join(f"max(case when {differs(j)} then 1 else 0 end) as f{j}" for j in range(len(cols)))
+    row = plan.left.con.fetchone(f"select {flags} from ({side(plan.left, plan.lb, plan.lh, 0)}) l join "
+                                 f"({side(plan.right, plan.rb, plan.rh, 1)}) r on {on} and l.h <> r.h")
+    return [c for j, c in enumerate(cols) if row and row[j]]
 
 
 def _partition_expr(column: str, types: dict[str, str], dialect: str) -> str | None:

@@ -120,6 +120,8 @@ def _plan(left: Side, right: Side, key: Sequence[str], ignore_columns: Sequence[
                  tolerance=tolerance, floats=list(loose.items()))
     plan.lh = hashed(columns, ltypes)
     plan.rh = hashed(columns, rtypes)
+    # each column as both sides compare it (floats rounded, differing types as text)
+    plan.extra["column_exprs"] = {c: (col(c, ltypes)[0], col(c, rtypes)[0]) for c in columns}
     if loose:
         exact = [c for c in columns if c not in loose]
         plan.lnh, plan.rnh = hashed(exact, ltypes), hashed(exact, rtypes)
