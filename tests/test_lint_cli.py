@@ -93,7 +93,7 @@ def test_lint_shop_duckdb(shop):
 
     assert code == 1
     assert _rules_by_model(doc) == EXPECTED_DUCKDB
-    assert set(doc) == {"findings", "suppressed", "summary", "timings"}
+    assert set(doc) == {"findings", "models", "suppressed", "summary", "timings"}
     for f in doc["findings"]:
         assert set(f) >= {"rule", "model", "severity", "message"}
         assert f["severity"] == "error"
