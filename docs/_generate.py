@@ -157,6 +157,13 @@ select * from {{ source('raw', 'events') }}
 {% if is_incremental() %}
 where event_time > (select max(event_time) from {{ this }})
 {% endif %}"""},
+    "own-strategy": {"model": """\
+{# the project's macros/ define get_incremental_keyed_replace_sql(arg_dict) #}
+{{ config(materialized='incremental', incremental_strategy='keyed_replace', unique_key='event_id') }}
+select * from {{ source('raw', 'events') }}
+{% if is_incremental() %}
+where event_time >= (select max(event_time) - interval '3 days' from {{ this }})
+{% endif %}"""},
     "suppression-unknown-rule": {"model": """\
 {{ config(materialized='table',
           meta={'rerun_safety': {'lint_ignore': [{'rule': 'no-such-rule', 'reason': 'typo'}]}}) }}

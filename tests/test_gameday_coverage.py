@@ -57,6 +57,12 @@ MODELS = {
                 "from {{ source('raw', 'dense') }}",
     "ties_broken.sql": "select id, row_number() over (partition by cast(ts as date) order by id % 3, id) as rn "
                        "from {{ source('raw', 'dense') }}",
+    # three appends over a one-day lookback, each reading the one before: each doubles rows of its
+    # own, so each is a root cause, the middle one too (it is above another suspect)
+    **{f"stack_{n}.sql": "{{ config(materialized='incremental') }}\nselect id, ts from " + parent + "\n"
+       "{% if is_incremental() %}where ts >= (select max(ts) from {{ this }}) - interval '1 day'{% endif %}"
+       for n, parent in (("a", "{{ source('raw', 'dense') }}"), ("b", "{{ ref('stack_a') }}"),
+                         ("c", "{{ ref('stack_b') }}"))},
     # inner joins on a reference table and a current-state table: both must be there from the first build
     "orders_enriched.sql": "{{ config(materialized='incremental', unique_key='id', incremental_strategy='merge') }}\n"
                            "select d.id, d.ts, c.name as country, a.plan from {{ source('raw', 'dense') }} d\n"
@@ -163,3 +169,9 @@ def test_ties_are_found_on_purpose(coverage_run):
     assert ties["determinism"]["verdict"] == "nondeterministic"
     assert ties["determinism"]["extra_rows"] == ties["determinism"]["missing_rows"] > 100
     assert models["ties_broken"]["verdict"] == "safe"
+
+
+def test_a_root_cause_between_two_others_is_named(coverage_run):
+    models = by_name(coverage_run["report"])
+    assert [models[f"stack_{n}"]["verdict"] for n in "abc"] == ["duplicates"] * 3
+    assert [models[f"stack_{n}"]["root_cause"] for n in "abc"] == [True, True, True]

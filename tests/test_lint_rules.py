@@ -416,3 +416,19 @@ def test_render_text_groups_by_model_and_colours_on_request(adapter):
     coloured = render_text(result, color=True)
     assert "\033[31merror  \033[0m" in coloured
     assert result.has_errors and result.to_dict()["findings"][0]["line"] == 2
+
+
+# --- own-strategy -----------------------------------------------------------------------------
+
+def test_a_strategy_or_materialization_of_the_projects_own_is_named_not_passed_over(adapter):
+    ctx = incremental(adapter, LOOKBACK, "keyed_replace", "id")
+    found = [f for f in run_rules(ctx) if f.rule == "own-strategy"]
+    assert [(f.severity, f.message.split(" (")[0]) for f in found] == [
+        ("info", "incremental_strategy 'keyed_replace' is the project's own")]
+    assert "the game day replays it" in found[0].message
+    ctx = ModelContext.from_sql("orders", adapter, f"select * from {SRC}", materialized="rebuilt_table", this=THIS)
+    assert [f.rule for f in run_rules(ctx)] == ["own-strategy"]
+    # dbt's own strategies and materializations: nothing to say
+    for strategy in ("merge", "delete+insert", "append", "microbatch"):
+        assert "own-strategy" not in rules(incremental(adapter, LOOKBACK, strategy, "id"))
+    assert "own-strategy" not in rules(table(adapter, f"select * from {SRC}"))

@@ -188,7 +188,7 @@ class Gameday:
         self.progress.scenario(name if not isolate else f"{name} (isolation)")
         # the template outlives every scenario, which only reads its reference outputs and the rows
         # inputs arrive from
-        sb = self.engine.clone(template, name.replace("+", "_") if not isolate else f"iso_{names[-1]}",
+        sb = self.engine.clone(template, name.replace("+", "_") if not isolate else f"iso{isolate['level']}_{names[-1]}",
                                read_only=(REFERENCE_SCHEMA, SNAPSHOT_SCHEMA, side_effects.PREHOOK_SCHEMA))
         judged_all: dict[str, dict] = {}
         try:
@@ -449,7 +449,8 @@ class Gameday:
 
     def _payload(self, plan: Plan, chain: str, template: Sandbox, ref_errors: dict[str, str],
                  isolate: dict | None = None) -> dict:
-        return {"key": chain if not isolate else f"{chain} (isolation)", "scenario": chain, "template": template,
+        key = chain if not isolate else f"{chain} (isolation {isolate['level'] + 1})"
+        return {"key": key, "scenario": chain, "template": template,
                 "ref_errors": ref_errors, "timeline": plan.timeline, "arrivals": plan.arrivals,
                 "time_columns": plan.time_columns, "late": plan.late, "side": plan.side, "isolate": isolate,
                 "static": [src.unique_id for src in plan.static_sources]}
@@ -476,23 +477,25 @@ class Gameday:
             # which the determinism scenario shows. Only incremental models keep state of their own.
             candidates = sorted(u for u in bad if any(p in bad for p in parents[u])
                                 and (scenario == "determinism" or plan.project.models[u].keeps_state))
-            if not candidates:
-                continue
-            broken = sorted({a for u in candidates for a in ancestors[u] if a in bad})
-            models = sorted(set(candidates) | {a for u in candidates for a in ancestors[u]})
-            judge = sorted(set(candidates) | {p for u in candidates for p in parents[u]})
-            payloads.append(self._payload(plan, scenario, template, ref_errors,
-                                          {"broken": broken, "models": models, "judge": judge,
-                                           "candidates": candidates}))
+            # A candidate that is also upstream of another candidate must not be rebuilt in full
+            # while it is itself checked: candidates are replayed by depth, each level with only the
+            # broken models above it kept right.
+            for level in _levels(candidates, ancestors):
+                broken = sorted({a for u in level for a in ancestors[u] if a in bad})
+                models = sorted(set(level) | {a for u in level for a in ancestors[u]})
+                judge = sorted(set(level) | {p for u in level for p in parents[u]})
+                payloads.append(self._payload(plan, scenario, template, ref_errors,
+                                              {"broken": broken, "models": models, "judge": judge,
+                                               "candidates": level, "level": len(payloads)}))
         if not payloads:
             return {}
         self.progress.start(count_runs([p["scenario"] for p in payloads], plan.timeline), "isolation")
-        candidates_of = {p["scenario"]: p["isolate"]["candidates"] for p in payloads}
+        candidates_of = {p["key"]: p["isolate"]["candidates"] for p in payloads}
         out: dict[str, set[str]] = {}
-        for judged, results in self._execute(pool, plan, payloads, template, ref_errors).values():
+        for key, (judged, results) in self._execute(pool, plan, payloads, template, ref_errors).items():
             invocations += results
             for scenario, rs in judged.items():
-                for uid in candidates_of.get(scenario, ()):
+                for uid in candidates_of[key]:
                     r = rs.get(uid)
                     # its own defect: it differs while every parent matches its reference
                     if r is not None and differs(r.verdict) and not any(
@@ -516,6 +519,21 @@ class Gameday:
             with self.engine.connect(snapshot) as con:
                 for s in timed:
                     con.copy_table(s.schema, s.identifier, SNAPSHOT_SCHEMA, snapshot_table(s))
+
+def _levels(candidates: list[str], ancestors: dict[str, set[str]]) -> list[list[str]]:
+    """Candidates grouped by depth among themselves: those with no candidate above them first."""
+    depth: dict[str, int] = {}
+
+    def of(u: str) -> int:
+        if u not in depth:
+            depth[u] = 1 + max((of(a) for a in ancestors[u] if a in candidates), default=-1)
+        return depth[u]
+
+    by_depth: dict[int, list[str]] = {}
+    for u in candidates:
+        by_depth.setdefault(of(u), []).append(u)
+    return [sorted(by_depth[d]) for d in sorted(by_depth)]
+
 
 SIDE_KEY = "__side_effects__"  # in run_scenario's result: scenario -> side relations that differ
 

@@ -124,3 +124,23 @@ def adapter_trap(ctx: ModelContext) -> list[Hit]:
                         "ignores it on a plain table; rerun_safety's partition_overwrite reads partition_key",
                         "config", (r"partition(ed)?_by",), severity=WARNING))
     return hits
+
+
+# Strategies and materializations dbt and this package know; anything else is the project's own.
+KNOWN_STRATEGIES = frozenset({"append", "delete+insert", "merge", "microbatch", "insert_overwrite",
+                              "partition_overwrite", "default"})
+KNOWN_MATERIALIZATIONS = frozenset({"table", "view", "incremental", "ephemeral", "materialized_view", "external",
+                                    "snapshot", "seed", "dynamic_table"})
+
+
+def own_strategy(ctx: ModelContext) -> list[Hit]:
+    """A strategy or materialization of the project's own: the rules cannot read what it writes."""
+    if ctx.is_incremental and ctx.strategy not in KNOWN_STRATEGIES:
+        return [Hit("own-strategy", f"incremental_strategy '{ctx.strategy}' is the project's own "
+                    f"(get_incremental_{ctx.strategy}_sql): the lint cannot judge it; the game day replays it",
+                    "config", (re.escape(ctx.strategy),), severity=INFO)]
+    if ctx.materialized and ctx.materialized not in KNOWN_MATERIALIZATIONS:
+        return [Hit("own-strategy", f"materialized '{ctx.materialized}' is the project's own: the lint cannot "
+                    "judge it; the game day replays it at every run, as it does incremental models",
+                    "config", (re.escape(ctx.materialized),), severity=INFO)]
+    return []

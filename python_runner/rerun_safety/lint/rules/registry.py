@@ -8,7 +8,7 @@ from typing import Iterable
 from ..context import ModelContext
 from ..findings import ERROR, INFO, WARNING, Finding
 from .base import Rule
-from .config import adapter_trap, config_columns, microbatch_postgres, unique_key_ignored
+from .config import adapter_trap, config_columns, microbatch_postgres, own_strategy, unique_key_ignored
 from .determinism import (clock_window, dedup_order_not_total, limit_without_order,
                           nondeterministic_function)
 from .hooks import hook_append
@@ -94,6 +94,10 @@ RULES: dict[str, Rule] = {r.id: r for r in (
          "Delete the batch's rows from the table before inserting them (a delete + insert in the hooks), "
          "insert with ON CONFLICT on a key, or, for a run log, declare it: "
          "`meta={'rerun_safety': {'log_tables': ['schema.table']}}`.", hook_append),
+    Rule("own-strategy", INFO,
+         "an incremental strategy (get_incremental_<name>_sql) or a materialization that is the project's own: "
+         "the rules cannot read what it writes",
+         "Nothing to change; run the game day, which replays it like any other model.", own_strategy),
     Rule("compile-error", WARNING, "the model could not be compiled (full-refresh or incremental branch); "
          "the message says why",
          "Fix the model so `dbt compile` succeeds (or, if it needs data the scratch catalog lacks, declare the "
