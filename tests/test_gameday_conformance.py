@@ -7,8 +7,6 @@ on DuckDB and PostgreSQL, with no model in error."""
 from __future__ import annotations
 
 import os
-import sys
-from pathlib import Path
 
 import pytest
 import yaml
@@ -16,8 +14,19 @@ import yaml
 from _support import FIXTURES, write_profiles
 from gameday_support import by_name, copy_project, dbt_deps, file_sha256, load_report, pg_fingerprint, run_cli
 
-sys.path.insert(0, str(FIXTURES / "conformance"))
-import load_data  # noqa: E402
+
+def _load_data_module():
+    """The fixture's load_data.py under a name of its own: other fixtures' modules are also called
+    load_data, and the first one imported would win."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("conformance_load_data", FIXTURES / "conformance" / "load_data.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+load_data = _load_data_module()
 
 EXPECTED = yaml.safe_load((FIXTURES / "conformance" / "expected_verdicts.yml").read_text())["models"]
 
