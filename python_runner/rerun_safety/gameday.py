@@ -14,20 +14,20 @@ from sqlglot import exp
 
 from . import clock, side_effects
 from .assemble import build_report
-from .diff import DiffResult, diff_relations
+from .diff import diff_relations
 from .errors import ConfigError, RerunSafetyError, SandboxError, first_line
 from .options import GamedayOptions  # noqa: F401 - the public import path
 from .plan import (Lateness, Plan, arrival_expr, arrives_out_of_order, batch_condition, cut_slice, late_superset, make_plan,
                    partition_column, plan_timeline, row_hash_predicate, row_order, time_expr)
 from .preflight import check_columns, check_config
 from .project import Project
-from .results import GamedayReport, PartitionCount, ScenarioResult
+from .results import GamedayReport, ScenarioResult
 from .sandbox import Engine, Sandbox, engine_for
 from .sandbox.base import (PARSE_PREFIX, REFERENCE_SCHEMA, SNAPSHOT_SCHEMA, Connection, check_writable_dir,
                            make_locked_dir, private_work_root, secrets_through_env, snapshot_table, table,
                            ts_literal)
 from .scenarios import Arrive, Reset, Run, count_runs, scenario_steps
-from .verdict import differs, scenario_verdict
+from .verdict import current_versions, differs, levels, scenario_result
 from .workers import kill_pool, run_parallel, start_pool
 
 class _NoProgress:
@@ -338,7 +338,7 @@ class Gameday:
                                key=m.key, ignore_columns=m.ignore_columns, where=current_versions(m, con.dialect),
                                partition_column=plan.time_columns.get(uid) or partition_column(m),
                                column_detail=(name == "determinism"), float_tolerance=tol)
-            r = _scenario_result(name, d)
+            r = scenario_result(name, d)
             # (a snapshot of a table that never changes is exercised by every run: each is a rerun
             # of the same input, which must open no version)
             if r.verdict == "safe" and m.incremental and name != "determinism" and not plan.exercised.get(uid, True):
@@ -480,7 +480,7 @@ class Gameday:
             # A candidate that is also upstream of another candidate must not be rebuilt in full
             # while it is itself checked: candidates are replayed by depth, each level with only the
             # broken models above it kept right.
-            for level in _levels(candidates, ancestors):
+            for level in levels(candidates, ancestors):
                 broken = sorted({a for u in level for a in ancestors[u] if a in bad})
                 models = sorted(set(level) | {a for u in level for a in ancestors[u]})
                 judge = sorted(set(level) | {p for u in level for p in parents[u]})
@@ -520,21 +520,6 @@ class Gameday:
                 for s in timed:
                     con.copy_table(s.schema, s.identifier, SNAPSHOT_SCHEMA, snapshot_table(s))
 
-def _levels(candidates: list[str], ancestors: dict[str, set[str]]) -> list[list[str]]:
-    """Candidates grouped by depth among themselves: those with no candidate above them first."""
-    depth: dict[str, int] = {}
-
-    def of(u: str) -> int:
-        if u not in depth:
-            depth[u] = 1 + max((of(a) for a in ancestors[u] if a in candidates), default=-1)
-        return depth[u]
-
-    by_depth: dict[int, list[str]] = {}
-    for u in candidates:
-        by_depth.setdefault(of(u), []).append(u)
-    return [sorted(by_depth[d]) for d in sorted(by_depth)]
-
-
 SIDE_KEY = "__side_effects__"  # in run_scenario's result: scenario -> side relations that differ
 
 
@@ -560,31 +545,6 @@ def _node_errors(res, plan: Plan) -> dict[str, str]:
         return {uid: res.error for uid in judged}
     return {n.unique_id: n.message or n.status for n in res.nodes
             if n.unique_id in judged and n.status in ("error", "runtime error", "partial success")}
-
-
-def current_versions(m, dialect: str) -> exp.Expression | None:
-    """A snapshot is judged on its open versions: one full build holds one version of each key, a
-    replay the history of the batches as well (legitimately); the open versions must be the same,
-    and a rerun that opens a version twice shows as a duplicated key."""
-    if not m.snapshot or not m.valid_to:
-        return None
-    column = exp.column(m.valid_to, quoted=True)
-    is_open = column.is_(exp.null())
-    if m.valid_to_current:
-        is_open = exp.or_(is_open, column.eq(exp.maybe_parse(m.valid_to_current, dialect=dialect)))
-    return is_open
-
-
-def _scenario_result(name: str, d: DiffResult) -> ScenarioResult:
-    verdict = scenario_verdict(name, d)
-    return ScenarioResult(
-        name=name, verdict=verdict, reference_rows=d.reference_rows, rows=d.rows,
-        extra_rows=d.extra_rows, missing_rows=d.missing_rows, duplicate_keys=d.duplicate_keys,
-        missing_keys=d.missing_keys, extra_keys=d.extra_keys, changed_rows=d.changed_rows,
-        volatile_columns=d.differing_columns if name == "determinism" else (),
-        differing_columns=d.differing_columns, message=d.schema_message,
-        sample=d.sample, partitions=tuple(PartitionCount(p, r, c) for p, r, c in d.partitions),
-        partition_column=d.partition_column)
 
 
 def run_gameday(options: GamedayOptions, progress=None) -> GamedayReport:

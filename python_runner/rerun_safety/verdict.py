@@ -3,8 +3,10 @@ from __future__ import annotations
 
 from typing import Mapping
 
+from sqlglot import exp
+
 from .diff import DiffResult
-from .results import UNSAFE, worst
+from .results import UNSAFE, PartitionCount, ScenarioResult, worst
 
 
 def scenario_verdict(scenario: str, diff: DiffResult) -> str:
@@ -81,3 +83,43 @@ def root_causes(verdicts: Mapping[str, Mapping[str, str]], parents: Mapping[str,
 
 def model_verdict(scenario_verdicts: Mapping[str, str]) -> str:
     return worst(scenario_verdicts.values())
+
+
+def levels(candidates: list[str], ancestors: dict[str, set[str]]) -> list[list[str]]:
+    """Candidates grouped by depth among themselves: those with no candidate above them first."""
+    depth: dict[str, int] = {}
+
+    def of(u: str) -> int:
+        if u not in depth:
+            depth[u] = 1 + max((of(a) for a in ancestors[u] if a in candidates), default=-1)
+        return depth[u]
+
+    by_depth: dict[int, list[str]] = {}
+    for u in candidates:
+        by_depth.setdefault(of(u), []).append(u)
+    return [sorted(by_depth[d]) for d in sorted(by_depth)]
+
+
+def current_versions(m, dialect: str) -> exp.Expression | None:
+    """A snapshot is judged on its open versions: one full build holds one version of each key, a
+    replay the history of the batches as well (legitimately); the open versions must be the same,
+    and a rerun that opens a version twice shows as a duplicated key."""
+    if not m.snapshot or not m.valid_to:
+        return None
+    column = exp.column(m.valid_to, quoted=True)
+    is_open = column.is_(exp.null())
+    if m.valid_to_current:
+        is_open = exp.or_(is_open, column.eq(exp.maybe_parse(m.valid_to_current, dialect=dialect)))
+    return is_open
+
+
+def scenario_result(name: str, d: DiffResult) -> ScenarioResult:
+    verdict = scenario_verdict(name, d)
+    return ScenarioResult(
+        name=name, verdict=verdict, reference_rows=d.reference_rows, rows=d.rows,
+        extra_rows=d.extra_rows, missing_rows=d.missing_rows, duplicate_keys=d.duplicate_keys,
+        missing_keys=d.missing_keys, extra_keys=d.extra_keys, changed_rows=d.changed_rows,
+        volatile_columns=d.differing_columns if name == "determinism" else (),
+        differing_columns=d.differing_columns, message=d.schema_message,
+        sample=d.sample, partitions=tuple(PartitionCount(p, r, c) for p, r, c in d.partitions),
+        partition_column=d.partition_column)
