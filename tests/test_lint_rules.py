@@ -393,7 +393,8 @@ def test_rule_table_is_stable(adapter):
         "append-reread", "unique-key-ignored", "watermark-strict-gt", "late-watermark", "partition-lookback-unaligned",
         "nondeterministic-function", "clock-window", "self-state", "config-column-missing",
         "dedup-order-not-total", "limit-without-order", "inclusive-window-bound",
-        "microbatch-postgres", "adapter-trap", "hook-append", "compile-error", "python-model", "sql-parse-error",
+        "microbatch-postgres", "adapter-trap", "hook-append", "own-strategy", "compile-error", "python-model",
+        "sql-parse-error",
         "incremental-branch-unchecked", "suppression-missing-reason", "suppression-unknown-rule"]
     assert {r.severity for r in RULES.values()} == {"error", "warning", "info"}
     assert RULES["compile-error"].severity == "warning"

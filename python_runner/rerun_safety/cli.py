@@ -58,6 +58,13 @@ def _on_stop_signal(signum, frame) -> None:
     raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
 
 
+def _preload() -> None:
+    """Import the C extensions a command loads later before the stop handlers go in: an interrupt
+    raised inside an extension's module init (DuckDB's enums, built by nanobind) aborts the whole
+    process ("Critical nanobind error") instead of ending the command with its one line."""
+    import duckdb  # noqa: F401
+
+
 def _stop_name(err: BaseException) -> str | None:
     """The stop signal behind `err`: a KeyboardInterrupt, or whatever a library turned it into (a C
     extension being imported when Ctrl-C arrives raises ImportError; dbt wraps it in its own errors)."""
@@ -144,6 +151,7 @@ def gameday(ctx, project_dir, profiles_dir, target, select, exclude, vars_yaml, 
     # our one line.
     if "ignore:resource_tracker:UserWarning" not in sys.warnoptions:
         sys.warnoptions.append("ignore:resource_tracker:UserWarning")
+    _preload()
     previous = {sig: signal.signal(sig, _on_stop_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         options = GamedayOptions.build(
@@ -205,6 +213,7 @@ def lint(ctx, project_dir, profiles_dir, target, select, exclude, vars_yaml, fmt
             STOP.append("SIGTERM" if signum == signal.SIGTERM else "SIGINT")
         _on_stop_signal(signum, frame)
 
+    _preload()
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         result = run_lint(project_dir=project_dir, profiles_dir=profiles_dir, target=target,

@@ -223,10 +223,10 @@ def make_plan(project: Project, select: tuple[str, ...], exclude: tuple[str, ...
     _missing_time_columns(project, build)
     incremental = [m.unique_id for m in build if m.keeps_state]
     feeding = project.ancestors(incremental)
-    # A view that an incremental model reads is made again too: dbt-postgres drops dependent views
-    # (CASCADE) when it rebuilds a table under them, and the incremental model would not find it.
-    stateful = [m for m in build if m.keeps_state or (m.unique_id in feeding
-                                                      and m.materialized in ("table", "external", "view"))]
+    # On PostgreSQL a view that an incremental model reads is made again too: dbt-postgres drops
+    # dependent views (CASCADE) when it rebuilds a table under them. DuckDB and Spark keep them.
+    rebuilt = ("table", "external", "view") if project.adapter == "postgres" else ("table", "external")
+    stateful = [m for m in build if m.keeps_state or (m.unique_id in feeding and m.materialized in rebuilt)]
     plan = Plan(project, judged, build, seeds, timed, [s for s in sources if s not in timed], None,
                 {m.unique_id: f"m{i}" for i, m in enumerate(judged)}, stateful, kinds=kinds)
     if in_place:
