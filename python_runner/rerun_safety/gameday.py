@@ -281,13 +281,9 @@ class Gameday:
         if not snapshots:
             return {}
         assert self.engine
-        out = {}
         with self.engine.connect(sandbox) as con:
-            for m in snapshots:
-                if con.relation_kind(m.schema, m.identifier):
-                    row = con.fetchone(exp.select(exp.func("count", exp.Star())).from_(table(m.schema, m.identifier)))
-                    out[m.unique_id] = int(row[0])
-        return out
+            return {m.unique_id: int(con.fetchone(exp.select(exp.func("count", exp.Star())).from_(
+                table(m.schema, m.identifier)))[0]) for m in snapshots if con.relation_kind(m.schema, m.identifier)}
 
     @contextlib.contextmanager
     def _isolation(self, plan: Plan, broken: set[str], full: bool) -> Iterator[None]:
