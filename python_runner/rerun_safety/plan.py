@@ -105,7 +105,8 @@ class Plan:
         return list(dict.fromkeys(out))
 
     def make_static(self, input_ids) -> None:
-        """Inputs found static in the parent process (a worker plans from the manifest alone)."""
+        """Move inputs to the static ones (found from the data here, and in a worker process, which
+        plans from the manifest alone, from the parent's finding)."""
         for src in [s for s in self.inputs if s.unique_id in set(input_ids)]:
             self.inputs.remove(src)
             self.static_sources.append(src)
@@ -262,12 +263,11 @@ def _loaded_at_once(plan: Plan, timeline: Timeline) -> Timeline:
         total = sum(counts)
         if src.unique_id not in own or src.kind or not total or counts[-1] * 2 < total:
             continue
-        plan.inputs.remove(src)
-        plan.static_sources.append(src)
         static.append(src.unique_id)
         plan.kinds[src.unique_id] = ("static", f"{counts[-1] * 100 // total}% of its rows were loaded in one "
                                      f"{timeline.batch.label} ({own[src.unique_id][-2]:%Y-%m-%d %H:%M}), before the "
                                      "replayed batches: a table loaded at once")
+    plan.make_static(static)
     return replace(timeline, own_bounds=tuple((i, b) for i, b in timeline.own_bounds if i not in static))
 
 
