@@ -81,6 +81,26 @@ class PgServer:
         finally:
             conn.close()
 
+    def password_role(self, role: str, password: str) -> None:
+        """A login role (superuser, as the tests' own) that must give its password: the server otherwise
+        trusts every local connection, so its first pg_hba line asks this role for one."""
+        hba = Path(self.datadir) / "pg_hba.conf"
+        lines = hba.read_text()
+        rule = f"host all {role} 127.0.0.1/32 scram-sha-256\n"
+        if rule not in lines:
+            hba.write_text(rule + lines)
+        conn = self.connect()
+        try:
+            with conn.cursor() as cur:
+                cur.execute("select 1 from pg_roles where rolname = %s", [role])
+                if cur.fetchone() is None:
+                    cur.execute(f'create role "{role}" login superuser')
+                cur.execute(f'alter role "{role}" password %s', [password])
+                cur.execute("select pg_reload_conf()")
+        finally:
+            conn.close()
+        time.sleep(0.3)  # the postmaster rereads pg_hba.conf on the signal
+
     def stop(self) -> None:
         subprocess.run(_as_postgres([_pg_bin("pg_ctl"), "-D", self.datadir, "-m", "immediate", "stop"]),
                        capture_output=True)

@@ -264,11 +264,11 @@ def _refuse_volatile(con, cond) -> None:
 
 
 def _postgres_sides(specs: list[SideSpec], cond, target: dict, stack: ExitStack) -> list[Side]:
-    from .sandbox.postgres import _CONNECT_KEYS, PgConnection
+    from .sandbox.postgres import _CONNECT_KEYS, PgConnection, _password
 
     params = {k: target[k] for k in _CONNECT_KEYS if target.get(k) not in (None, "")}
-    if target.get("password") is not None:
-        params["password"] = target["password"]
+    if _password(target) is not None:
+        params["password"] = _password(target)  # `password:` or dbt-postgres's `pass:`
     cons: dict[str, PgConnection] = {}
     sides = []
     for spec in specs:

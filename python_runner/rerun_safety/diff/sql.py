@@ -186,6 +186,8 @@ def parse_where(sql: str | None, dialect: str) -> exp.Expression | None:
     if any(t.token_type == TokenType.SEMICOLON for t in tokens) or len(statements) != 1 or statements[0] is None:
         raise DiffError("--where must be one boolean expression, without semicolons")
     cond = statements[0]
+    for node in cond.walk():  # comments are not re-emitted: the engine's rules for them (nesting) differ
+        node.comments = None
     forbidden = (exp.Query, exp.Subquery, exp.Command, exp.DDL, exp.DML, exp.AggFunc, exp.Window,
                  exp.Set, exp.Use, exp.Transaction, exp.Commit, exp.Rollback)
     bad = cond.find(*forbidden) if not isinstance(cond, forbidden) else cond

@@ -13,6 +13,9 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
 import psycopg2
+import sqlglot
+from sqlglot.errors import TokenError
+from sqlglot.tokens import TokenType
 from psycopg2 import sql as pgsql
 
 from ..errors import ConfigError, SandboxError
@@ -35,6 +38,17 @@ def _lock_key(run_id: str) -> int:
     return zlib.crc32(f"rerun_safety:{run_id}".encode()) - 2**31
 
 
+def _one_statement(text: str) -> None:
+    """psycopg2 sends a query in the simple protocol, which runs every statement in it: a read-only
+    connection sends one (read as the server reads it, standard_conforming_strings being on) or none."""
+    try:
+        tokens = sqlglot.tokenize(text, read="postgres")
+    except TokenError:
+        raise SandboxError("refusing to send a query that cannot be read as one statement") from None
+    if any(t.token_type == TokenType.SEMICOLON for t in tokens):
+        raise SandboxError("refusing to send more than one statement on a read-only connection")
+
+
 class PgConnection(Connection):
     dialect = "postgres"
 
@@ -42,7 +56,11 @@ class PgConnection(Connection):
         """`read_only`: every statement runs in a transaction that psycopg2 opens with BEGIN READ
         ONLY, so that no session setting (set_config('default_transaction_read_only', 'off', ...)
         in a filter, say) can make a later statement writable; the session default is on too."""
-        opts = {"options": "-c default_transaction_read_only=on"} if read_only else {}
+        # The runner's SQL (sqlglot's, and a diff's --where re-emitted by it) writes a backslash in a
+        # '...' literal as itself: the server must read it so whatever the database's or role's setting
+        # (off, a backslash escapes the quote after it and a filter's literal could end early).
+        options = "-c standard_conforming_strings=on"
+        opts = {"options": f"{options} -c default_transaction_read_only=on" if read_only else options}
         try:
             self._con = psycopg2.connect(dbname=dbname, **params, **opts)
         except psycopg2.OperationalError as err:
@@ -59,9 +77,12 @@ class PgConnection(Connection):
         return self._con
 
     def _run(self, sql, params: Sequence[Any] | None, fetch):
+        text = self.sql(sql)
+        if self.read_only:
+            _one_statement(text)
         try:
             with self._con.cursor() as cur:
-                cur.execute(self.sql(sql), params)
+                cur.execute(text, params)
                 out = fetch(cur)
         except BaseException:
             if self.read_only and not self._con.closed:
