@@ -3,6 +3,7 @@ still do. Real PostgreSQL servers, real DuckDB files, real dbt."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -111,3 +112,71 @@ def test_diff_with_a_wrong_password_is_one_line_and_exit_2(pg_off, password_role
     assert (code, out) == (2, "")
     assert len(lines) == 1 and "password authentication failed" in lines[0], err
     assert "wrong" not in err
+
+
+# ------------------------------------------------------------------ secrets at any depth stay off disk
+
+def _cloud_profile(base: dict) -> tuple[dict, dict]:
+    """A dbt-duckdb output with secrets where users put them: settings (a key, a proxy URL with a
+    password), secrets entries, filesystems (fsspec credentials), and a token in a query string."""
+    import uuid
+
+    keys = {n: f"{n}-{uuid.uuid4().hex}" for n in ("s3_secret", "proxy_pw", "entry_secret", "fs_key", "fs_secret",
+                                                   "azure", "md_token")}
+    user = dict(base,
+                settings={"s3_secret_access_key": keys["s3_secret"], "s3_region": "eu-west-1", "threads": 2,
+                          "http_proxy": f"http://alice:{keys['proxy_pw']}@proxy.internal:3128"},
+                secrets=[{"type": "s3", "key_id": "AKIA-PUBLIC-ID", "secret": keys["entry_secret"],
+                          "region": "eu-west-1"}],
+                filesystems=[{"fs": "s3", "anon": False, "key": keys["fs_key"], "secret": keys["fs_secret"]},
+                             {"fs": "abfs", "account_name": "acct", "connection_string": keys["azure"]}],
+                plugins=[{"module": "custom", "config": {"url": f"https://host/api?access_token={keys['md_token']}"}}])
+    return user, keys
+
+
+def _render_back(project, folder) -> dict:
+    from rerun_safety.project import load_target_output
+
+    return load_target_output(project, folder, None, {})[2]
+
+
+def test_secrets_at_any_depth_never_reach_a_sandbox_profile(tmp_path):
+    import types
+
+    from rerun_safety.gameday import Gameday, GamedayOptions
+    from rerun_safety.sandbox import engine_for
+
+    target = payments_target("duckdb", tmp_path / "proj")
+    user, keys = _cloud_profile(target.output)
+    write_profiles(target.profiles, "payments", user, target="local")
+    rendered = _render_back(target.project, target.profiles)
+    gd = Gameday(GamedayOptions.build(project_dir=target.project, output_dir=tmp_path / "out",
+                                      work_root=tmp_path / "work"))
+    gd.engine = engine_for(rendered, tmp_path / "work", "secrets3")
+    gd.project = types.SimpleNamespace(profile_name="payments", target_name="local")
+    try:
+        sandbox = gd.engine.create_snapshot([])
+        folder = Path(gd._profiles_dir(sandbox))
+        text = (folder / "profiles.yml").read_text()
+        assert [k for k, v in keys.items() if v in text] == []
+        assert "eu-west-1" in text and "proxy.internal" not in text  # plain values stay readable
+        back = _render_back(target.project, folder)
+        for key in ("settings", "secrets", "filesystems", "plugins"):
+            assert back[key] == user[key], key
+    finally:
+        gd.engine.cleanup()
+        gd.engine.close()
+
+
+def test_secrets_at_any_depth_never_reach_the_lint_scratch_profile(tmp_path):
+    from rerun_safety.lint.scratch import TargetProfile, write_profile
+
+    target = payments_target("duckdb", tmp_path / "proj")
+    user, keys = _cloud_profile(target.output)
+    folder = write_profile(tmp_path / "scratch", TargetProfile("payments", "local", user), user)
+    text = (folder / "profiles.yml").read_text()
+    assert [k for k, v in keys.items() if v in text] == []
+    assert "DBT_ENV_SECRET_" in text  # masked in dbt's logs too
+    back = _render_back(target.project, folder)
+    for key in ("settings", "secrets", "filesystems", "plugins"):
+        assert back[key] == user[key], key

@@ -24,9 +24,10 @@ from .project import Project
 from .results import GamedayReport, ScenarioResult
 from .sandbox import Engine, Sandbox, engine_for
 from .sandbox.base import (PARSE_PREFIX, REFERENCE_SCHEMA, SNAPSHOT_SCHEMA, Connection, check_writable_dir,
-                           make_locked_dir, private_work_root, secrets_through_env, snapshot_table, table,
+                           make_locked_dir, private_work_root, snapshot_table, table,
                            ts_literal)
 from .scenarios import Arrive, Reset, Run, count_runs, scenario_steps
+from .secrets import secrets_through_env
 from .verdict import current_versions, differs, levels, scenario_result
 from .workers import kill_pool, run_parallel, start_pool
 

@@ -26,10 +26,11 @@ from typing import Iterable
 import yaml
 from sqlglot import exp
 
+from ..secrets import secrets_through_env
+
 SCRATCH_PREFIX = "rerun_safety_lint_"
-SECRET_ENV_PREFIX = "RERUN_SAFETY_LINT_SECRET_"
+SECRET_ENV_PREFIX = "DBT_ENV_SECRET_RERUN_SAFETY_LINT_"
 PLACEHOLDER_COLUMN = "_rerun_safety_lint"
-_SECRET_WORDS = ("pass", "token", "secret", "private_key", "api_key")
 
 
 @dataclass(frozen=True)
@@ -108,21 +109,10 @@ def _batch(specs: list[RelationSpec], dialect: str, with_database: bool) -> list
 # Secrets and profiles
 # ---------------------------------------------------------------------------------------------
 
-def _is_secret(key: str) -> bool:
-    low = key.lower()
-    return any(word in low for word in _SECRET_WORDS)
-
-
 def env_profile_output(output: dict) -> dict:
-    """The output with every secret replaced by `{{ env_var(...) }}`; the values go to this
-    process's environment (inherited by a worker process), as the game day does."""
-    out = dict(output)
-    for key, value in output.items():
-        if isinstance(value, str) and value and _is_secret(key):
-            name = SECRET_ENV_PREFIX + "".join(c if c.isalnum() else "_" for c in key.upper())
-            os.environ[name] = value
-            out[key] = "{{ env_var('%s') }}" % name
-    return out
+    """The output with every secret, at any depth, replaced by `{{ env_var(...) }}`; the values go to
+    this process's environment (inherited by a worker process), as the game day does."""
+    return secrets_through_env(output, prefix=SECRET_ENV_PREFIX)
 
 
 def write_profile(directory: Path, tp: TargetProfile, output: dict) -> Path:

@@ -240,47 +240,6 @@ class Engine(abc.ABC):
             shutil.rmtree(self.run_dir, ignore_errors=True)
 
 
-# Profile keys whose values are secrets (dbt-postgres `password`/`pass`; dbt-duckdb `settings`
-# such as s3_secret_access_key, motherduck_token, azure_storage_connection_string).
-_SECRET_WORDS = ("pass", "secret", "token", "key", "credential", "connection_string")
-# Keys of a dbt-duckdb `secrets:` entry that only say what the secret is for.
-_SECRET_ENTRY_PLAIN = ("type", "provider", "name", "scope", "persistent")
-SECRET_ENV_PREFIX = "DBT_ENV_SECRET_RERUN_SAFETY_"
-
-
-def _is_secret_key(key: str) -> bool:
-    return any(word in key.lower() for word in _SECRET_WORDS)
-
-
-def secrets_through_env(output: dict, environ=None) -> dict:
-    """A copy of a dbt profile output whose secret values are `{{ env_var(...) }}` references, the
-    values themselves put into `environ` (default os.environ): a generated profile file then holds
-    no secret. Covers every password spelling, and dbt-duckdb's `settings` keys and `secrets`
-    entries. The names start with DBT_ENV_SECRET_, so dbt also masks the values in its logs."""
-    import re
-
-    environ = os.environ if environ is None else environ
-
-    def to_env(path: list[str], value: str) -> str:
-        name = SECRET_ENV_PREFIX + re.sub(r"[^A-Z0-9]+", "_", "_".join(path).upper()).strip("_")
-        environ[name] = value
-        return "{{ env_var('%s') }}" % name
-
-    out = dict(output)
-    for key, value in output.items():
-        if isinstance(value, str) and value and _is_secret_key(key):
-            out[key] = to_env([key], value)
-    if isinstance(output.get("settings"), dict):
-        out["settings"] = {k: to_env(["settings", k], v) if isinstance(v, str) and v and _is_secret_key(k) else v
-                           for k, v in output["settings"].items()}
-    if isinstance(output.get("secrets"), list):
-        out["secrets"] = [
-            {k: to_env(["secrets", str(i), k], v) if isinstance(v, str) and v and k not in _SECRET_ENTRY_PLAIN else v
-             for k, v in entry.items()} if isinstance(entry, dict) else entry
-            for i, entry in enumerate(output["secrets"])]
-    return out
-
-
 def private_work_root(path: Path) -> Path:
     """The runner's work root, created 0700 if missing. Refused (ConfigError) if it is a symlink, not
     a folder, or owned by another user (who could read or plant sandboxes there); tightened to 0700

@@ -1,0 +1,52 @@
+"""Secrets of a dbt profile output, kept off disk: a profile file the runner writes (a sandbox's, the
+lint's scratch one) holds `{{ env_var('DBT_ENV_SECRET_...') }}` where the user's file holds a secret,
+the value itself going to the environment of the dbt that reads it. dbt masks DBT_ENV_SECRET_ values in
+its logs and refuses them outside profiles."""
+from __future__ import annotations
+
+import os
+import re
+from typing import Any, MutableMapping
+
+SECRET_ENV_PREFIX = "DBT_ENV_SECRET_RERUN_SAFETY_"
+# Keys whose values are secrets at any depth: dbt-postgres `password`/`pass`, dbt-spark `token`, dbt-duckdb
+# `settings` (s3_secret_access_key, motherduck_token, azure_storage_connection_string), `filesystems`
+# entries (fsspec's key, secret, token, account_key, sas_token, client_secret), credentials files' contents.
+_SECRET_WORDS = ("pass", "secret", "token", "key", "credential", "connection_string", "auth")
+# Keys of a dbt-duckdb `secrets:` entry that only say what the secret is for; every other key is secret.
+_SECRET_ENTRY_PLAIN = ("type", "provider", "name", "scope", "persistent", "region", "endpoint", "url_style",
+                       "use_ssl")
+# A URL with a password in it (a proxy setting, a connection string): the whole value is a secret.
+# So is a value with a credential as a query parameter (`md:my_db?motherduck_token=...`).
+_URL_CREDENTIALS = re.compile(r"[a-z][a-z0-9+.-]*://[^/@\s:]*:[^/@\s]*@|[?&;][\w.-]*(token|password|secret|key)=",
+                              re.I)
+
+
+def is_secret_key(key: str) -> bool:
+    return any(word in key.lower() for word in _SECRET_WORDS)
+
+
+def secrets_through_env(output: dict, environ: MutableMapping[str, str] | None = None,
+                        prefix: str = SECRET_ENV_PREFIX) -> dict:
+    """A copy of `output` whose secret strings, at any depth, are `{{ env_var(...) }}` references, the
+    values put into `environ` (default os.environ)."""
+    environ = os.environ if environ is None else environ
+
+    def to_env(path: list[str], value: str) -> str:
+        name = prefix + re.sub(r"[^A-Z0-9]+", "_", "_".join(path).upper()).strip("_")
+        environ[name] = value
+        return "{{ env_var('%s') }}" % name
+
+    def walk(value: Any, path: list[str], secret: bool, entry: bool) -> Any:
+        if isinstance(value, dict):
+            return {k: walk(v, [*path, str(k)],
+                            is_secret_key(str(k)) or (entry and str(k) not in _SECRET_ENTRY_PLAIN), False)
+                    for k, v in value.items()}
+        if isinstance(value, list):
+            in_secrets = path[-1:] == ["secrets"]
+            return [walk(v, [*path, str(i)], secret, in_secrets) for i, v in enumerate(value)]
+        if isinstance(value, str) and value and (secret or _URL_CREDENTIALS.search(value)):
+            return to_env(path, value)
+        return value
+
+    return walk(output, [], False, False)
