@@ -180,3 +180,37 @@ def test_secrets_at_any_depth_never_reach_the_lint_scratch_profile(tmp_path):
     back = _render_back(target.project, folder)
     for key in ("settings", "secrets", "filesystems", "plugins"):
         assert back[key] == user[key], key
+
+
+# ------------------------------------------------------------------ CI's dbt variables stay out of sandboxes
+
+def test_ci_deferral_variables_never_reach_sandbox_runs(tmp_path, pg_server, monkeypatch):
+    """A CI job that defers to production (DBT_DEFER, DBT_STATE, DBT_FAVOR_STATE) and builds empty
+    (DBT_EMPTY): the game day ignores them, says so, and its verdicts are those of a plain run."""
+    import subprocess
+    import sys
+
+    from gameday_support import load_report
+    from test_reliability_support import CHEAP, spawn_gameday
+
+    target = payments_target("postgres", tmp_path / "proj", server=pg_server)
+    state = tmp_path / "prod_manifest"
+    dbt = str(Path(sys.executable).with_name("dbt"))
+    subprocess.run([dbt, "run", "--project-dir", str(target.project), "--profiles-dir", str(target.profiles),
+                    "--target-path", str(state), "--log-path", str(tmp_path / "logs")],
+                   check=True, capture_output=True)
+    assert (state / "manifest.json").exists()
+    for name, value in {"DBT_DEFER": "true", "DBT_STATE": str(state), "DBT_FAVOR_STATE": "true",
+                        "DBT_EMPTY": "true", "DBT_TARGET_PATH": str(tmp_path / "ci_target")}.items():
+        monkeypatch.setenv(name, value)
+    proc = spawn_gameday(target, tmp_path / "run", *CHEAP, "--select", "payments_merged")
+    _, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err
+    report = load_report(proc.out_dir)
+    models = {m["name"]: m for m in report["models"]}
+    assert {n: m["verdict"] for n, m in models.items()} == {"payments_current": "safe", "payments_merged": "safe"}
+    assert all(s["rows"] > 0 for m in models.values() for s in m["scenarios"])  # not an empty build
+    assert ("ignored dbt's environment variables DBT_DEFER, DBT_FAVOR_STATE, DBT_STATE, DBT_TARGET_PATH, DBT_EMPTY: "
+            "sandbox runs build everything they read and defer to nothing (--state is the runner's way to compare "
+            "with a previous manifest)") in report["summary"]["notes"]
+    assert not (tmp_path / "ci_target").exists()

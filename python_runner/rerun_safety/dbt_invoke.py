@@ -22,6 +22,36 @@ os.environ.setdefault("DBT_SEND_ANONYMOUS_USAGE_STATS", "false")
 os.environ.setdefault("DO_NOT_TRACK", "1")
 
 
+# dbt flags a CI environment often sets that would change what a sandbox run selects, defers to, reads
+# or writes: refs resolved to production relations (DBT_DEFER, DBT_STATE), a sampled or empty build, a
+# microbatch window, a full refresh, another target folder. The runner's own --state is the one way in.
+_SCOPE_VARIABLES = ("DBT_DEFER", "DBT_DEFER_STATE", "DBT_DEFER_TO_STATE", "DBT_FAVOR_STATE", "DBT_FAVOR_STATE_MODE",
+                    "DBT_STATE", "DBT_ARTIFACT_STATE_PATH", "DBT_TARGET_PATH", "DBT_EMPTY", "DBT_SAMPLE",
+                    "DBT_EVENT_TIME_START", "DBT_EVENT_TIME_END", "DBT_FULL_REFRESH", "DBT_RESOURCE_TYPES",
+                    "DBT_EXCLUDE_RESOURCE_TYPES", "DBT_INDIRECT_SELECTION", "DBT_FAIL_FAST", "DBT_WARN_ERROR",
+                    "DBT_WARN_ERROR_OPTIONS", "DBT_STORE_FAILURES", "DBT_CACHE_SELECTED_ONLY", "DBT_INTROSPECT",
+                    "DBT_POPULATE_CACHE", "DBT_PARTIAL_PARSE_FILE_PATH", "DBT_INCLUDE_SAVED_QUERY",
+                    "DBT_EXPORT_SAVED_QUERIES")
+
+
+def scrub_dbt_environment(environ=None) -> list[str]:
+    """Remove dbt's selection, deferral and output variables from this process's environment (its
+    dbt invocations and the worker processes it starts read it); returns the names that were set."""
+    environ = os.environ if environ is None else environ
+    found = [name for name in _SCOPE_VARIABLES if name in environ]
+    for name in found:
+        del environ[name]
+    return found
+
+
+def scrub_note(names: list[str]) -> str | None:
+    if not names:
+        return None
+    return (f"ignored dbt's environment variable{'s' if len(names) > 1 else ''} {', '.join(names)}: sandbox runs "
+            "build everything they read and defer to nothing (--state is the runner's way to compare with a "
+            "previous manifest)")
+
+
 def _enable_dbt_caches() -> None:
     """Let dbt cache what it recomputes on every invocation for the same installed packages.
 

@@ -15,6 +15,7 @@ from sqlglot import exp
 from . import clock, side_effects
 from .assemble import build_report
 from .diff import diff_relations
+from .dbt_invoke import scrub_dbt_environment, scrub_note
 from .errors import ConfigError, RerunSafetyError, SandboxError, first_line
 from .options import GamedayOptions  # noqa: F401 - the public import path
 from .plan import (Lateness, Plan, arrival_expr, arrives_out_of_order, batch_condition, cut_slice, late_superset, make_plan,
@@ -357,12 +358,15 @@ class Gameday:
         parse_lock = make_locked_dir(parse_dir)  # a run killed while parsing leaves it to the sweep
         pool = None
         failure: BaseException | None = None
+        ignored = scrub_note(scrub_dbt_environment())
         try:
             self.project = project = Project(o.project_dir, o.profiles_dir, o.target, o.vars_yaml, parse_dir)
             self.engine = engine = engine_for(project.target_output, o.work_root, self.run_id)
             project.session.work_dir = engine.run_dir
             engine.sweep()
             plan = make_plan(project, o.select, o.exclude, o.state)
+            if ignored:
+                plan.notes.append(ignored)
             check_config(plan.build, project.target_output, project.target_name)
             scenarios = [s for s in o.scenarios if s != "reference"]
             chains = ["+".join(c) for c in _chains(scenarios)]

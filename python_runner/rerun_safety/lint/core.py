@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..dbt_invoke import scrub_dbt_environment
 from ..project import display_name
 from .compile import PLACEHOLDER_COLUMN, CompiledModel, compile_project
 from .context import ModelContext, ParsedSql, parse_sql, sqlglot_dialect
@@ -142,6 +143,7 @@ def run_lint(project_dir: str | Path = ".", profiles_dir: str | Path | None = No
     """Lint the selected models. `parallel` forces (True) or forbids (False) compiling the
     incremental branches in a second process; by default it is used when it is likely to help."""
     started = time.perf_counter()
+    scrub_dbt_environment()  # CI's DBT_DEFER/DBT_STATE/...: the lint compiles the project as it is
     outcome = compile_project(project_dir, profiles_dir, target, tuple(select), tuple(exclude), vars_yaml,
                               parallel=parallel, state=state)
     manifest = outcome.manifest
