@@ -214,3 +214,40 @@ def test_ci_deferral_variables_never_reach_sandbox_runs(tmp_path, pg_server, mon
             "sandbox runs build everything they read and defer to nothing (--state is the runner's way to compare "
             "with a previous manifest)") in report["summary"]["notes"]
     assert not (tmp_path / "ci_target").exists()
+
+
+# ------------------------------------------------------------------ a Ctrl-C at any moment: one line, 130
+
+@pytest.fixture(scope="module")
+def big_duckdb(tmp_path_factory):
+    import duckdb
+
+    path = tmp_path_factory.mktemp("interrupt") / "big.duckdb"
+    con = duckdb.connect(str(path))
+    con.execute("set enable_progress_bar = false")
+    con.execute("create table a as select i as id, i % 97 as v, md5(i::varchar) as s from range(4000000) t(i)")
+    con.execute("create table b as select * from a")
+    con.execute("update b set v = v + 1 where id % 100000 = 0")
+    con.close()
+    return path
+
+
+@pytest.mark.parametrize("delay", [0.03, 0.25, 0.8, 1.4])
+def test_ctrl_c_during_diff_is_one_line_and_exit_130(big_duckdb, delay):
+    """From the interpreter's first imports (before any command runs) to the last query: never click's
+    `Aborted!` with exit 1 (the code of "different"), never a traceback."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    cli = str(Path(sys.executable).with_name("rerun-safety"))
+    proc = subprocess.Popen([cli, "diff", f"{big_duckdb}:main.a", f"{big_duckdb}:main.b", "--key", "id"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    time.sleep(delay)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert proc.returncode == 130, (proc.returncode, out, err)
+    assert len(lines) == 1 and lines[0].startswith("rerun-safety: ") and "interrupted by SIGINT" in lines[0], err
+    assert out == ""

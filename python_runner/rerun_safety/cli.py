@@ -287,14 +287,27 @@ def diff(ctx, left, right, key, partition_by, where_sql, float_tolerance, fmt, p
     """Compare two relations as multisets. A side is schema.table or path/to/file.duckdb:schema.table."""
     from .diff_command import RENDERERS, run_diff
 
+    _preload()
+    previous = {sig: signal.signal(sig, _on_stop_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         result = run_diff(left, right, key=tuple(k.strip() for k in (key or "").split(",") if k.strip()),
                           partition_by=partition_by, where=where_sql, project_dir=project_dir,
                           profiles_dir=profiles_dir, target=target, float_tolerance=float_tolerance)
-    except RerunSafetyError as err:
-        _fail(err, ctx.obj["debug"])
+        text = RENDERERS[fmt](result)
+    except (KeyboardInterrupt, Exception) as err:  # noqa: BLE001 - never 1 ("different"): the diff did not finish
+        name = _stop_name(err)  # (DuckDB turns the interrupt into RuntimeError: Query interrupted)
+        if name:
+            click.secho(f"rerun-safety: diff interrupted by {name}", fg="red", err=True)
+            sys.exit(143 if name == "SIGTERM" else 130)
+        if isinstance(err, RerunSafetyError):
+            _fail(err, ctx.obj["debug"])
+        _fail_unexpected(err, ctx.obj["debug"])
         return
-    click.echo(RENDERERS[fmt](result))
+    finally:
+        _STOPPED.clear()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    click.echo(text)
     sys.exit(result.exit_code)
 
 
