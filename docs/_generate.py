@@ -23,8 +23,9 @@ EXIT_CODES = [
           "error-severity finding; diff: different"),
     ("2", "usage, configuration or runtime error: one line on stderr, the traceback with `--debug`; "
           "a crash is never 1"),
-    ("130 / 143", "gameday and lint stopped by SIGINT (Ctrl-C) / SIGTERM; sandboxes and scratch "
-                  "catalogs removed"),
+    ("130 / 143", "stopped by SIGINT (Ctrl-C) / SIGTERM, with one line on stderr, at any moment (also "
+                  "while Python imports the runner): gameday's sandboxes and lint's scratch catalogs removed; "
+                  "diff only reads"),
 ]
 
 
