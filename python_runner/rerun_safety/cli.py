@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from .errors import RerunSafetyError, first_line
+from .errors import RerunSafetyError, first_line, printable
 
 _COMMON = [
     click.option("--project-dir", default=".", show_default=True, type=click.Path(file_okay=False),
@@ -78,7 +78,7 @@ def _stop_name(err: BaseException) -> str | None:
 def _fail(err: BaseException, debug: bool) -> None:
     if debug:
         raise err
-    click.secho(f"rerun-safety: error: {err}", fg="red", err=True)
+    click.secho(printable(f"rerun-safety: error: {err}"), fg="red", err=True)
     sys.exit(2)
 
 
@@ -86,7 +86,7 @@ def _fail_unexpected(err: BaseException, debug: bool) -> None:
     """Anything that is not a verdict exits 2 with one line (the traceback with --debug)."""
     if debug:
         raise err
-    text = first_line(err)[:400]
+    text = printable(first_line(err)[:400])
     click.secho(f"rerun-safety: error: {type(err).__name__}: {text} (run with --debug for the traceback)",
                 fg="red", err=True)
     sys.exit(2)

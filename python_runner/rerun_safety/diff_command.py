@@ -21,7 +21,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from .diff import DiffError, DiffResult, Side, compare, parse_where
-from .errors import ConfigError, RerunSafetyError
+from .errors import ConfigError, RerunSafetyError, printable
 from .errors import first_line as _first_line
 
 _DUCKDB_SUFFIXES = (".duckdb", ".db", ".ddb")
@@ -419,16 +419,21 @@ def render_text(result: DiffCommandResult) -> str:
             side = row["_diff"]
             body = ", ".join(f"{k}={v!r}" for k, v in row.items() if k != "_diff")
             out.append(f"    {side:<10} {body}")
-    return "\n".join(out)
+    return printable("\n".join(out))
 
 
 def _md_cell(value) -> str:
-    return str(value).replace("|", "\\|").replace("\n", " ")
+    from .report.markdown import md
+
+    return md(value)
 
 
 def render_md(result: DiffCommandResult) -> str:
+    """A pull-request comment: every name and value escaped as the game day's report.md escapes them."""
+    from .report.markdown import md_code
+
     head = "identical" if result.identical else "**different**"
-    out = [f"### `{result.left}` vs `{result.right}`: {head}", "", "| | |", "|---|---:|"]
+    out = [f"### `{md_code(result.left)}` vs `{md_code(result.right)}`: {head}", "", "| | |", "|---|---:|"]
     out += [f"| {_md_cell(k)} | {_md_cell(v)} |" for k, v in _summary_lines(result)]
     d = result.to_dict()
     if d["sample"]:

@@ -1,6 +1,8 @@
 """The runner's error tree. The CLI turns any of these into one line on stderr and exit code 2."""
 from __future__ import annotations
 
+import re
+
 
 class RerunSafetyError(Exception):
     """Base class: a problem the user can act on, reported without a traceback."""
@@ -16,6 +18,16 @@ class DbtInvocationError(RerunSafetyError):
 
 class SandboxError(RerunSafetyError):
     """A snapshot or sandbox could not be created, cloned or removed."""
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text, keep_newlines: bool = True) -> str:
+    """Text from a project or its data made safe to print: control characters (ESC starts terminal
+    commands: a window title, a cleared screen, a hidden line) are shown as `\\x1b` instead of sent."""
+    out = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(text))
+    return out if keep_newlines else out.replace("\n", " ")
 
 
 def first_line(err: BaseException) -> str:

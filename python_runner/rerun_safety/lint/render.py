@@ -1,6 +1,7 @@
 """Text rendering of a `LintResult`: findings grouped by model, ANSI colour only when asked."""
 from __future__ import annotations
 
+from ..errors import printable
 from .findings import LintResult
 
 _COLORS = {"error": "31", "warning": "33", "info": "36", "model": "1", "dim": "2", "ok": "32"}
@@ -16,13 +17,13 @@ def render_text(result: LintResult, color: bool = False) -> str:
     for f in result.findings:
         by_model.setdefault(f.model, []).append(f)
     for model, findings in by_model.items():
-        path = findings[0].path
-        lines.append(_paint(model, "model", color) + (f"  {_paint(path, 'dim', color)}" if path else ""))
+        path = printable(findings[0].path or "")
+        lines.append(_paint(printable(model), "model", color) + (f"  {_paint(path, 'dim', color)}" if path else ""))
         for f in findings:
             sev = _paint(f"{f.severity:<7}", f.severity if f.severity in _COLORS else "dim", color)
-            lines.append(f"  {sev} {f.rule}  {f.message}")
+            lines.append(f"  {sev} {f.rule}  {printable(f.message)}")
             if f.hint and f.severity != "info":
-                lines.append(_paint(f"          fix: {f.hint}", "dim", color))
+                lines.append(_paint(f"          fix: {printable(f.hint)}", "dim", color))
         lines.append("")
     c = result.counts()
     summary = (f"{c['models']} models linted: {c['errors']} errors, {c['warnings']} warnings"

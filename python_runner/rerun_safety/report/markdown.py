@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 from ..results import UNSAFE, GamedayReport, ModelVerdict, ScenarioResult, sort_worst_first
+from ..errors import printable
 from .base import Renderer, cause, cell, errors, headline, sample_columns
 
 # GitHub rejects comments over 65,536 characters; samples are dropped first to stay under.
@@ -23,7 +24,7 @@ _SPECIAL = re.compile(r"([\\`*_\[\]|~])")
 
 def md(text) -> str:
     """Escape text for GitHub markdown, inline and in table cells."""
-    text = str(text).replace("\r", " ").replace("\n", " ")
+    text = printable(str(text).replace("\r", " ").replace("\n", " "))
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return _SPECIAL.sub(r"\\\1", text)
 
@@ -55,11 +56,12 @@ def _worst_line(model: ModelVerdict) -> str:
 
 def md_code(text) -> str:
     """Text for inside a code span: no backticks or newlines to break out of it."""
-    return str(text).replace("`", "'").replace("\r", " ").replace("\n", " ")
+    return printable(str(text).replace("`", "'").replace("\r", " ").replace("\n", " "))
 
 
 def fenced(text: str, info: str = "text") -> list[str]:
     """A fenced code block holding text exactly: the fence is longer than any backtick run in it."""
+    text = printable(text)
     runs = [len(r) for r in re.findall(r"`+", text)]
     fence = "`" * max(3, max(runs, default=0) + 1)
     return [fence + info, *text.replace("\r\n", "\n").replace("\r", "\n").split("\n"), fence]

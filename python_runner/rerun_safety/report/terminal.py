@@ -20,6 +20,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from rich.table import Table
 from rich.text import Text
 
+from ..errors import printable
 from ..results import GamedayReport, sort_worst_first
 from .base import cause, errors, headline
 
@@ -81,7 +82,7 @@ class TerminalProgress:
 
     def _plain(self, line: str) -> None:
         if self._entered:
-            self.console.print(Text(f"rerun-safety: {line}"), highlight=False, soft_wrap=True)
+            self.console.print(Text(printable(f"rerun-safety: {line}")), highlight=False, soft_wrap=True)
 
 
 def difference(s) -> Text:
@@ -94,7 +95,7 @@ def difference(s) -> Text:
     parts = [f"{n:,} {label}" for n, label in ((extra, "extra"), (missing, "missing"),
                                                (s.duplicate_keys, "dup keys"), (s.changed_rows, "changed"))
              if n]
-    text = Text(f"{s.name}: ")
+    text = Text(printable(f"{s.name}: "))
     if parts:
         text.append(", ".join(parts), style="bold red")
     else:
@@ -119,8 +120,8 @@ def summary_table(report: GamedayReport, fold: bool = True) -> Table:
         for header in ("model", "verdict", "cause", "worst scenario: rows vs reference"):
             table.add_column(header, no_wrap=True, overflow="ignore")
     for m in sort_worst_first(report.models):
-        why = Text(cause(m), style="bold red" if m.root_cause else "yellow" if m.contaminated_by else "dim")
-        table.add_row(Text(m.name), Text(m.verdict, style=VERDICT_STYLE.get(m.verdict, "")), why,
+        why = Text(printable(cause(m)), style="bold red" if m.root_cause else "yellow" if m.contaminated_by else "dim")
+        table.add_row(Text(printable(m.name)), Text(m.verdict, style=VERDICT_STYLE.get(m.verdict, "")), why,
                       difference(m.worst_scenario))
     return table
 
@@ -154,12 +155,12 @@ def print_summary(report: GamedayReport, paths: dict[str, Path], console: Consol
     else:
         console.print(summary_table(report))
     style = "bold red" if report.unsafe else "bold green"
-    console.print(Text(headline(report), style=style), soft_wrap=log)
+    console.print(Text(printable(headline(report)), style=style), soft_wrap=log)
     for note in report.notes:
-        console.print(Text(f"  note: {note}", style="dim"), soft_wrap=log)
+        console.print(Text(printable(f"  note: {note}", keep_newlines=False), style="dim"), soft_wrap=log)
     for m, scenarios, message in errors(sort_worst_first(report.models)):
-        label = f"{m.name} [{', '.join(scenarios)}]" if scenarios else m.name
-        lines = message.splitlines() or [""]
+        label = printable(f"{m.name} [{', '.join(scenarios)}]" if scenarios else m.name)
+        lines = printable(message).splitlines() or [""]
         text = Text(f"  {label}: {lines[0]}", style="magenta")
         for line in lines[1:]:
             text.append(f"\n    {line}")
@@ -167,4 +168,4 @@ def print_summary(report: GamedayReport, paths: dict[str, Path], console: Consol
     if paths:
         console.print(Text("Reports:", style="bold"))
         for key, path in paths.items():
-            console.print(Text(f"  {key:<9} {path}"), soft_wrap=True)
+            console.print(Text(printable(f"  {key:<9} {path}")), soft_wrap=True)
