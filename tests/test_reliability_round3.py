@@ -315,3 +315,59 @@ def test_diff_text_shows_control_characters_instead_of_sending_them(hostile_tabl
     code, out, err = run_cli(["diff", f"{hostile_tables}:main.a", f"{hostile_tables}:main.b", "--key", "id"])
     assert code == 1, err
     assert "\x1b" not in out and "\x07" not in out and "\\x1b]0;PWNED-TITLE" in out
+
+
+# ------------------------------------------------------------------ kept sandboxes stay kept for a day
+
+@pytest.mark.parametrize("engine", ["duckdb", "postgres"])
+def test_kept_sandboxes_survive_other_game_days_for_a_day(tmp_path, request, engine):
+    import time
+
+    from gameday_support import load_report
+    from rerun_safety.sandbox import engine_for
+    from rerun_safety.sandbox.base import KEPT_MARKER
+    from test_reliability_support import CHEAP, PREFIX, leftover_databases, spawn_gameday, work_root
+
+    server = request.getfixturevalue("pg_server") if engine == "postgres" else None
+    target = payments_target(engine, tmp_path / "proj", server=server)
+    proc = spawn_gameday(target, tmp_path, *CHEAP, "--select", "payments_merged", "--keep-sandboxes")
+    _, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err
+    note = next(n for n in load_report(proc.out_dir)["summary"]["notes"] if n.startswith("--keep-sandboxes"))
+    kept = note.split("after that): ", 1)[1].split(", ")
+    run_dirs = list(work_root(tmp_path).glob(f"{PREFIX}*"))
+    assert len(run_dirs) == 1 and (run_dirs[0] / KEPT_MARKER).exists()
+    run_id = run_dirs[0].name[len(PREFIX):]
+
+    def present() -> list[str]:
+        if engine == "postgres":
+            return [d for d in leftover_databases(server) if d.startswith(f"{PREFIX}{run_id}_")]
+        return sorted(str(p) for p in run_dirs[0].rglob("*.duckdb"))
+
+    before = present()
+    assert len(before) >= 2 and (engine == "duckdb" or sorted(kept) == before), (note, before)
+    # the game day of another job: its sweep leaves them
+    other = engine_for(target.output, work_root(tmp_path), "otherjob01")
+    try:
+        assert other.sweep() == 0
+    finally:
+        other.cleanup()
+        other.close()
+    assert present() == before
+    # a day later the next sweep removes them
+    marker = run_dirs[0] / KEPT_MARKER
+    marker.write_text(marker.read_text().replace('"until": ', '"until": -'))
+    if engine == "postgres":
+        conn = server.connect()
+        with conn.cursor() as cur:
+            for name in before:
+                cur.execute(f'comment on database "{name}" is %s',
+                            [f"rerun_safety: kept (--keep-sandboxes) until unix time {int(time.time()) - 1}"])
+        conn.close()
+    later = engine_for(target.output, work_root(tmp_path), "nextday01")
+    try:
+        assert later.sweep() >= 1
+    finally:
+        later.cleanup()
+        later.close()
+    assert present() == [] and not run_dirs[0].exists()

@@ -128,7 +128,7 @@ def main(ctx: click.Context, debug: bool) -> None:
               help="Where the reports go (default: <project>/target/rerun_safety).")
 @click.option("--threads", default=1, show_default=True, type=click.IntRange(1, 64),
               help="Scenarios run in this many worker processes.")
-@click.option("--keep-sandboxes", is_flag=True, help="Do not remove sandboxes (for debugging).")
+@click.option("--keep-sandboxes", is_flag=True, help="Keep the sandboxes for a day (for debugging): the report's notes say where; other game days' sweeps leave them until then.")
 @click.option("--state", default=None, type=click.Path(file_okay=False),
               help="Folder of a previous manifest.json, for state: selectors (e.g. --select state:modified+).")
 @click.option("--defer", is_flag=True,

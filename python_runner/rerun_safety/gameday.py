@@ -416,6 +416,10 @@ class Gameday:
                         by_model[uid][scenario] = r
             plan.side_found = side_found
             isolated = self._isolate(pool, plan, by_model, template, ref_errors, invocations)
+            if o.keep_sandboxes:
+                kept = engine.keep()
+                plan.notes.append(f"--keep-sandboxes: {len(kept)} sandbox(es) kept for a day (a later game day's "
+                                  f"sweep removes them after that): {', '.join(kept)}")
             return build_report(o, project, plan, by_model, isolated, invocations, started, started_at)
         except BaseException as err:
             failure = err

@@ -4,9 +4,11 @@ from __future__ import annotations
 import abc
 import datetime as dt
 import fcntl
+import json
 import os
 import shutil
 import stat
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -186,14 +188,22 @@ class Engine(abc.ABC):
     def sandbox_name(self, role: str) -> str:
         return f"{PREFIX}{self.run_id}_{role}"
 
+    def keep(self) -> list[str]:
+        """--keep-sandboxes: mark this run's sandboxes kept for KEEP_SECONDS after the run (a later
+        run's sweep leaves them alone until then); returns where they are."""
+        marker = {"pid": os.getpid(), "run": self.run_id, "kept_at": time.time(),
+                  "until": time.time() + KEEP_SECONDS}
+        (self.run_dir / KEPT_MARKER).write_text(json.dumps(marker))
+        return [s.location for s in self.sandboxes] or [str(self.run_dir)]
+
     def sweep(self) -> int:
-        """Remove run folders left by runs that are no longer alive; returns how many."""
+        """Remove run folders left by runs that are no longer alive (and not kept); returns how many."""
         removed = 0
         # a run killed inside make_locked_dir leaves its half-made folder under a temporary name;
         # a young one may still be being made (its lock not yet taken), so only old ones are swept
         half_made = [f for f in self.work_root.glob(f"{NEW_PREFIX}*") if _age(f) > 60]
         for folder in [*self.work_root.glob(f"{PREFIX}*"), *self.work_root.glob(f"{PARSE_PREFIX}*"), *half_made]:
-            if folder == self.run_dir or not folder.is_dir():
+            if folder == self.run_dir or not folder.is_dir() or is_kept(folder):
                 continue
             try:
                 with open(folder / "lock", "a") as fh:
@@ -283,8 +293,6 @@ def check_writable_dir(path: Path, what: str) -> None:
 
 
 def _age(path: Path) -> float:
-    import time
-
     try:
         return time.time() - path.stat().st_mtime
     except OSError:
@@ -301,6 +309,19 @@ def make_locked_dir(path: Path):
     fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     tmp.rename(path)
     return lock
+
+
+KEPT_MARKER = "kept"
+KEEP_SECONDS = 24 * 3600  # what --keep-sandboxes promises: a day, then the next sweep removes them
+
+
+def is_kept(folder: Path) -> bool:
+    """Whether a run folder was kept (--keep-sandboxes) less than KEEP_SECONDS ago."""
+    try:
+        until = float(json.loads((folder / KEPT_MARKER).read_text())["until"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return time.time() < until
 
 
 def lock_is_free(folder: Path) -> bool:

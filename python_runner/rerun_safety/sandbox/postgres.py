@@ -20,7 +20,7 @@ from psycopg2 import sql as pgsql
 
 from ..errors import ConfigError, SandboxError
 from ..project import SourceTable
-from .base import PREFIX, SNAPSHOT_SCHEMA, Connection, Engine, Sandbox, snapshot_table
+from .base import KEEP_SECONDS, PREFIX, SNAPSHOT_SCHEMA, Connection, Engine, Sandbox, snapshot_table
 
 _CONNECT_KEYS = ("host", "port", "user", "password", "sslmode", "sslcert", "sslkey", "sslrootcert",
                  "connect_timeout", "keepalives_idle")
@@ -32,6 +32,18 @@ def _password(target_output: dict) -> str | None:
         if target_output.get(key) is not None:
             return str(target_output[key])
     return None
+
+
+KEPT_COMMENT = "rerun_safety: kept (--keep-sandboxes) until unix time "
+
+
+def _kept_until_later(comment: str | None) -> bool:
+    if not comment or not comment.startswith(KEPT_COMMENT):
+        return False
+    try:
+        return time.time() < float(comment[len(KEPT_COMMENT):])
+    except ValueError:
+        return False
 
 
 def _lock_key(run_id: str) -> int:
@@ -386,18 +398,32 @@ class PostgresEngine(Engine):
         user_db, target = self.user_db, sandbox.location
         return lambda sql: map_database(sql, user_db, target)
 
+    def keep(self) -> list[str]:
+        """The databases carry the mark (a comment), so that a run of another user or machine with
+        this role leaves them alone too."""
+        super().keep()
+        names = self._leftovers()
+        until = int(time.time() + KEEP_SECONDS)
+        with self.admin.raw.cursor() as cur:
+            for name in names:
+                cur.execute(pgsql.SQL("comment on database {} is {}").format(
+                    pgsql.Identifier(name), pgsql.Literal(f"{KEPT_COMMENT}{until}")))
+        return names
+
     def sweep(self) -> int:
-        """Drop the sandbox databases of dead runs of this role. Another role's are left alone: only
-        their owner may drop them (and its own next run does), and trying must not fail this run."""
+        """Drop the sandbox databases of dead runs of this role (kept ones once their day is over).
+        Another role's are left alone: only their owner may drop them (and its own next run does),
+        and trying must not fail this run."""
         removed = super().sweep()
         with self.admin.raw.cursor() as cur:
-            cur.execute("select datname from pg_database where starts_with(datname, %s) "
+            cur.execute("select datname, shobj_description(oid, 'pg_database') from pg_database "
+                        "where starts_with(datname, %s) "
                         "and datdba = (select oid from pg_roles where rolname = current_user)", [PREFIX])
             rows = cur.fetchall()
         by_run: dict[str, list[str]] = {}
-        for (name,) in rows:
+        for name, comment in rows:
             run = name[len(PREFIX):].split("_", 1)[0]
-            if run != self.run_id:
+            if run != self.run_id and not _kept_until_later(comment):
                 by_run.setdefault(run, []).append(name)
         for run, names in by_run.items():
             key = _lock_key(run)

@@ -29,7 +29,7 @@ from sqlglot.tokens import TokenType
 from ..errors import ConfigError, SandboxError
 from ..errors import first_line as _first_line
 from ..project import SourceTable
-from .base import PREFIX, SNAPSHOT_SCHEMA, Connection, Engine, Sandbox, ident, lock_is_free, snapshot_table
+from .base import PREFIX, SNAPSHOT_SCHEMA, Connection, Engine, Sandbox, ident, is_kept, lock_is_free, snapshot_table
 
 SEP = "__"
 _IDENT_TOKENS = (TokenType.VAR, TokenType.IDENTIFIER)
@@ -411,7 +411,8 @@ class SparkEngine(Engine):
             folder = self.work_root / f"{PREFIX}{run}"
             # a run lives as long as its locked folder; an in-process catalog is this machine's
             # alone, so there a missing folder means a dead run too
-            if (folder.is_dir() and lock_is_free(folder)) or (self.method == "session" and not folder.exists()):
+            if (folder.is_dir() and lock_is_free(folder) and not is_kept(folder)) or (
+                    self.method == "session" and not folder.exists()):
                 dead.add(run)
         for name in names:
             if name[len(PREFIX):].split("_", 1)[0] in dead:
