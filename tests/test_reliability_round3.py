@@ -371,3 +371,68 @@ def test_kept_sandboxes_survive_other_game_days_for_a_day(tmp_path, request, eng
         later.cleanup()
         later.close()
     assert present() == [] and not run_dirs[0].exists()
+
+
+# ------------------------------------------------------------------ hooks cannot write outside a DuckDB sandbox
+
+def test_duckdb_hooks_cannot_write_the_users_files(tmp_path):
+    """Post-hooks that export the model to the user's file (absolute and relative paths) and that
+    attach another DuckDB file to write into it: refused inside every sandbox (the files stay byte for
+    byte, mode included), judged `side_effect` naming the hook, never a crash."""
+    import os
+    import stat
+
+    import duckdb
+
+    from gameday_support import file_sha256, load_report
+    from test_reliability_support import CHEAP, spawn_gameday
+
+    target = payments_target("duckdb", tmp_path / "proj")
+    exports = tmp_path / "exports"
+    exports.mkdir()
+    absolute = exports / "payments.csv"
+    absolute.write_text("account_id,payment_no\n" + "".join(f"{i},{i}\n" for i in range(4800)))
+    absolute.chmod(0o644)
+    relative = target.project / "local_export.csv"
+    relative.write_text("kept\n")
+    other = tmp_path / "other.duckdb"
+    with duckdb.connect(str(other)) as con:
+        con.execute("create table log (n bigint)")
+        con.execute("insert into log values (1)")
+    models = target.project / "models"
+    (models / "payments_exported.sql").write_text(
+        "{{ config(materialized='incremental', incremental_strategy='merge', unique_key=['account_id', 'payment_no'],\n"
+        f"          post_hook=\"copy (select account_id, payment_no from {{{{ this }}}}) to '{absolute}' (header)\") }}}}\n"
+        "select account_id, payment_no from {{ ref('payments_merged') }}\n")
+    (models / "payments_exported_here.sql").write_text(
+        "{{ config(materialized='table', post_hook=\"copy (select 1 as n) to 'local_export.csv'\") }}\n"
+        "select account_id from {{ ref('payments_merged') }}\n")
+    (models / "payments_logged.sql").write_text(
+        "{{ config(materialized='table', post_hook=[\n"
+        f"     \"attach if not exists '{other}' as rs_other_db\",\n"
+        "     \"insert into rs_other_db.log select count(*) from {{ this }}\"]) }}\n"
+        "select account_id from {{ ref('payments_merged') }}\n")
+    # files the models' own SQL reads stay readable (a glob's folder, and a file by a relative path)
+    rates = tmp_path / "rates"
+    rates.mkdir()
+    (rates / "fx_2025.csv").write_text("currency,rate\nEUR,1.0\nUSD,0.9\n")
+    (target.project / "limits.csv").write_text("account_id,cap\n1,100\n")
+    (models / "fx_from_files.sql").write_text(
+        f"select r.currency, r.rate, l.cap from read_csv('{rates}/*.csv') r cross join read_csv('limits.csv') l\n"
+        "cross join (select count(*) from {{ ref('payments_merged') }}) m\n")
+    files = {p: (file_sha256(p), stat.S_IMODE(os.stat(p).st_mode)) for p in (absolute, relative, other)}
+    proc = spawn_gameday(target, tmp_path / "run", *CHEAP, "--select", "payments_merged+")
+    _, err = proc.communicate(timeout=600)
+    assert proc.returncode == 1, err
+    assert {p: (file_sha256(p), stat.S_IMODE(os.stat(p).st_mode)) for p in files} == files
+    models = {m["name"]: m for m in load_report(proc.out_dir)["models"]}
+    for name, hook in (("payments_exported", f"copy (select account_id, payment_no from {{{{ this }}}}) to '{absolute}'"),
+                       ("payments_exported_here", "copy (select 1 as n) to 'local_export.csv'"),
+                       ("payments_logged", f"attach if not exists '{other}' as rs_other_db")):
+        m = models[name]
+        assert (m["verdict"], m["root_cause"]) == ("side_effect", True), (name, m)
+        message = m["scenarios"][0]["message"]
+        assert message.startswith("a hook writes or reads a file outside the sandbox (refused there): "), message
+        assert f"hook: {hook}" in message, message
+    assert models["payments_merged"]["verdict"] == "safe"
+    assert models["fx_from_files"]["verdict"] == "safe" and models["fx_from_files"]["scenarios"][0]["rows"] == 2

@@ -29,7 +29,7 @@ from .sandbox.base import (PARSE_PREFIX, REFERENCE_SCHEMA, SNAPSHOT_SCHEMA, Conn
                            ts_literal)
 from .scenarios import Arrive, Reset, Run, count_runs, scenario_steps
 from .secrets import secrets_through_env
-from .verdict import current_versions, differs, levels, scenario_result
+from .verdict import current_versions, differs, failed_result, levels, scenario_result
 from .workers import kill_pool, run_parallel, start_pool
 
 class _NoProgress:
@@ -311,6 +311,11 @@ class Gameday:
                     con.drop_relation(m.schema, m.identifier)
                     con.copy_table(REFERENCE_SCHEMA, plan.ref_names[m.unique_id], m.schema, m.identifier)
 
+    @staticmethod
+    def _failed(plan: Plan, uid: str, scenario: str, message: str) -> ScenarioResult:
+        hooks = side_effects.hook_texts(plan.project.manifest, [uid])[0].get(uid, "")
+        return failed_result(scenario, message, hooks)
+
     def _judge(self, con: Connection, name: str, plan: Plan, errors: dict[str, str],
                ref_errors: dict[str, str], only: set[str] | None = None,
                skipped: dict[str, str] | None = None) -> dict[str, ScenarioResult]:
@@ -320,11 +325,11 @@ class Gameday:
             if only is not None and uid not in only:
                 continue
             if uid in ref_errors:
-                out[uid] = ScenarioResult(name, "error" if name == "reference" else "skipped",
-                                          message=f"reference build failed: {ref_errors[uid]}")
+                out[uid] = (self._failed(plan, uid, name, ref_errors[uid]) if name == "reference" else
+                            ScenarioResult(name, "skipped", message=f"reference build failed: {ref_errors[uid]}"))
                 continue
             if uid in errors:
-                out[uid] = ScenarioResult(name, "error", message=errors[uid])
+                out[uid] = self._failed(plan, uid, name, errors[uid])
                 continue
             # not built, or not in every run: never shown safe
             if not con.relation_kind(m.schema, m.identifier) or uid in (skipped or {}):
@@ -363,6 +368,7 @@ class Gameday:
             self.project = project = Project(o.project_dir, o.profiles_dir, o.target, o.vars_yaml, parse_dir)
             self.engine = engine = engine_for(project.target_output, o.work_root, self.run_id)
             project.session.work_dir = engine.run_dir
+            engine.learn_project(project.manifest)
             engine.sweep()
             plan = make_plan(project, o.select, o.exclude, o.state)
             if ignored:
@@ -402,9 +408,9 @@ class Gameday:
             for m in plan.judged:
                 uid = m.unique_id
                 rows = plan.reference_rows.get(uid, 0)
-                by_model[uid]["reference"] = ScenarioResult(
-                    "reference", "error" if uid in ref_errors else "safe", reference_rows=rows, rows=rows,
-                    message=ref_errors.get(uid, ""))
+                by_model[uid]["reference"] = (
+                    self._failed(plan, uid, "reference", ref_errors[uid]) if uid in ref_errors else
+                    ScenarioResult("reference", "safe", reference_rows=rows, rows=rows))
             payloads = [self._payload(plan, c, template, ref_errors)
                         for c in sorted(chains, key=lambda n: -count_runs(n.split("+"), plan.timeline))]
             side_found: dict[str, list] = {}

@@ -1,6 +1,8 @@
 """From diffs to verdicts: per scenario, per model, and the root cause / contamination graph."""
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Mapping
 
 from sqlglot import exp
@@ -32,6 +34,29 @@ def scenario_verdict(scenario: str, diff: DiffResult) -> str:
     if diff.extra_copies:
         return "duplicates"
     return "drift"
+
+
+# DuckDB refusing a file outside the sandbox (sandbox/duckdb_confine.py)
+_REFUSED = re.compile(r'Permission Error: Cannot access (?:file|directory) "([^"]*)" - file system operations are '
+                      r'disabled by configuration')
+
+
+def failed_result(name: str, message: str, hooks: str = "") -> ScenarioResult:
+    """A model that failed in a scenario: an error; or, when the sandbox refused a hook a file outside
+    it (the user's export, another database), a side effect naming the hook: in production that hook
+    writes there on every run."""
+    refused = _REFUSED.search(message or "")
+    lines = [ln.strip() for ln in (hooks or "").splitlines() if ln.strip()]
+    if refused is None or not lines:
+        if refused is not None:
+            message = (f"the model reads or writes a file outside the sandbox (refused there): {refused.group(0)}; "
+                       "declare a file it reads as a source (dbt-duckdb external_location), which the game day "
+                       "copies into its sandboxes")
+        return ScenarioResult(name, "error", message=message)
+    base = Path(refused.group(1)).name
+    hook = next((ln for ln in lines if base and base in ln), lines[0])
+    return ScenarioResult(name, "side_effect", message=f"a hook writes or reads a file outside the sandbox (refused "
+                                                       f"there): {refused.group(0)}; hook: {hook}")
 
 
 def differs(verdict: str) -> bool:

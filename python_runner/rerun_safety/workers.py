@@ -66,6 +66,7 @@ def _worker_init(options, run_id: str, parent_pid: int | None = None, manifest: 
     gd.project = Project(options.project_dir, options.profiles_dir, options.target, options.vars_yaml, work,
                          manifest=load_manifest(manifest) if manifest is not None else None)
     gd.engine = engine_for(gd.project.target_output, options.work_root, run_id, attach=True)
+    gd.engine.learn_project(gd.project.manifest)
     _WORKER["gameday"] = gd
     _WORKER["plan"] = make_plan(gd.project, options.select, options.exclude, options.state)
 

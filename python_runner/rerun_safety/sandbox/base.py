@@ -169,6 +169,10 @@ class Engine(abc.ABC):
     def profile_output(self, sandbox: Sandbox) -> dict:
         """The dbt profile output that points dbt at this sandbox."""
 
+    def learn_project(self, manifest: Any) -> None:
+        """What the engine needs to know of the parsed project before its sandboxes run (nothing by
+        default; DuckDB: the files models read, which a confined sandbox may still open)."""
+
     def prepare_manifest(self, manifest: Any, sandbox: Sandbox) -> None:
         """Point a parsed manifest at the sandbox where dbt needs that (no-op by default)."""
 

@@ -1,6 +1,7 @@
 """DuckDB sandboxes: file copies taken after CHECKPOINT, one folder per run, held by a lock file."""
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -89,6 +90,7 @@ class DuckDBEngine(Engine):
             raise ConfigError(f"DuckDB file {self.user_path} (from the profile's path) does not exist")
         self.stem = self.user_path.stem
         self._original_location: dict[str, Any] = {}
+        self.files_read: tuple[str, ...] = ()
         if self.user_path.is_relative_to(Path(work_root).resolve()):
             # sandboxes are created and swept there: the user's file could be taken for a leftover
             raise SandboxError(f"refusing to run: DuckDB file {self.user_path} is inside the runner's work "
@@ -186,8 +188,30 @@ class DuckDBEngine(Engine):
         # Databases attached by the profile are the user's: dbt may read them, never write.
         if out.get("attach"):
             out["attach"] = [dict(a, read_only=True) for a in out["attach"]]
+        # Files: the sandbox's folder, and the attached databases to read (see duckdb_confine).
+        from .duckdb_confine import CONFIG_KEY, EARLY_SETTINGS
+
+        paths = [str(Path(a["path"]).resolve()) for a in out.get("attach") or []
+                 if isinstance(a, dict) and a.get("path") and "://" not in str(a["path"])
+                 and not str(a["path"]).startswith(":")]
+        settings = dict(out.get("settings") or {})
+        early = {k: settings.pop(k) for k in list(settings) if k.lower() in EARLY_SETTINGS}
+        if "settings" in out:
+            out["settings"] = settings
+        read_dirs = [f for f in self.files_read if f.endswith("/")]
+        read_files = [f for f in self.files_read if not f.endswith("/")]
+        confine = {"module": "rerun_safety.sandbox.duckdb_confine",
+                   "config": {CONFIG_KEY: {"directories": [str(Path(sandbox.location).parent.resolve()), *read_dirs],
+                                           "paths": [*paths, *[f"{p}.wal" for p in paths], *read_files],
+                                           "early_settings": early}}}
+        out["plugins"] = [*(out.get("plugins") or []), confine]
         return out
 
+
+    def learn_project(self, manifest: Any) -> None:
+        import os
+
+        self.files_read = files_read(manifest, os.getcwd())
 
     def prepare_manifest(self, manifest: Any, sandbox: Sandbox) -> None:
         # An external model with a `location` writes the user's real file (a local path or an
@@ -205,6 +229,34 @@ class DuckDBEngine(Engine):
             # any sandbox. The sandbox keeps the file and its view only.
             config["plugin"] = None
             config["glue_register"] = False
+
+
+# A file a model's SQL names: read_csv('data/x.csv'), from 'landing/*.parquet'
+_FILE_LITERAL = re.compile(r"'([^'\n]+?\.(?:csv|tsv|txt|parquet|json|jsonl|ndjson|arrow|avro|xlsx)(?:\.gz|\.zst)?)'",
+                           re.IGNORECASE)
+
+
+def files_read(manifest: Any, cwd: str | Path) -> tuple[str, ...]:
+    """Local files (and, for a glob, the folder before its first wildcard, ending in /) that models'
+    SQL names, and the seeds' CSV files: what a confined sandbox (duckdb_confine) may still read.
+    Hooks are not looked at: a hook's file is what confinement is for."""
+    found: set[str] = set()
+    for node in manifest.nodes.values():
+        kind = str(getattr(node, "resource_type", "")).split(".")[-1]
+        if kind == "seed":  # dbt-duckdb loads a seed with DuckDB's CSV reader
+            found.add(str(Path(node.root_path, node.original_file_path).resolve()))
+        if kind != "model":
+            continue
+        for literal in _FILE_LITERAL.findall(getattr(node, "raw_code", "") or ""):
+            if "://" in literal or "{{" in literal:
+                continue
+            wild = re.search(r"[*?\[{]", literal)
+            if wild:
+                folder = Path(cwd, literal[:wild.start()]).resolve()
+                found.add(str(folder if literal[:wild.start()].endswith("/") else folder.parent) + "/")
+            else:
+                found.add(str(Path(cwd, literal).resolve()))
+    return tuple(sorted(found))
 
 
 def _redirect(location: str, base: Path) -> Path:
