@@ -436,3 +436,39 @@ def test_duckdb_hooks_cannot_write_the_users_files(tmp_path):
         assert f"hook: {hook}" in message, message
     assert models["payments_merged"]["verdict"] == "safe"
     assert models["fx_from_files"]["verdict"] == "safe" and models["fx_from_files"]["scenarios"][0]["rows"] == 2
+
+
+def test_postgres_hooks_cannot_write_server_files(tmp_path, pg_server):
+    """As a superuser (who may write any file the server can): a post-hook's COPY ... TO a server file
+    and one's lo_export are refused in every sandbox statement, judged side_effect naming the hook;
+    the server's file stays byte for byte."""
+    import os
+
+    from gameday_support import file_sha256, load_report
+    from test_reliability_support import CHEAP, spawn_gameday
+
+    target = payments_target("postgres", tmp_path / "proj", server=pg_server)
+    export = Path(pg_server.base) / f"export_{os.getpid()}.csv"
+    export.write_text("account_id\n" + "".join(f"{i}\n" for i in range(4800)))
+    export.chmod(0o666)
+    before = file_sha256(export)
+    models = target.project / "models"
+    (models / "payments_exported.sql").write_text(
+        "{{ config(materialized='table',\n"
+        f"          post_hook=\"copy (select account_id from {{{{ this }}}}) to '{export}' with csv header\") }}}}\n"
+        "select account_id, payment_no from {{ ref('payments_merged') }}\n")
+    (models / "payments_lo.sql").write_text(
+        "{{ config(materialized='table', post_hook=\"select lo_export(lo_from_bytea(0, 'x'), '" + str(export) + "')\") }}\n"
+        "select account_id from {{ ref('payments_merged') }}\n")
+    proc = spawn_gameday(target, tmp_path / "run", *CHEAP, "--select", "payments_merged+")
+    _, err = proc.communicate(timeout=600)
+    assert proc.returncode == 1, err
+    assert file_sha256(export) == before
+    report = {m["name"]: m for m in load_report(proc.out_dir)["models"]}
+    exported, lo = report["payments_exported"], report["payments_lo"]
+    assert (exported["verdict"], lo["verdict"]) == ("side_effect", "side_effect"), (exported, lo)
+    assert exported["scenarios"][0]["message"] == (
+        "a hook writes or reads a file outside the sandbox (refused there): the statement writes the server file "
+        f"\"{export}\" (COPY ... TO a file); hook: copy (select account_id from {{{{ this }}}}) to '{export}' with csv header")
+    assert "lo_export()" in lo["scenarios"][0]["message"] and "hook: select lo_export(" in lo["scenarios"][0]["message"]
+    assert report["payments_merged"]["verdict"] == "safe"

@@ -37,8 +37,10 @@ def scenario_verdict(scenario: str, diff: DiffResult) -> str:
 
 
 # DuckDB refusing a file outside the sandbox (sandbox/duckdb_confine.py)
+# DuckDB refusing a file outside the sandbox (sandbox/duckdb_confine.py), or the PostgreSQL sandbox refusing a
+# statement that writes a server file (sandbox/postgres.refuse_server_files)
 _REFUSED = re.compile(r'Permission Error: Cannot access (?:file|directory) "([^"]*)" - file system operations are '
-                      r'disabled by configuration')
+                      r'disabled by configuration|refused in the sandbox: [^\n]*?(?:"([^"]*)"[^\n]*|$)', re.M)
 
 
 def failed_result(name: str, message: str, hooks: str = "") -> ScenarioResult:
@@ -53,10 +55,11 @@ def failed_result(name: str, message: str, hooks: str = "") -> ScenarioResult:
                        "declare a file it reads as a source (dbt-duckdb external_location), which the game day "
                        "copies into its sandboxes")
         return ScenarioResult(name, "error", message=message)
-    base = Path(refused.group(1)).name
+    base = Path(refused.group(1) or refused.group(2) or "").name
     hook = next((ln for ln in lines if base and base in ln), lines[0])
+    what = refused.group(0).removeprefix("refused in the sandbox: ")
     return ScenarioResult(name, "side_effect", message=f"a hook writes or reads a file outside the sandbox (refused "
-                                                       f"there): {refused.group(0)}; hook: {hook}")
+                                                       f"there): {what}; hook: {hook}")
 
 
 def differs(verdict: str) -> bool:

@@ -396,7 +396,7 @@ class PostgresEngine(Engine):
 
     def sql_rewriter(self, sandbox: Sandbox):
         user_db, target = self.user_db, sandbox.location
-        return lambda sql: map_database(sql, user_db, target)
+        return lambda sql: refuse_server_files(map_database(sql, user_db, target))
 
     def keep(self) -> list[str]:
         """The databases carry the mark (a comment), so that a run of another user or machine with
@@ -474,6 +474,46 @@ def connections_to(user_db: str, sandbox_db: str) -> Iterator[None]:
         yield
     finally:
         psycopg2.connect = original
+
+
+REFUSED_PREFIX = "refused in the sandbox: "
+_SERVER_FILE_FUNCTIONS = ("lo_export", "pg_file_write", "pg_file_rename", "pg_file_unlink")
+
+
+def refuse_server_files(sql: str) -> str:
+    """`sql`, unless it writes a file on the database server or runs a program there (a hook's
+    `copy (...) to '/exports/x.csv'`, `copy ... to program`, lo_export, adminpack's pg_file_write):
+    then an error, which fails the model in the sandbox and is judged a side effect of its hook
+    (verdict.failed_result). A superuser's sandbox run would otherwise rewrite the server's file."""
+    low = sql.lower()
+    if "copy" not in low and not any(f in low for f in _SERVER_FILE_FUNCTIONS):
+        return sql
+    from dbt_common.exceptions import DbtRuntimeError
+    from sqlglot.dialects.dialect import Dialect
+    from sqlglot.tokens import TokenType
+
+    try:
+        tokens = Dialect.get_or_raise("postgres").tokenize(sql)
+    except Exception:  # noqa: BLE001 - a statement we cannot read is not sent
+        raise DbtRuntimeError(f"{REFUSED_PREFIX}a statement the sandbox cannot read (it may write a server file)") \
+            from None
+    in_copy = False
+    for i, tok in enumerate(tokens):
+        text = tok.text.lower()
+        if tok.token_type == TokenType.SEMICOLON:
+            in_copy = False
+        elif tok.token_type == TokenType.COPY or (tok.token_type == TokenType.VAR and text == "copy"):
+            in_copy = True
+        elif in_copy and text == "to" and i + 1 < len(tokens):
+            target = tokens[i + 1]
+            if target.token_type == TokenType.STRING:
+                raise DbtRuntimeError(f'{REFUSED_PREFIX}the statement writes the server file "{target.text}" '
+                                      "(COPY ... TO a file)")
+            if target.text.lower() == "program":
+                raise DbtRuntimeError(f"{REFUSED_PREFIX}the statement runs a program on the server (COPY ... TO PROGRAM)")
+        elif text in _SERVER_FILE_FUNCTIONS and i + 1 < len(tokens) and tokens[i + 1].token_type == TokenType.L_PAREN:
+            raise DbtRuntimeError(f"{REFUSED_PREFIX}the statement writes a server file ({text}())")
+    return sql
 
 
 def map_database(sql: str, user_db: str, sandbox_db: str) -> str:
