@@ -7,6 +7,13 @@ kills spread over parse, snapshot, sandbox creation, dbt runs and diffs. The nex
 day is the "next run": its sweep (before its snapshot) must remove the leftovers of the killed
 one. A final uninterrupted run must leave nothing behind at all.
 
+With `--case hooks` the user's files that hooks would write and the secrets of the profile are
+watched: on DuckDB a post-hook exports the merged model to a CSV file outside the project, another to
+a relative path (the project folder), and the profile carries a secret in a plugin's config; on
+PostgreSQL (a superuser) a post-hook COPYs to a file of the server, and the profile has a password.
+After every kill the user's files must be byte-identical and no file under the work root, the
+project or the output may hold the secret.
+
 With `--case hardened` the project and the role are the ones that broke before: on DuckDB the
 fixture gains two dbt-duckdb external models (one writing the user's export file at a fixed
 `location`, one writing to `external_root`, the working directory), and "user data" is the
@@ -17,6 +24,8 @@ with LOGIN CREATEDB only, on a server whose autovacuum visits each database ever
     .venv/bin/python benchmarks/kill.py --engine postgres --trials 20
     .venv/bin/python benchmarks/kill.py --engine duckdb --case hardened --trials 20
     .venv/bin/python benchmarks/kill.py --engine postgres --case hardened --trials 20
+    .venv/bin/python benchmarks/kill.py --engine duckdb --case hooks --trials 20
+    .venv/bin/python benchmarks/kill.py --engine postgres --case hooks --trials 20
 """
 from __future__ import annotations
 
@@ -32,6 +41,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
 from _support import create_role, start_pg_server  # noqa: E402
+from gameday_support import file_sha256  # noqa: E402
 from test_reliability_support import (add_external_models, alive, children, kill, leftover_databases,  # noqa: E402
                                       leftover_folders, payments_target, phase, project_files, spawn_gameday)
 
@@ -77,13 +87,68 @@ def trial(target, tmp: Path, delay: float) -> dict:
             "orphan_workers": sum(1 for p in workers if alive(p))}
 
 
+def add_export_hooks(target, base: Path, server) -> list[Path]:
+    """Models whose post-hooks write the user's files (see --case hooks); returns those files."""
+    models = target.project / "models"
+    if server is None:
+        outside, here = base / "exports" / "payments.csv", target.project / "local_export.csv"
+        outside.parent.mkdir()
+        outside.write_text("account_id,payment_no\n" + "".join(f"{i},{i}\n" for i in range(4800)))
+        here.write_text("kept\n")
+        (models / "payments_exported.sql").write_text(
+            "{{ config(materialized='table', post_hook=[\"copy (select account_id, payment_no from {{ this }}) to '"
+            + str(outside) + "' (header)\", \"copy (select 1 as n) to 'local_export.csv'\"]) }}\n"
+            "select account_id, payment_no from {{ ref('payments_merged') }}\n")
+        return [outside, here]
+    export = Path(server.base) / "payments_export.csv"
+    export.write_text("account_id\n" + "".join(f"{i}\n" for i in range(4800)))
+    export.chmod(0o666)
+    (models / "payments_exported.sql").write_text(
+        "{{ config(materialized='table', post_hook=\"copy (select account_id from {{ this }}) to '"
+        + str(export) + "' with csv header\") }}\nselect account_id from {{ ref('payments_merged') }}\n")
+    return [export]
+
+
+def add_secret(target) -> str:
+    """A secret in the user's profile: PostgreSQL's password (the test server trusts local connections,
+    so any value works), DuckDB's inside a plugin's config."""
+    import uuid
+
+    import yaml
+
+    secret = f"secret-{uuid.uuid4().hex}"
+    path = target.profiles / "profiles.yml"
+    doc = yaml.safe_load(path.read_text())
+    output = next(iter(next(iter(doc.values()))["outputs"].values()))
+    if output["type"] == "postgres":
+        output["password"] = secret
+    else:
+        output["plugins"] = [{"module": "rerun_safety.sandbox.duckdb_confine", "alias": "user_plugin",
+                              "config": {"api_key": secret}}]
+    path.write_text(yaml.safe_dump(doc))
+    return secret
+
+
+def files_with(needle: str, roots: list[Path]) -> list[str]:
+    hits = []
+    for root in roots:
+        for path in Path(root).rglob("*") if Path(root).exists() else ():
+            try:
+                if path.is_file() and needle.encode() in path.read_bytes():
+                    hits.append(str(path))
+            except OSError:
+                continue  # removed while we looked
+    return hits
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--engine", choices=["duckdb", "postgres"], default="duckdb")
     ap.add_argument("--trials", type=int, default=20)
     ap.add_argument("--seed", type=int, default=7)
-    ap.add_argument("--case", choices=["payments", "hardened"], default="payments",
-                    help="hardened: external models (DuckDB) or a CREATEDB-only role (PostgreSQL)")
+    ap.add_argument("--case", choices=["payments", "hardened", "hooks"], default="payments",
+                    help="hardened: external models (DuckDB) or a CREATEDB-only role (PostgreSQL); hooks: hooks "
+                         "that write the user's files, and a secret in the profile")
     a = ap.parse_args()
     rng = random.Random(a.seed)
     hardened = a.case == "hardened"
@@ -97,13 +162,17 @@ def main() -> int:
         if hardened and a.engine == "duckdb":
             add_external_models(target)
         tmp = base / "run"
+        hooks = a.case == "hooks"
+        exports = add_export_hooks(target, base, server) if hooks else []
+        secret = add_secret(target) if hooks else None
 
         class UserData:  # the target's data and, with external models, every file of the project
             def __init__(self, target):
                 self.target = target
 
             def fingerprint(self):
-                return (self.target.fingerprint(), project_files(self.target.project) if hardened else None)
+                return (self.target.fingerprint(), project_files(self.target.project) if hardened or hooks else None,
+                        [file_sha256(p) for p in exports])
 
         user = UserData(target)
         fingerprint = user.fingerprint()
@@ -131,7 +200,10 @@ def main() -> int:
             i += 1
             r["trial"] = i
             r["unchanged"] = user.fingerprint() == fingerprint
+            r["secrets"] = files_with(secret, [tmp, target.project]) if secret else []
             problems = []
+            if r["secrets"]:
+                problems.append(f"secret on disk: {r['secrets']}")
             if not r["unchanged"]:
                 changed += 1
                 problems.append("user data changed")
@@ -159,7 +231,10 @@ def main() -> int:
         phases = Counter(r["phase"] for r in rows)
         swept = sum(1 for r in rows if r["stale_after_sweep"] is not None and r["leftovers_before"])
         stale = sum(len(r["stale_after_sweep"] or ()) for r in rows)
-        print(f"[kill {a.engine} {a.case}] user data changed {changed}; leftovers after the next run "
+        secrets = sum(len(r.get("secrets") or ()) for r in rows)
+        if secret:
+            secrets += len(files_with(secret, [tmp, target.project]))
+        print(f"[kill {a.engine} {a.case}] user data changed {changed}; secrets found on disk {secrets}; leftovers after the next run "
               f"{after_final}; trials {len(rows)}, failures {len(failures)}; kills by phase "
               f"{dict(phases)}; leftovers after kills: max {max(r['leftovers_after_kill'] for r in rows)}, "
               f"sum {sum(r['leftovers_after_kill'] for r in rows)}; sweeps checked {swept} (stale {stale}); "

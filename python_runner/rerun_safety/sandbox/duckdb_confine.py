@@ -28,11 +28,14 @@ def _list(values: list[str]) -> str:
 class Plugin(BasePlugin):
     def initialize(self, plugin_config: dict[str, Any]) -> None:
         conf = plugin_config.get(CONFIG_KEY) or {}
+        self.active = CONFIG_KEY in plugin_config  # (named without the game day's settings: does nothing)
         self.directories = [str(d).rstrip("/") + "/" for d in conf.get("directories", [])]
         self.paths = [str(p) for p in conf.get("paths", [])]
         self.early = dict(conf.get("early_settings") or {})
 
     def configure_connection(self, conn) -> None:
+        if not self.active:
+            return
         if not conn.execute("select current_setting('enable_external_access')").fetchone()[0]:
             return  # already confined (a database opened again in this process)
         installed = conn.execute("select extension_name from duckdb_extensions() "
