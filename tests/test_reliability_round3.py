@@ -472,3 +472,15 @@ def test_postgres_hooks_cannot_write_server_files(tmp_path, pg_server):
         f"\"{export}\" (COPY ... TO a file); hook: copy (select account_id from {{{{ this }}}}) to '{export}' with csv header")
     assert "lo_export()" in lo["scenarios"][0]["message"] and "hook: select lo_export(" in lo["scenarios"][0]["message"]
     assert report["payments_merged"]["verdict"] == "safe"
+
+
+def test_lint_with_a_wrong_password_is_one_line_and_exit_2(pg_off, password_role, tmp_path):
+    """A misconfigured CI secret must not turn the lint green (it exited 0 with warnings only)."""
+    output = {k: v for k, v in pg_off.output.items() if k != "password"}
+    output.update({"user": password_role, "password": "wrong"})
+    profiles = tmp_path / "profiles"
+    write_profiles(profiles, "payments", output, target="local")
+    code, out, err = run_cli(["lint", "--project-dir", str(pg_off.project), "--profiles-dir", str(profiles)])
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert (code, out) == (2, ""), (code, out, err)
+    assert len(lines) == 1 and "password authentication failed" in lines[0] and "wrong" not in err, err

@@ -26,6 +26,7 @@ from typing import Iterable
 import yaml
 from sqlglot import exp
 
+from ..errors import ConfigError
 from ..secrets import secrets_through_env
 
 SCRATCH_PREFIX = "rerun_safety_lint_"
@@ -345,6 +346,9 @@ class PostgresScratch(Scratch):
             self.created = True
         except psycopg2.Error as err:
             self.refusal = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            if self.admin is None:  # not a missing privilege: the target cannot be reached at all
+                raise ConfigError(f"cannot connect to the PostgreSQL server of target '{tp.target_name}': "
+                                  f"{self.refusal}") from None
         self.incremental_possible = self.created
         output = dict(tp.output)
         if self.created:
