@@ -224,9 +224,9 @@ def test_lint_shop_postgres(shop, tmp_path, pg_server, pg_database):
                    "events_watermark", "events_by_load", "events_summarised", "events_totalled"}
     assert code == 1
     assert doc["summary"]["incremental_branch"].startswith("not checked (no scratch database: permission denied")
-    assert _rules_by_model(doc, "warning") == {m: ["incremental-branch-unchecked"] for m in incremental}
+    assert _rules_by_model(doc, "warning") == {m: ["incremental-branch-unchecked"] for m in incremental} | {
+        "events_microbatch": ["incremental-branch-unchecked", "microbatch-postgres"]}
     assert _rules_by_model(doc, "error") == {"events_keyed_append": ["unique-key-ignored"],
-                                             "events_microbatch": ["microbatch-postgres"],
                                              "events_scored": ["nondeterministic-function"],
                                              "events_summarised": ["hook-append"]}
     assert _pg_relations(pg_server, pg_database) == before

@@ -93,7 +93,7 @@ def microbatch_postgres(ctx: ModelContext) -> list[Hit]:
     return [Hit("microbatch-postgres",
                 "incremental_strategy 'microbatch' on dbt-postgres upserts each batch with MERGE "
                 "(unique_key required): rows deleted or re-keyed upstream stay in the table",
-                "config", (r"microbatch",))]
+                "config", (r"microbatch",), severity=WARNING)]
 
 
 def adapter_trap(ctx: ModelContext) -> list[Hit]:

@@ -151,8 +151,12 @@ def clock_window(ctx: ModelContext) -> list[Hit]:
     return hits
 
 
-_RANKING = (exp.RowNumber, *(c for c in (getattr(exp, "Rank", None), getattr(exp, "DenseRank", None))
-                             if isinstance(c, type)))
+# rank()/dense_rank() = 1 keeps every tied row (the same rows on every run): only row_number picks one.
+_RANKING = (exp.RowNumber,)
+# Numbering that differs between tied rows wherever it is used: a row_number or ntile column.
+_NUMBERING = tuple(c for c in (getattr(exp, n, None) for n in ("RowNumber", "Ntile")) if isinstance(c, type))
+# Aggregates whose result is ordered: without an order by, the order of the values is arbitrary.
+_ORDERED_AGGS = tuple(c for c in (getattr(exp, n, None) for n in ("GroupConcat", "ArrayAgg")) if isinstance(c, type))
 
 
 def _is_first_rank(cmp: exp.Expression, target: Callable[[exp.Expression], bool]) -> bool:
@@ -295,6 +299,51 @@ def _qualified(cols: list[exp.Expression], select: exp.Select, typer: Typer, ctx
     return out
 
 
+def _grouped_keys(select: exp.Select, typer: Typer, ctx: ModelContext) -> list[frozenset]:
+    """A window runs after its select's GROUP BY: the grouped values are unique in the rows it orders
+    (`lag(sum(x)) over (order by month) ... group by month`). Grouping sets, rollup and cube repeat
+    values with nulls, so only a plain GROUP BY counts. Each grouped value is named as an order by
+    names it: a column, or the alias of the projection that computes it."""
+    group = select.args.get("group")
+    if group is None or any(group.args.get(k) for k in ("grouping_sets", "rollup", "cube")):
+        return []
+    aliases = list(typer.sources(select)) or [""]
+    key: set = set()
+    for g in group.expressions:
+        if isinstance(g, exp.Literal) and not g.is_string and g.name.isdigit():  # group by 1
+            i = int(g.name) - 1
+            if i >= len(select.expressions):
+                return []
+            proj = select.expressions[i]
+            g = proj.this if isinstance(proj, exp.Alias) else proj
+        if isinstance(g, exp.Column):
+            key |= _qualified([g], select, typer, ctx)
+            continue
+        named = [p for p in select.expressions if isinstance(p, exp.Alias) and p.this == g]
+        if not named:
+            return []  # a grouped expression no order by can name
+        key |= {(a, named[0].alias.lower()) for a in aliases}
+    return [frozenset(key)] if key else []
+
+
+def unordered_aggregates(ctx: ModelContext) -> list[Hit]:
+    """string_agg / listagg / array_agg (and DuckDB's list) without an order by: the order of the
+    values in the result is whatever order the rows were read in."""
+    hits = []
+    for branch, parsed in ctx.branches():
+        for stmt in parsed.statements:
+            for agg in stmt.find_all(*_ORDERED_AGGS):
+                if agg.find_ancestor(exp.Window) is not None or isinstance(agg.this, exp.Order) or \
+                        agg.find(exp.Order) is not None:
+                    continue
+                text = _sql(agg, ctx, 60)
+                word = agg.sql(dialect=ctx.dialect).split("(")[0].lower()
+                hits.append(Hit("dedup-order-not-total",
+                                f"`{text}` has no order by: the values come in the order the rows were read, "
+                                "which can change from one run to the next", branch, (_needle(word),), key=text))
+    return hits
+
+
 def dedup_order_not_total(ctx: ModelContext) -> list[Hit]:
     """row_number()/rank() = 1 whose order by is not a total order: ties pick an arbitrary row.
     Keys are traced through joins: unique on both sides of a cross join, broken by a
@@ -304,9 +353,14 @@ def dedup_order_not_total(ctx: ModelContext) -> list[Hit]:
         for stmt in parsed.statements:
             typer = Typer(stmt, ctx.relation_types)
             picks = []  # (construct, partition expressions, order by or None, its select, label)
-            for win in _dedup_windows(stmt):
+            dedups = _dedup_windows(stmt)
+            for win in dedups:
                 picks.append((win, list(win.args.get("partition_by") or []), win.args.get("order"),
                               win.find_ancestor(exp.Select), f"dedup `{_sql(win, ctx, 90)}` = 1"))
+            for win in stmt.find_all(exp.Window):
+                if isinstance(win.this, _NUMBERING) and not any(win is d for d in dedups):
+                    picks.append((win, list(win.args.get("partition_by") or []), win.args.get("order"),
+                                  win.find_ancestor(exp.Select), f"`{_sql(win, ctx, 90)}`"))
             for win in stmt.find_all(exp.Window):
                 if isinstance(win.this, _VALUE_PICKS):
                     arg_cols = {c.name.lower() for c in win.this.find_all(exp.Column)}
@@ -331,7 +385,7 @@ def dedup_order_not_total(ctx: ModelContext) -> list[Hit]:
                 joined = select is not None and bool(select.args.get("joins"))
                 total = False
                 if select is not None:
-                    keys = _select_keys(select, ctx, typer)
+                    keys = _select_keys(select, ctx, typer) + _grouped_keys(select, typer, ctx)
                     only_part = _qualified(part_nodes, select, typer, ctx)
                     both = _qualified(order_nodes, select, typer, ctx) | only_part
                     total = any(k <= both and not k <= only_part for k in keys)
@@ -375,3 +429,8 @@ def limit_without_order(ctx: ModelContext) -> list[Hit]:
                                 f"`{text}` without order by returns an arbitrary subset of rows",
                                 branch, (r"\blimit\b", r"\bfetch\b"), key=text))
     return hits
+
+
+def order_not_total(ctx: ModelContext) -> list[Hit]:
+    """The dedup-order-not-total rule: picks and numbering over ties, and unordered ordered aggregates."""
+    return dedup_order_not_total(ctx) + unordered_aggregates(ctx)

@@ -9,7 +9,7 @@ from ..context import ModelContext
 from ..findings import ERROR, INFO, WARNING, Finding
 from .base import Rule
 from .config import adapter_trap, config_columns, microbatch_postgres, own_strategy, unique_key_ignored
-from .determinism import (clock_window, dedup_order_not_total, limit_without_order,
+from .determinism import (clock_window, limit_without_order, order_not_total,
                           nondeterministic_function)
 from .hooks import hook_append
 from .windows import (append_reread, inclusive_window_bound, late_watermark, partition_lookback_unaligned,
@@ -64,19 +64,22 @@ RULES: dict[str, Rule] = {r.id: r for r in (
     Rule("config-column-missing", ERROR, "partition_key or unique_key names a column the compiled model lacks",
          "Fix the spelling in config(), or add the column to the model's select.", config_columns),
     Rule("dedup-order-not-total", ERROR,
-         "a row picked by an order that can tie: row_number()/rank() = 1 or <= n, DISTINCT ON, "
-         "first_value/last_value/lag/lead of another column (no order by, or no column known to be unique "
-         "after the joins)",
+         "a row picked or numbered by an order that can tie: row_number() = 1 or <= n, a row_number or ntile "
+         "column, DISTINCT ON, first_value/last_value/nth_value/lag/lead of another column (no order by, or no "
+         "column known to be unique: by a GROUP BY, DISTINCT, unique_key, unique tests or constraints, through "
+         "joins on unique keys); string_agg/listagg/array_agg without order by. rank()/dense_rank() keep every "
+         "tied row and are not flagged",
          "End the order by with a unique column (declared as unique_key or with a unique test), e.g. "
-         "`order by updated_at desc, event_id`.", dedup_order_not_total),
+         "`order by updated_at desc, event_id`; give an ordered aggregate its order by.", order_not_total),
     Rule("limit-without-order", ERROR, "`limit` / `fetch first` without `order by`: an arbitrary subset",
          "Add an order by over a unique column, or filter instead of limiting.", limit_without_order),
     Rule("inclusive-window-bound", ERROR,
          "inclusive `between` (or `>=` start and `<=` end) on the window vars: the boundary row is in two windows",
          "Use the half-open window `col >= start and col < end`, e.g. rerun_safety.window_filter(col).",
          inclusive_window_bound),
-    Rule("microbatch-postgres", ERROR,
-         "microbatch on dbt-postgres: a MERGE upsert per batch keeps rows deleted upstream. A note when "
+    Rule("microbatch-postgres", WARNING,
+         "microbatch on dbt-postgres: a MERGE upsert per batch keeps rows deleted upstream (a warning, not an "
+         "error: dbt-postgres requires the unique_key this needs). A note when "
          "unique_key is the event_time column (or derived from it at the batch grain): each batch replaces "
          "whole keys, and only a key whose rows all disappear upstream stays",
          "Use delete+insert over the window (rerun_safety.window_filter) or rerun_safety's partition_overwrite.",
