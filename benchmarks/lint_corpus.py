@@ -1,4 +1,5 @@
-"""Precision and recall of `rerun-safety lint` on a generated corpus of labelled models (DuckDB).
+"""Precision and recall of `rerun-safety lint` on a generated corpus of labelled models (DuckDB): a tuning
+set and a held-out set (HELD_OUT) that the rules were never tuned on, reported apart.
 
     .venv/bin/python benchmarks/lint_corpus.py [--copies 3] [--keep]
 
@@ -199,6 +200,82 @@ SHAPES: list[tuple[str, list[str], str]] = [
     ("cross_join_half_key", ["dedup-order-not-total"], TABLE + "select * from (select a.order_id as a_id, "
      "b.order_id as b_id, row_number() over (partition by a.order_id order by b.updated_at) as rn from {od} a "
      "cross join {od} b) x where rn = 1\n"),
+    # ---- uniqueness and ties (round two)
+    ("lag_over_group_key", [], TABLE + "select cast(ordered_at as date) as order_day, sum(amount) as amount, "
+     "lag(sum(amount)) over (order by cast(ordered_at as date)) as previous from {od} group by 1\n"),
+    ("rank_keeps_ties", [], TABLE + "select * from (select *, rank() over (partition by customer_id order by "
+     "updated_at desc) as r from {od}) x where r = 1\n"),
+    ("dedup_tested_key_tiebreak", [], TABLE + "select * from (select *, row_number() over (partition by "
+     "customer_id order by ordered_at desc, order_id) as rn from {od}) d where rn = 1\n"),
+    ("ntile_over_ties", ["dedup-order-not-total"], TABLE + "select order_id, ntile(4) over (order by amount) "
+     "as quartile from {od}\n"),
+    ("row_number_column_over_ties", ["dedup-order-not-total"], TABLE + "select order_id, row_number() over "
+     "(partition by customer_id order by amount desc) as amount_rank from {od}\n"),
+    ("string_agg_unordered", ["dedup-order-not-total"], TABLE + "select customer_id, string_agg(cast(order_id as "
+     "varchar), ',') as orders from {od} group by 1\n"),
+    ("string_agg_ordered", [], TABLE + "select customer_id, string_agg(cast(order_id as varchar), ',' order by "
+     "order_id) as orders from {od} group by 1\n"),
+    ("hook_append_jinja_names", ["hook-append"],
+     INC.format(cfg="incremental_strategy='merge', unique_key='event_id', post_hook=\"insert into "
+                    "{{{{ target.schema }}}}_audit.run_log select '{{{{ this.name }}}}', count(*) from {{{{ this }}}}\"") +
+     "select * from {ev}\n{{% if is_incremental() %}}where event_ts >= (select max(event_ts) - interval '1 day' "
+     "from {{{{ this }}}}){{% endif %}}\n"),
+]
+
+# A separate set, never used while tuning the rules: models written for this set from the shapes of
+# public dbt packages (customer and order marts, RFM scores, session and page-view models, history
+# tables, audit hooks), labelled by reasoning before the first run. Its numbers are reported apart.
+HELD_OUT: list[tuple[str, list[str], str]] = [
+    ("ho_customers_mart", [], TABLE + "select c.customer_id, c.name, min(o.ordered_at) as first_order, "
+     "max(o.ordered_at) as most_recent_order, count(o.order_id) as number_of_orders from "
+     "{{{{ ref('stg_customers') }}}} c left join {od} o on o.customer_id = c.customer_id group by 1, 2\n"),
+    ("ho_order_amount_buckets", [], TABLE + "select order_id, sum(case when amount < 30 then amount else 0 end) "
+     "as small_amount, sum(case when amount >= 30 then amount else 0 end) as large_amount from {od} group by 1\n"),
+    ("ho_session_first_event_type", ["dedup-order-not-total"], TABLE + "select event_id, first_value(event_type) "
+     "over (partition by cast(event_ts as date) order by date_trunc('hour', event_ts)) as first_type_of_day "
+     "from {ev}\n"),
+    ("ho_page_view_index", [], TABLE + "select event_id, dense_rank() over (partition by cast(event_ts as date) "
+     "order by event_ts) as view_in_day from {ev}\n"),
+    ("ho_latest_customer_order", [], TABLE + "select * from (select *, row_number() over (partition by "
+     "customer_id order by updated_at desc, order_id desc) as rn from {od}) x where rn = 1\n"),
+    ("ho_running_balance", [], TABLE + "select order_id, customer_id, sum(amount) over (partition by customer_id "
+     "order by ordered_at, order_id rows between unbounded preceding and current row) as balance from {od}\n"),
+    ("ho_month_over_month", [], TABLE + "select date_trunc('month', ordered_at) as month, sum(amount) as revenue, "
+     "lag(sum(amount)) over (order by date_trunc('month', ordered_at)) as previous_revenue from {od} group by 1\n"),
+    ("ho_rfm_quintiles", ["dedup-order-not-total"], TABLE + "select customer_id, sum(amount) as monetary, "
+     "ntile(5) over (order by sum(amount)) as monetary_score from {od} group by customer_id\n"),
+    ("ho_margin_rank_column", ["dedup-order-not-total"], TABLE + "select order_id, amount, row_number() over "
+     "(order by amount desc) as amount_position from {od}\n"),
+    ("ho_daily_event_types", ["dedup-order-not-total"], TABLE + "select cast(event_ts as date) as day, "
+     "string_agg(event_type, ', ') as types from {ev} group by 1\n"),
+    ("ho_daily_event_types_sorted", [], TABLE + "select cast(event_ts as date) as day, string_agg(distinct "
+     "event_type, ', ' order by event_type) as types from {ev} group by 1\n"),
+    ("ho_merge_lookback_var", [], INC.format(cfg="incremental_strategy='merge', unique_key='order_id'") +
+     "select * from {od}\n{{% if is_incremental() %}}where updated_at >= (select max(updated_at) from "
+     "{{{{ this }}}}) - interval '{{{{ var(\"lookback_days\", 3) }}}} days'{{% endif %}}\n"),
+    ("ho_audit_hook", ["hook-append"], INC.format(cfg="incremental_strategy='delete+insert', unique_key='order_id', "
+                                                      "post_hook=\"insert into {{{{ target.schema }}}}.audit_log "
+                                                      "select '{{{{ this.name }}}}', '{{{{ invocation_id }}}}', "
+                                                      "count(*) from {{{{ this }}}}\"") +
+     "select * from {od}\n{{% if is_incremental() %}}where updated_at >= (select max(updated_at) from "
+     "{{{{ this }}}}){{% endif %}}\n"),
+    ("ho_audit_hook_cleared", [], INC.format(cfg="incremental_strategy='delete+insert', unique_key='order_id', "
+                                                 "post_hook=[\"delete from {{{{ target.schema }}}}.audit_log where "
+                                                 "model = '{{{{ this.name }}}}'\", \"insert into "
+                                                 "{{{{ target.schema }}}}.audit_log select '{{{{ this.name }}}}', "
+                                                 "'x', count(*) from {{{{ this }}}}\"]") +
+     "select * from {od}\n{{% if is_incremental() %}}where updated_at >= (select max(updated_at) from "
+     "{{{{ this }}}}){{% endif %}}\n"),
+    ("ho_events_append_lookback", ["append-reread"], INC.format(cfg="incremental_strategy='append'") +
+     "select * from {ev}\n{{% if is_incremental() %}}where event_ts >= (select max(event_ts) - interval '3 hours' "
+     "from {{{{ this }}}}){{% endif %}}\n"),
+    ("ho_latest_by_unique_id", [], TABLE + "select * from (select *, row_number() over (partition by customer_id "
+     "order by order_id desc) as rn from {od}) x where rn = 1\n"),
+    ("ho_first_order_time", [], TABLE + "select distinct customer_id, first_value(ordered_at) over (partition by "
+     "customer_id order by ordered_at) as first_ordered_at from {od}\n"),
+    ("ho_top_customer_per_day", ["dedup-order-not-total"], TABLE + "select * from (select cast(ordered_at as date) "
+     "as day, customer_id, sum(amount) as spent, row_number() over (partition by cast(ordered_at as date) order by "
+     "sum(amount) desc) as rn from {od} group by 1, 2) x where rn = 1\n"),
 ]
 
 STAGING = {
@@ -239,7 +316,7 @@ def generate(root: Path, copies: int) -> dict[str, tuple[str, list[str]]]:
         (models / f"{name}.sql").write_text(sql)
     labels: dict[str, tuple[str, list[str]]] = {}
     for n in range(copies):
-        for shape, rules, body in SHAPES:
+        for shape, rules, body in SHAPES + HELD_OUT:
             name = f"{shape}_{n}"
             sql = body.format(ev="{{ ref('stg_events') }}", od="{{ ref('stg_orders') }}",
                               le="{{ ref('stg_late_events') }}", n=n)
@@ -314,25 +391,32 @@ def main() -> int:
         t = time.perf_counter()
         result = run_lint(project_dir=project, profiles_dir=project)
         wall = time.perf_counter() - t
-        s = score(labels, result.findings)
+        tuning = {m: v for m, v in labels.items() if not v[0].startswith("ho_")}
+        held = {m: v for m, v in labels.items() if v[0].startswith("ho_")}
         safe = sum(1 for _, r in labels.values() if not r)
         print(f"corpus: {len(labels)} labelled models ({safe} safe, {len(labels) - safe} unsafe; "
-              f"{len(SHAPES)} shapes x {args.copies}) + {len(STAGING)} staging views, DuckDB")
-        print(f"error findings, per (model, rule): precision {s['precision']:.3f}, recall {s['recall']:.3f} "
-              f"(tp {s['tp']}, fp {s['fp']}, fn {s['fn']})")
-        print(f"per model: precision {s['model_precision']:.3f}, recall {s['model_recall']:.3f}")
+              f"{len(SHAPES)} tuning + {len(HELD_OUT)} held-out shapes x {args.copies}) + {len(STAGING)} staging "
+              "views, DuckDB")
         print(f"time: {wall:.2f} s for {len(result.models)} models = {1000 * wall / len(result.models):.0f} ms/model "
               f"(cold dbt parse included)")
         warnings = Counter(f.rule for f in result.findings if f.severity == "warning")
         infos = Counter(f.rule for f in result.findings if f.severity == "info")
         print(f"warnings: {dict(warnings)}; notes: {dict(infos)}")
-        for title, items in (("missed", s["misses"]), ("false alarms", s["alarms"])):
-            for key, count in sorted(items.items()):
-                print(f"  {title}: {key} x{count}")
-        if s["unexpected"]:
-            print(f"  errors on staging models: {s['unexpected']}")
-        ok = s["precision"] >= 0.98 and s["recall"] >= 0.95 and not s["unexpected"]
-        print("targets (precision >= 0.98, recall >= 0.95): " + ("met" if ok else "NOT met"))
+        ok = True
+        for title, subset, (p_min, r_min) in (("tuning set", tuning, (0.98, 0.95)),
+                                              ("held-out set (never tuned on)", held, (0.95, 0.90))):
+            s = score(subset, [f for f in result.findings if f.model in subset or f.model not in labels])
+            print(f"{title}: {len(subset)} models; error findings per (model, rule): precision "
+                  f"{s['precision']:.3f}, recall {s['recall']:.3f} (tp {s['tp']}, fp {s['fp']}, fn {s['fn']}); per "
+                  f"model: precision {s['model_precision']:.3f}, recall {s['model_recall']:.3f}")
+            for label, items in (("missed", s["misses"]), ("false alarms", s["alarms"])):
+                for key, count in sorted(items.items()):
+                    print(f"  {label}: {key} x{count}")
+            if s["unexpected"]:
+                print(f"  errors on staging models: {s['unexpected']}")
+            met = s["precision"] >= p_min and s["recall"] >= r_min and not s["unexpected"]
+            print(f"  targets (precision >= {p_min}, recall >= {r_min}): " + ("met" if met else "NOT met"))
+            ok = ok and met
         return 0 if ok else 1
     finally:
         if args.keep:

@@ -299,31 +299,42 @@ def _qualified(cols: list[exp.Expression], select: exp.Select, typer: Typer, ctx
     return out
 
 
-def _grouped_keys(select: exp.Select, typer: Typer, ctx: ModelContext) -> list[frozenset]:
-    """A window runs after its select's GROUP BY: the grouped values are unique in the rows it orders
-    (`lag(sum(x)) over (order by month) ... group by month`). Grouping sets, rollup and cube repeat
-    values with nulls, so only a plain GROUP BY counts. Each grouped value is named as an order by
-    names it: a column, or the alias of the projection that computes it."""
+def _grouped_order_total(select: exp.Select, nodes: list[exp.Expression]) -> bool:
+    """A window runs after its select's GROUP BY, so the grouped values are unique in the rows it
+    orders: an order (with the partition) that covers every grouped value is total (`lag(sum(x)) over
+    (order by month) ... group by month`). A grouped value is covered by the same expression, the same
+    column, or the alias of the projection that computes it. Grouping sets, rollup and cube repeat
+    values with nulls, so only a plain GROUP BY counts."""
     group = select.args.get("group")
-    if group is None or any(group.args.get(k) for k in ("grouping_sets", "rollup", "cube")):
-        return []
-    aliases = list(typer.sources(select)) or [""]
-    key: set = set()
+    if group is None or not group.expressions or any(group.args.get(k) for k in ("grouping_sets", "rollup", "cube")):
+        return False
+
+    def unwrap(node):
+        return node.this if isinstance(node, (exp.Alias, exp.Ordered)) else node
+
+    def covered(g) -> bool:
+        names = {p.alias.lower() for p in select.expressions if isinstance(p, exp.Alias) and p.this == g}
+        if isinstance(g, exp.Column):
+            names.add(g.name.lower())
+        for n in map(unwrap, nodes):
+            if n == g or (isinstance(n, exp.Column) and n.name.lower() in names and
+                          (not n.table or not isinstance(g, exp.Column) or not g.table or n.table == g.table)):
+                return True
+        return False
+
     for g in group.expressions:
         if isinstance(g, exp.Literal) and not g.is_string and g.name.isdigit():  # group by 1
             i = int(g.name) - 1
             if i >= len(select.expressions):
-                return []
-            proj = select.expressions[i]
-            g = proj.this if isinstance(proj, exp.Alias) else proj
-        if isinstance(g, exp.Column):
-            key |= _qualified([g], select, typer, ctx)
-            continue
-        named = [p for p in select.expressions if isinstance(p, exp.Alias) and p.this == g]
-        if not named:
-            return []  # a grouped expression no order by can name
-        key |= {(a, named[0].alias.lower()) for a in aliases}
-    return [frozenset(key)] if key else []
+                return False
+            g = unwrap(select.expressions[i])
+        elif isinstance(g, exp.Column) and not g.table:  # group by an output alias
+            named = [p for p in select.expressions if isinstance(p, exp.Alias) and p.alias.lower() == g.name.lower()]
+            if named and not covered(g):
+                g = named[0].this
+        if not covered(g):
+            return False
+    return True
 
 
 def unordered_aggregates(ctx: ModelContext) -> list[Hit]:
@@ -384,8 +395,10 @@ def dedup_order_not_total(ctx: ModelContext) -> list[Hit]:
                 order_cols = _column_names(order.expressions) if order is not None else set()
                 joined = select is not None and bool(select.args.get("joins"))
                 total = False
+                if select is not None and _grouped_order_total(select, order_nodes + part_nodes):
+                    continue
                 if select is not None:
-                    keys = _select_keys(select, ctx, typer) + _grouped_keys(select, typer, ctx)
+                    keys = _select_keys(select, ctx, typer)
                     only_part = _qualified(part_nodes, select, typer, ctx)
                     both = _qualified(order_nodes, select, typer, ctx) | only_part
                     total = any(k <= both and not k <= only_part for k in keys)

@@ -13,6 +13,7 @@ from .base import Hit
 _SOURCE = re.compile(r"\{\{\s*source\(\s*['\"]([^'\"]+)['\"]\s*,\s*['\"]([^'\"]+)['\"]\s*\)\s*\}\}")
 _REF = re.compile(r"\{\{\s*ref\(\s*['\"]([^'\"]+)['\"]\s*\)\s*\}\}")
 _THIS = re.compile(r"\{\{\s*this\s*\}\}")
+_KNOWN = re.compile(r"\{\{\s*((?:this|target|model)\.[a-z_]+)\s*\}\}", re.IGNORECASE)
 
 
 def hook_sqls(ctx: ModelContext) -> list[tuple[str, str]]:
@@ -31,12 +32,24 @@ def hook_sqls(ctx: ModelContext) -> list[tuple[str, str]]:
 def _render(sql: str, ctx: ModelContext) -> str:
     """The hook with its relations rendered (source, ref, this) and any other Jinja blanked: enough
     to see which table a statement writes."""
-    _, schema, ident = ctx.this
+    database, schema, ident = ctx.this
     sql = _SOURCE.sub(lambda m: ctx.relation_names.get(f"source:{m[1]}.{m[2]}", f"{m[1]}.{m[2]}"), sql)
     sql = _REF.sub(lambda m: ctx.relation_names.get(f"ref:{m[1]}", m[1]), sql)
     sql = _THIS.sub(f"{schema}.{ident}" if schema else ident, sql)
+    # the names hooks build from dbt's context (`{{ target.schema }}_audit`, `'{{ this.name }}'`);
+    # target.schema stands for the model's schema, which it usually is
+    known = {"this.name": ident, "this.identifier": ident, "this.table": ident, "this.schema": schema,
+             "this.database": database, "target.schema": schema, "target.database": database,
+             "target.dbname": database, "model.name": ident}
+    sql = _KNOWN.sub(lambda m: known.get(m[1].lower()) or m[0], sql)
     sql = re.sub(r"\{#.*?#\}|\{%.*?%\}", " ", sql, flags=re.S)
-    return re.sub(r"\{\{.*?\}\}", "'jinja'", sql, flags=re.S)
+
+    def other(m: re.Match) -> str:
+        # inside a literal or a name (`'{{ x }}'`, `{{ x }}_audit`): a bare word keeps it one token
+        before, after = sql[m.start() - 1:m.start()], sql[m.end():m.end() + 1]
+        return "jinja" if (before and (before.isalnum() or before in "'\"_.")) or \
+            (after and (after.isalnum() or after in "'\"_.")) else "'jinja'"
+    return re.sub(r"\{\{.*?\}\}", other, sql, flags=re.S)
 
 
 def _table(node: exp.Expression | None) -> tuple[str, str] | None:
