@@ -18,7 +18,8 @@ WIDTH = 100  # help text is wrapped at a fixed width, so the page does not depen
 
 EXIT_CODES = [
     ("0", "gameday: every judged model is safe (with `--baseline`: none got worse); lint: no error; "
-          "diff: identical"),
+          "diff: identical; gameday and lint: a `state:` selection with nothing to check (a pull request that "
+          "changes no model, or no incremental one), said in one line"),
     ("1", "gameday: an unsafe model (with `--baseline`: a model worse than in the baseline); lint: an "
           "error-severity finding; diff: different"),
     ("2", "usage, configuration or runtime error: one line on stderr, the traceback with `--debug`; "

@@ -102,3 +102,42 @@ def test_lint_takes_the_same_state_selection(project):
     # only the changed model is linted: its lookback append, nothing from the other models
     assert {f["model"] for f in findings} == {"orders_dup"}
     assert "append-reread" in {f["rule"] for f in findings}
+
+
+def test_a_pull_request_with_nothing_to_replay_passes_with_one_line(project):
+    """CI on a pull request that changes no model, or only a table that no incremental model reads:
+    `state:modified+` selects nothing to check, and the game day and the lint pass (exit 0) saying so,
+    instead of failing every ordinary pull request with exit 2. Without `state:` it stays an error."""
+    from dbt.cli.main import dbtRunner
+
+    pr_state = project["tmp"] / "pr_state"  # main's manifest = this branch: nothing changed
+    res = dbtRunner().invoke(["parse", "--project-dir", str(project["project"]), "--profiles-dir",
+                              str(project["project"]), "--target-path", str(pr_state), "--quiet"])
+    assert res.success
+    code, stdout, stderr = gameday(project, "nothing", "--select", "state:modified+", "--state", str(pr_state))
+    assert (code, stderr.strip()) == (0, ""), stderr
+    assert stdout.strip() == "rerun-safety: nothing to check: the selection matches no model (--select state:modified+)"
+    assert not (project["tmp"] / "nothing" / "report.json").exists()
+    cwd = os.getcwd()
+    os.chdir(project["project"])
+    try:
+        code, stdout, stderr = run_cli(["lint", "--project-dir", str(project["project"]), "--profiles-dir",
+                                        str(project["project"]), "--select", "state:modified+", "--state",
+                                        str(pr_state)])
+    finally:
+        os.chdir(cwd)
+    assert (code, stdout.strip()) == (0, "rerun-safety: nothing to check: the selection matches no model "
+                                         "(--select state:modified+)"), stderr
+    model = project["project"] / "models" / "revenue_daily.sql"
+    original = model.read_text()
+    model.write_text(original + "\n-- reviewed\n")  # a table that no incremental model reads
+    try:
+        code, stdout, stderr = gameday(project, "table_only", "--select", "state:modified+", "--state", str(pr_state))
+        assert code == 0, stderr
+        assert stdout.strip() == ("rerun-safety: nothing to check: no incremental model among the 1 selected "
+                                  "(--select state:modified+): nothing to replay")
+        # the same selection without state: a typo in a CI selector still fails
+        code, _, stderr = gameday(project, "no_state", "--select", "revenue_daily")
+        assert code == 2 and "no incremental model is selected" in stderr
+    finally:
+        model.write_text(original)

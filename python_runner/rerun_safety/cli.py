@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from .errors import RerunSafetyError, first_line, printable
+from .errors import NothingToCheck, RerunSafetyError, first_line, printable
 
 _COMMON = [
     click.option("--project-dir", default=".", show_default=True, type=click.Path(file_okay=False),
@@ -73,6 +73,12 @@ def _stop_name(err: BaseException) -> str | None:
     if _STOPPED:
         return _STOPPED[0]
     return "SIGINT" if isinstance(err, KeyboardInterrupt) else None
+
+
+def _nothing_to_check(err: BaseException) -> None:
+    """A `state:` selection with nothing to check (a pull request that changes no model): exit 0."""
+    click.echo(printable(f"rerun-safety: nothing to check: {err}"))
+    sys.exit(0)
 
 
 def _fail(err: BaseException, debug: bool) -> None:
@@ -163,6 +169,9 @@ def gameday(ctx, project_dir, profiles_dir, target, select, exclude, vars_yaml, 
         with TerminalProgress() as progress:
             report = run_gameday(options, progress=progress)
         paths = write_reports(report, options.output_dir)
+    except NothingToCheck as err:
+        _nothing_to_check(err)
+        return
     except RerunSafetyError as err:  # a user's mistake, or a cleanup that an interrupt left undone
         _fail(err, debug)
         return
@@ -218,6 +227,9 @@ def lint(ctx, project_dir, profiles_dir, target, select, exclude, vars_yaml, fmt
     try:
         result = run_lint(project_dir=project_dir, profiles_dir=profiles_dir, target=target,
                           select=select, exclude=exclude, vars_yaml=vars_yaml, state=state)
+    except NothingToCheck as err:
+        _nothing_to_check(err)
+        return
     except RerunSafetyError as err:
         _fail(err, ctx.obj["debug"])
         return

@@ -12,6 +12,11 @@ class ConfigError(RerunSafetyError):
     """The project, profile, selection or options are wrong."""
 
 
+class NothingToCheck(RerunSafetyError):
+    """A `state:` selection that matches nothing the command checks (a pull request that changes no
+    model, or only models without state): not a mistake, the command passes with this one line."""
+
+
 class DbtInvocationError(RerunSafetyError):
     """dbt itself failed (parse error, crash), as opposed to a model failing in a scenario."""
 

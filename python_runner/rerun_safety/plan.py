@@ -12,7 +12,7 @@ from typing import Any
 
 from sqlglot import exp
 
-from .errors import ConfigError, first_line
+from .errors import ConfigError, NothingToCheck, first_line
 from .project import Model, Project, SourceTable
 from .sandbox.base import SNAPSHOT_SCHEMA, Connection, snapshot_table, table, ts_literal
 from .scenarios import Batch, Timeline, make_timeline
@@ -200,11 +200,23 @@ def _missing_time_columns(project: Project, build: list[Model]) -> None:
     raise ConfigError("\n".join(lines))
 
 
+def selection_terms(select: tuple[str, ...], exclude: tuple[str, ...]) -> str:
+    return " ".join([*(f"--select {s}" for s in select), *(f"--exclude {s}" for s in exclude)])
+
+
 def make_plan(project: Project, select: tuple[str, ...], exclude: tuple[str, ...], state: str | None = None) -> Plan:
     selected = project.select(select, exclude, state)
+    terms = selection_terms(select, exclude)
+    by_state = state is not None and any("state:" in s for s in select)
     if not selected:
-        raise ConfigError("the selection matches no model" if (select or exclude) else "the project has no models")
+        if by_state:
+            raise NothingToCheck(f"the selection matches no model ({terms})")
+        raise ConfigError(f"the selection matches no model ({terms})" if (select or exclude)
+                          else "the project has no models")
     if not any(project.models[u].keeps_state for u in selected):
+        if by_state:
+            raise NothingToCheck(f"no incremental model among the {len(selected)} selected ({terms}): "
+                                 "nothing to replay")
         raise ConfigError("no incremental model is selected: the game day replays incremental models "
                           "(select at least one, e.g. --select config.materialized:incremental+)")
     build_ids = set(selected) | project.ancestors(selected)

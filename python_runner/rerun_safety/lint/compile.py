@@ -35,7 +35,7 @@ from typing import Any
 import yaml
 
 from ..dbt_invoke import DbtSession, _parse_error, listed_ids, ls_args
-from ..errors import ConfigError, DbtInvocationError
+from ..errors import ConfigError, DbtInvocationError, NothingToCheck
 from . import catalog
 from .context import WINDOW_END_SENTINEL, WINDOW_START_SENTINEL, WINDOW_VARS
 from .pass2 import Pass2Worker, incremental_pass, worth_a_second_process
@@ -378,6 +378,8 @@ def _select(session: DbtSession, select: tuple[str, ...], exclude: tuple[str, ..
     selected = listed_ids(listed)
     if not selected:
         terms = " ".join([*(f"--select {s}" for s in select), *(f"--exclude {s}" for s in exclude)])
+        if state is not None and any("state:" in s for s in select):
+            raise NothingToCheck(f"the selection matches no model ({terms})")
         raise ConfigError(f"the selection matches no model ({terms or 'the project has no models'})")
     return selected
 
