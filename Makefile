@@ -7,15 +7,22 @@ BIN := $(VENV)/bin
 
 .PHONY: demo test install clean
 
+# the demo needs the runner only (DuckDB); the tests add pytest and Spark (pyspark is ~0.5 GB)
+$(BIN)/.installed-demo: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e .
+	touch $@
+
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test,spark]'
-	touch $@
+	touch $@ $(BIN)/.installed-demo
 
 install: $(BIN)/.installed
 
-demo: $(BIN)/.installed
+demo: $(BIN)/.installed-demo
 	$(BIN)/python examples/shop/generate_data.py --out examples/shop/shop.duckdb
 	cd examples/shop && ../../$(BIN)/dbt deps --profiles-dir . --quiet
 	cd examples/shop && ../../$(BIN)/rerun-safety gameday --profiles-dir . --output-dir target/rerun_safety; \

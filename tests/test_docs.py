@@ -288,3 +288,21 @@ def test_version_is_the_same_everywhere():
     assert f"## [{version}]" in (ROOT / "CHANGELOG.md").read_text()
     pinned = set(re.findall(r"revision:\s*(\S+)", README.read_text()))
     assert pinned == {f"v{version}"}, f"README pins {pinned}, the version is {version}"
+
+
+def test_make_demo_installs_no_spark_and_make_test_does():
+    """`make demo` (the README's first command) installs only the runner: pyspark is ~0.5 GB and the
+    demo runs on DuckDB. `make test` installs the test and Spark extras. Read from make's dry run."""
+    import shutil
+    import subprocess
+
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    root = Path(__file__).resolve().parents[1]
+
+    def installs(target: str) -> list[str]:
+        out = subprocess.run(["make", "-n", "-B", target], cwd=root, capture_output=True, text=True, check=True).stdout
+        return [ln for ln in out.splitlines() if "pip install" in ln and "--upgrade pip" not in ln]
+
+    assert installs("demo") == [".venv/bin/pip install --quiet -e ."]
+    assert installs("test") == [".venv/bin/pip install --quiet -e '.[test,spark]'"]
