@@ -182,7 +182,7 @@ def tolerant_thrift_close(dialect: str):
     except ImportError:
         yield
         return
-    from .sandbox.spark import CLOSE_TIMEOUT_S, close_hive_connection
+    from .thrift import CLOSE_TIMEOUT_S, close_hive_connection
 
     original = PyhiveConnectionWrapper.close
 

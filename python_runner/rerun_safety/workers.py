@@ -17,8 +17,10 @@ def start_pool(gameday, workers: int) -> ProcessPoolExecutor:
 
     assert gameday.project
     ctx = multiprocessing.get_context("spawn")
+    # the game day's class travels to the worker by name (pickled as a reference): this module does
+    # not import the game day that imports it
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_init,
-                               initargs=(gameday.options, gameday.run_id, os.getpid(),
+                               initargs=(type(gameday), gameday.options, gameday.run_id, os.getpid(),
                                          dump_manifest(gameday.project.manifest)))
     for _ in range(workers):
         pool.submit(_worker_ready)  # a spawn pool starts a process per pending task
@@ -51,17 +53,17 @@ def _worker_ready() -> None:
     return None
 
 
-def _worker_init(options, run_id: str, parent_pid: int | None = None, manifest: bytes | None = None) -> None:
+def _worker_init(gameday_class, options, run_id: str, parent_pid: int | None = None,
+                 manifest: bytes | None = None) -> None:
     """Runs once per worker process: load the parent's manifest (or parse), attach to its run."""
     from .dbt_invoke import load_manifest
-    from .gameday import Gameday
     from .plan import make_plan
     from .project import Project
     from .sandbox import PREFIX, engine_for
 
     if parent_pid is not None:
         _die_with_parent(parent_pid)
-    gd = Gameday(options, None, run_id=run_id)
+    gd = gameday_class(options, None, run_id=run_id)
     work = options.work_root / f"{PREFIX}{run_id}" / f"worker_{os.getpid()}"
     gd.project = Project(options.project_dir, options.profiles_dir, options.target, options.vars_yaml, work,
                          manifest=load_manifest(manifest) if manifest is not None else None)

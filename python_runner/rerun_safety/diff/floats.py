@@ -9,12 +9,16 @@ from __future__ import annotations
 import bisect
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol, Sequence
 
 from .results import DiffError
 
-if TYPE_CHECKING:
-    from .plan import _Plan
+
+class _FloatPlan(Protocol):
+    """What the float pairing reads of a diff plan (diff/plan.py's _Plan)."""
+
+    floats: Sequence[tuple[str, float]]
+    key: Sequence[str]
 
 
 # Float column types (information_schema spelling, lower case) of both engines.
@@ -102,7 +106,7 @@ def _sort_key(v) -> tuple:
     return (v is None, v is not None and v != v, 0.0 if v is None or v != v else float(v))
 
 
-def _pair_floats(plan: _Plan, rows: list[_Loose], out: dict) -> tuple[list, list]:
+def _pair_floats(plan: _FloatPlan, rows: list[_Loose], out: dict) -> tuple[list, list]:
     """Pair unmatched left and right rows whose exact columns agree and floats are within tolerance.
 
     Adjusts the counts in `out` for every pair and returns the picks (bucket, row hash[, ctid]) of

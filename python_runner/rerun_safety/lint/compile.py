@@ -27,6 +27,9 @@ with the right columns and no rows.
 """
 from __future__ import annotations
 
+import json
+import os
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,7 +41,6 @@ from ..dbt_invoke import DbtSession, _parse_error, listed_ids, ls_args
 from ..errors import ConfigError, DbtInvocationError, NothingToCheck
 from . import catalog
 from .context import WINDOW_END_SENTINEL, WINDOW_START_SENTINEL, WINDOW_VARS
-from .pass2 import Pass2Worker, incremental_pass, worth_a_second_process
 from .target import resolve_target
 from .scratch import (PLACEHOLDER_COLUMN, SCRATCH_PREFIX, DuckDBScratch, PostgresScratch, RelationSpec, RunDir,
                       Scratch, TargetProfile, sweep_run_dirs)
@@ -473,3 +475,82 @@ def manifest_catalog(manifest) -> str:
                 and n.database:
             counts[n.database] = counts.get(n.database, 0) + 1
     return max(counts, key=counts.get) if counts else "scratch"
+
+
+# ---------------------------------------------------------------------------------------------
+# Pass 2 (the incremental branches), here or in a second process (lint/pass2.py)
+# ---------------------------------------------------------------------------------------------
+
+# Below this many incremental models a second process costs more (dbt import, parse) than it saves.
+PARALLEL_MIN_MODELS = 40
+
+
+def incremental_pass(session: DbtSession, manifest, profiles_dir: str, p: dict) -> dict:
+    """Pass 2: compile the incremental models with is_incremental() true."""
+    nodes = [manifest.nodes[u] for u in p["uids"]]
+    out = _compile_all(session, p["selection"], nodes, full_refresh=False, profiles_dir=profiles_dir,
+                       vars_yaml=p["plain_vars"], flags=p["flags"])
+    # a model that needs the window vars to compile at all gets them (as in a windowed run)
+    needs_window = [n for n in nodes if any(v in out.get(n.unique_id, (None, ""))[1] for v in WINDOW_VARS)]
+    out.update(_compile_all(session, Selection.of(needs_window), needs_window, full_refresh=False,
+                            profiles_dir=profiles_dir, vars_yaml=p["window_vars"], flags=p["flags"]))
+    return out
+
+
+class Pass2Worker:
+    """Pass 2 in a second process while pass 1 runs here: dbt compiles one node at a time under
+    the GIL, so on a multi-core machine the two passes overlap. A plain subprocess (not
+    multiprocessing) so that nothing of the caller's main module is imported again."""
+
+    parse_time = 0.0
+    succeeded = False
+
+    def __init__(self, process, result: Path, started: float):
+        self.process, self.result_file, self.started = process, result, started
+
+    @classmethod
+    def start(cls, session: DbtSession, scratch: Scratch, work: Path, pass2: dict) -> "Pass2Worker":
+        import subprocess
+        import sys
+
+        session_dir = work / "pass2_session"
+        state = session.work_dir / "dbt_target" / "partial_parse.msgpack"
+        (session_dir / "dbt_target").mkdir(parents=True, exist_ok=True)
+        if state.exists():
+            shutil.copy2(state, session_dir / "dbt_target" / "partial_parse.msgpack")
+        sel = pass2["selection"]  # a compile.Selection
+        job = dict(project=session.project_dir, profiles_dir=session.profiles_dir, target=session.target,
+                   vars_yaml=session.vars_yaml, session_dir=str(session_dir),
+                   scratch_profiles=scratch.worker_profiles_dir(work), result=str(work / "pass2_result.json"),
+                   pass2={**pass2, "selection": [list(sel.select), list(sel.exclude)], "flags": list(pass2["flags"])})
+        job_file = work / "pass2_job.json"
+        job_file.write_text(json.dumps(job))
+        started = time.perf_counter()
+        process = subprocess.Popen([sys.executable, "-m", "rerun_safety.lint.pass2", str(job_file)],
+                                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL)
+        return cls(process, Path(job["result"]), started)
+
+    def result(self) -> dict | None:
+        """The compiled SQL, or None when the process failed (the caller then compiles itself)."""
+        if self.process.wait() != 0 or not self.result_file.exists():
+            return None
+        data = json.loads(self.result_file.read_text())
+        self.parse_time = float(data.get("parse_time") or 0.0)
+        return {uid: (sql, err) for uid, (sql, err) in data["compiled"].items()}
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=10)
+
+
+def worth_a_second_process(n_incremental: int) -> bool:
+    """Only with enough incremental models to pay for the process start and its parse, and a core
+    to spare: on a saturated machine two compiling processes only slow each other down."""
+    cores = os.cpu_count() or 1
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        load = 0.0
+    return n_incremental >= PARALLEL_MIN_MODELS and cores > 1 and load < cores - 0.5
