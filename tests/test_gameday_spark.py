@@ -58,12 +58,11 @@ def _gameday(tmp, query, profile, threads: int) -> dict:
 _RUNS: dict[str, dict] = {}
 
 
-@pytest.fixture(scope="module", params=["session"])
+@pytest.fixture(scope="module", params=["session", "thrift"])
 def spark_run(request, tmp_path_factory):
-    """The fixture's game day through dbt-spark `session` (Spark in this process). `thrift` (the
-    standalone cluster's Thrift server, scenarios in two worker processes at once) gives the same
-    (checked with params=["thrift"]); the suite runs the example project through it instead
-    (tests/test_gameday_shop.py, and the kill test below)."""
+    """The fixture's game day through dbt-spark `session` (Spark in this process) and `thrift` (the
+    standalone cluster's Thrift server, scenarios in two worker processes at once): the same verdicts
+    and numbers. The whole example project on Spark is in benchmarks/engines.py."""
     require_spark()
     if request.param not in _RUNS:
         tmp = tmp_path_factory.mktemp(f"spark_gameday_{request.param}")
