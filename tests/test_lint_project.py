@@ -125,6 +125,16 @@ MODELS: dict[str, tuple[str, list[str]]] = {
                    "         row_number() over (partition by o.customer_id order by o.ordered_at desc) as rn\n"
                    "  from {{ ref('stg_orders') }} o join {{ ref('customers_latest') }} c on c.customer_id = o.customer_id\n"
                    ") x where rn = 1\n", ["dedup-order-not-total"]),
+    # UNSAFE: a window on the clock built in Jinja (the SQL holds a literal date by the time it is read),
+    # appended whole on every run
+    "orders_jinja_week": ("{{ config(materialized='incremental', incremental_strategy='append') }}\n"
+                          "{% set since = modules.datetime.date.today() - modules.datetime.timedelta(days=7) %}\n"
+                          "select order_id, amount, ordered_at from {{ ref('stg_orders') }}\n"
+                          "where ordered_at >= '{{ since }}'\n", ["append-reread", "clock-window"]),
+    # SAFE: the same shape over a var with a fixed default (the clock is not read)
+    "orders_since_var": ("{{ config(materialized='incremental', incremental_strategy='merge', unique_key='order_id') }}\n"
+                         "select order_id, amount, ordered_at from {{ ref('stg_orders') }}\n"
+                         "where ordered_at >= '{{ var(\"orders_since\", \"2024-01-01\") }}'\n", []),
 }
 
 

@@ -27,8 +27,10 @@ with the right columns and no rows.
 """
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
+import re
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -83,6 +85,9 @@ class CompileOutcome:
     not_created: dict = field(default_factory=dict)
     # unique_id -> "source raw.x": upstream relations whose columns are known nowhere
     unknown_relations: dict = field(default_factory=dict)
+    # unique_id -> (what its SQL holds now, what it holds compiled at another time): the clock rendered
+    # by Jinja at compile time (modules.datetime, run_started_at)
+    clock_rendered: dict = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -116,15 +121,17 @@ class Selection:
 
 
 def _compile(session: DbtSession, selection: Selection, *, full_refresh: bool, profiles_dir: str,
-             vars_yaml: str | None, flags: tuple[str, ...]) -> dict[str, tuple[str | None, str]]:
-    """unique_id -> (compiled SQL or None, error) for the selected models."""
+             vars_yaml: str | None, flags: tuple[str, ...], clock: Any = None,
+             dialect: str = "") -> dict[str, tuple[str | None, str]]:
+    """unique_id -> (compiled SQL or None, error) for the selected models. `clock`: the time the
+    compile runs at, as dbt's Jinja sees it (modules.datetime, run_started_at)."""
     args = ["compile", "--indirect-selection", "empty", "--no-write-json", *flags]
     if full_refresh:
         args.append("--full-refresh")
     args += ["--select", *selection.select]
     if selection.exclude:
         args += ["--exclude", *selection.exclude]
-    res = session.invoke(args, profiles_dir=profiles_dir, vars_yaml=vars_yaml)
+    res = session.invoke(args, profiles_dir=profiles_dir, vars_yaml=vars_yaml, clock=clock, dialect=dialect)
     check_stop()
     out: dict[str, tuple[str | None, str]] = {}
     results = getattr(res.raw, "results", None) or []
@@ -306,6 +313,11 @@ def compile_project(project_dir: str | Path, profiles_dir: str | Path | None, ta
                                      profiles_dir=scratch.profiles_dir(), vars_yaml=window_vars,
                                      flags=scratch.extra_flags))
         timings["compile_full"] = time.perf_counter() - t
+        t = time.perf_counter()
+        clock_rendered = _clock_rendered(session, [n for n in first if n.unique_id in set(selected)], full,
+                                         profiles_dir=scratch.profiles_dir(), vars_yaml=window_vars,
+                                         flags=scratch.extra_flags, dialect=scratch.dialect)
+        timings["compile_clock"] = time.perf_counter() - t
 
         if scratch.incremental_possible:
             t = time.perf_counter()
@@ -353,7 +365,7 @@ def compile_project(project_dir: str | Path, profiles_dir: str | Path | None, ta
         for uid, src in manifest.sources.items():
             relations[uid] = (src.schema.lower(), (src.identifier or src.name).lower())
         return CompileOutcome(manifest, selected, models, scratch.mode, literals, timings, columns, relations,
-                              not_created, unknown)
+                              not_created, unknown, clock_rendered)
     finally:
         try:
             if worker is not None:
@@ -362,6 +374,39 @@ def compile_project(project_dir: str | Path, profiles_dir: str | Path | None, ta
                 scratch.close()
         finally:
             run.remove()
+
+
+# Jinja that reads the clock while the SQL is rendered
+_CLOCK_JINJA = re.compile(r"modules\.datetime|modules\.time\b|run_started_at|modules\.pytz", re.IGNORECASE)
+# a far-away time to render at: any date the SQL holds from the clock then differs
+_OTHER_CLOCK = dt.datetime(2101, 7, 15, 13, 45, 30)
+
+
+def _clock_rendered(session: DbtSession, nodes: list, full: dict, **kw) -> dict[str, tuple[str, str]]:
+    """Models whose Jinja reads the clock (`{% set since = modules.datetime.date.today() - ... %}`,
+    `run_started_at`), compiled a second time at another time: where the SQL differs, the clock is
+    rendered into it, which the SQL rules cannot see (it is a literal by then). Returns unique_id ->
+    (the first differing stretch of the SQL as compiled now, the same stretch at the other time)."""
+    suspects = [n for n in nodes if _CLOCK_JINJA.search(getattr(n, "raw_code", "") or "")
+                and full.get(n.unique_id, (None, ""))[0]]
+    if not suspects:
+        return {}
+    try:
+        other = _compile_all(session, Selection.of(suspects), suspects, full_refresh=True, clock=_OTHER_CLOCK, **kw)
+    except DbtInvocationError:
+        return {}
+    out = {}
+    for n in suspects:
+        now, later = full[n.unique_id][0], other.get(n.unique_id, (None, ""))[0]
+        if later is None or now == later:
+            continue
+        start = next((i for i, (a, b) in enumerate(zip(now, later)) if a != b), min(len(now), len(later)))
+        end_now, end_later = len(now), len(later)
+        while end_now > start and end_later > start and now[end_now - 1] == later[end_later - 1]:
+            end_now, end_later = end_now - 1, end_later - 1
+        lo = max(0, start - 30)
+        out[n.unique_id] = (now[lo:end_now + 10].strip(), later[lo:end_later + 10].strip())
+    return out
 
 
 def _python(nodes: list) -> list:

@@ -100,6 +100,9 @@ class ModelContext:
     load_times: tuple[tuple[str, str, str], ...] = ()
     # how hooks' `{{ source('a', 'b') }}` / `{{ ref('m') }}` render: {"source:a.b": "schema.table", "ref:m": ...}
     relation_names: dict = field(default_factory=dict)
+    # the clock rendered into the SQL by Jinja: (a stretch of the SQL as compiled, the same compiled at
+    # another time), see lint/compile._clock_rendered
+    clock_rendered: tuple[str, str] | None = None
 
     def relation_types(self, table: exp.Table) -> dict | None:
         """{column: type} of a relation the SQL reads, from the scratch catalog."""

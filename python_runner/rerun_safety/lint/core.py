@@ -207,7 +207,7 @@ def run_lint(project_dir: str | Path = ".", profiles_dir: str | Path | None = No
             catalog=catalog, columns=own, feeds_incremental=uid in feeds, relation_keys=relation_keys,
             language="python" if python else "sql",
             load_times=tuple(load_times[u] for u in sorted(_upstream(uid, manifest, upstream)) if u in load_times),
-            relation_names=relation_names)
+            relation_names=relation_names, clock_rendered=outcome.clock_rendered.get(uid))
         unknown = sorted(outcome.unknown_relations.get(p, p) for p in node.depends_on.nodes
                          if p in outcome.unknown_relations)
         extra = _python_findings(ctx, compiled) if python else _pipeline_findings(ctx, compiled, full, incr, unknown)

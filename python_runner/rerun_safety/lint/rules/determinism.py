@@ -7,7 +7,7 @@ from typing import Callable
 from sqlglot import exp
 
 from ..context import ModelContext
-from ..findings import INFO, WARNING
+from ..findings import ERROR, INFO, WARNING
 from ..grain import Typer
 from .base import _FILTER_CLAUSES, Hit, _clause_of, _column_names, _needle, _output_column, _sql
 
@@ -115,6 +115,18 @@ def clock_window(ctx: ModelContext) -> list[Hit]:
     if not ctx.rerun_scope:
         return []
     hits = []
+    if ctx.clock_rendered:
+        now, later = (" ".join(s.split()) for s in ctx.clock_rendered)
+        what = "an incremental model" if ctx.is_incremental else "a model that feeds an incremental one"
+        keyed = ctx.is_incremental and ctx.keyed_write
+        hits.append(Hit("clock-window",
+                        f"its Jinja renders the clock into the SQL of {what} (compiled now: `{now[:90]}`; compiled "
+                        f"at another time: `{later[:90]}`): the rows of a batch depend on when it runs, so a rerun, "
+                        "a late run or a backfill reads a different window" +
+                        ("; its keyed write replaces what a failed run wrote, but a gap longer than the window "
+                         "or a backfill of older days is missed" if keyed else ""),
+                        "full", (r"modules\.datetime", r"run_started_at", r"modules\.time"),
+                        severity=WARNING if keyed else ERROR, key="clock-rendered"))
     for branch, parsed in ctx.branches():
         for stmt in parsed.statements:
             for node in stmt.walk():
