@@ -57,7 +57,9 @@ def test_state_modified_replays_only_what_changed_and_baseline_fails_only_on_wor
     assert code == 0, stderr
     summary = load_report(project["tmp"] / "pr2")["summary"]
     assert summary["baseline"] == {"worse": [], "unsafe_as_before": ["orders_dup", "orders_dup_rollup",
-                                                                    "orders_dup_daily"]}
+                                                                    "orders_dup_daily"], "fixed": []}
+    comment = (project["tmp"] / "pr2" / "report.md").read_text()
+    assert comment.startswith("### ✅") and "- 0 model(s) worse than in the baseline\n" in comment
     assert "baseline: 0 model(s) worse than in --baseline; unsafe as before:" in stdout
 
     # a baseline where the changed model was safe: it got worse, exit 1

@@ -738,3 +738,32 @@ def test_untested_is_never_shown_as_safe(tmp_path):
     rows = [re.split(r"\s{2,}", line.strip()) for line in console.export_text().splitlines()]
     assert ["events_archive", "untested", reason, "replay: not exercised"] in rows
     assert 'class="card verdict-untested"><span class="n">1</span>untested' in paths["html"].read_text()
+
+
+def test_a_baseline_shows_what_the_run_changed_first(tmp_path):
+    """With --baseline (main's last report), the pull-request comment starts with what this run changed:
+    the models worse than in main, those fixed, those unsafe as before; the HTML and JSON say the same."""
+    base = build_report()
+    baseline = {"stg_orders": "safe", "orders_append": "duplicates", "daily_revenue": "drift",
+                "sessions_watermark": "safe", "broken_model": "error", "country_codes": "skipped",
+                "gone_model": "loss"}
+    # hostile is new; sessions_watermark got worse (safe -> loss); stg_orders stayed safe
+    stg = next(m for m in base.models if m.name == "stg_orders")
+    report = dataclasses.replace(base, baseline={**baseline, "stg_orders": "duplicates"})
+    md_text = MarkdownRenderer().render(report)
+    section = md_text.split("#### Compared with the baseline\n\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert section[0] == (f"- 2 model(s) worse than in the baseline: sessions\\_watermark (loss; was safe), "
+                          f"{md(HOSTILE)} (nondeterministic; not in the baseline)")
+    assert section[1] == "- 1 fixed: stg\\_orders (was duplicates)"
+    assert section[2] == "- 3 unsafe as in the baseline: orders\\_append, daily\\_revenue, broken\\_model"
+    assert md_text.index("#### Compared with the baseline") < md_text.index("#### Root causes")
+    assert md_text.startswith("### ❌")
+    summary = report.summary()
+    assert summary["baseline"]["fixed"] == ["stg_orders"] and summary["exit_code"] == 1
+    html = HtmlRenderer().render(report)
+    assert html.count('<li>2 model(s) worse than in the baseline: ') == 1
+    # nothing worse: a green comment, even with unsafe models inherited from main
+    calm = dataclasses.replace(base, baseline={m.name: m.verdict for m in base.models})
+    assert MarkdownRenderer().render(calm).startswith("### ✅")
+    assert "- 0 model(s) worse than in the baseline" in MarkdownRenderer().render(calm)
+    assert stg.verdict == "safe"

@@ -140,6 +140,13 @@ class GamedayReport:
                      or _verdict_rank(m.verdict) < _verdict_rank(self.baseline[m.name]))
 
     @property
+    def fixed_since_baseline(self) -> tuple[ModelVerdict, ...]:
+        """Models the baseline called unsafe that are judged safe now."""
+        if self.baseline is None:
+            return ()
+        return tuple(m for m in self.models if m.verdict == "safe" and self.baseline.get(m.name) in UNSAFE)
+
+    @property
     def unsafe(self) -> tuple[ModelVerdict, ...]:
         return tuple(m for m in self.models if m.verdict in UNSAFE)
 
@@ -166,7 +173,8 @@ class GamedayReport:
             "dbt_invocations": self.dbt_invocations,
             "model_time_s": round(self.model_time, 3),
             **({"baseline": {"worse": [m.name for m in self.worse_than_baseline],
-                             "unsafe_as_before": [m.name for m in self.unsafe if m not in self.worse_than_baseline]}}
+                             "unsafe_as_before": [m.name for m in self.unsafe if m not in self.worse_than_baseline],
+                             "fixed": [m.name for m in self.fixed_since_baseline]}}
                if self.baseline is not None else {}),
             "exit_code": 1 if self.worse_than_baseline else 0,
         }

@@ -60,6 +60,26 @@ def errors(models) -> list[tuple[ModelVerdict, tuple[str, ...], str]]:
     return out
 
 
+def baseline_lines(report: GamedayReport) -> list[str]:
+    """With --baseline (main's last report): what this run changed, worst first. Empty without one."""
+    if report.baseline is None:
+        return []
+    worse = report.worse_than_baseline
+    before = [m for m in report.unsafe if m not in worse]
+    fixed = report.fixed_since_baseline
+
+    def was(m) -> str:
+        old = report.baseline.get(m.name)
+        return f"{m.name} ({m.verdict}; " + (f"was {old})" if old else "not in the baseline)")
+
+    lines = [f"{len(worse)} model(s) worse than in the baseline" + (": " + ", ".join(map(was, worse)) if worse else "")]
+    if fixed:
+        lines.append(f"{len(fixed)} fixed: " + ", ".join(f"{m.name} (was {report.baseline[m.name]})" for m in fixed))
+    if before:
+        lines.append(f"{len(before)} unsafe as in the baseline: " + ", ".join(m.name for m in before))
+    return lines
+
+
 def headline(report: GamedayReport) -> str:
     """One line: how many models are unsafe and which are the root causes."""
     n = len(report.models)

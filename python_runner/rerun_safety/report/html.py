@@ -19,7 +19,7 @@ from importlib import resources
 from .. import __version__
 from ..results import (UNSAFE, VERDICT_ORDER, GamedayReport, ModelVerdict, ScenarioResult,
                        sort_worst_first)
-from .base import Renderer, cause, cell, headline, sample_columns
+from .base import Renderer, baseline_lines, cause, cell, headline, sample_columns
 
 
 def e(value) -> str:
@@ -353,6 +353,8 @@ class HtmlRenderer(Renderer):
             f"<header><h1>rerun-safety game day: {e(report.project)}</h1>",
             f'<p class="meta">{meta_html}</p>',
             f'<p class="headline" data-exit-code="{summary["exit_code"]}">{e(headline(report))}</p>',
+            ('<ul class="notes baseline">' + "".join(f"<li>{e(line)}</li>" for line in baseline_lines(report))
+             + "</ul>" if report.baseline is not None else ""),
             ('<ul class="notes run-notes">' + "".join(f"<li>{e(n)}</li>" for n in report.notes) + "</ul>"
              if report.notes else ""),
             "</header>",

@@ -11,7 +11,7 @@ import re
 
 from ..results import UNSAFE, GamedayReport, ModelVerdict, ScenarioResult, sort_worst_first
 from ..errors import printable
-from .base import Renderer, cause, cell, errors, headline, sample_columns
+from .base import Renderer, baseline_lines, cause, cell, errors, headline, sample_columns
 
 # GitHub rejects comments over 65,536 characters; samples are dropped first to stay under.
 MAX_CHARS = 60_000
@@ -113,8 +113,11 @@ class MarkdownRenderer(Renderer):
         return text.rstrip("\n") + "\n"
 
     def _main(self, report: GamedayReport, unsafe_only: bool = False) -> list[str]:
-        icon = "❌" if report.unsafe else "✅"
+        icon = "❌" if report.worse_than_baseline else "✅"
         out = [f"### {icon} rerun-safety game day: {md(headline(report))}", ""]
+        changed = baseline_lines(report)
+        if changed:  # a pull request: what it changed comes first
+            out += ["#### Compared with the baseline", ""] + [f"- {md(line)}" for line in changed] + [""]
         out.append(f"Project `{md_code(report.project)}` on {md(report.adapter)} "
                    f"(target `{md_code(report.target)}`), scenarios "
                    f"{', '.join(f'`{md_code(s)}`' for s in report.scenarios)}, {report.steps} "
