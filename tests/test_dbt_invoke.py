@@ -84,8 +84,8 @@ def test_a_thrift_close_without_answer_ends_within_the_timeout(monkeypatch):
     from thrift.protocol import TBinaryProtocol
     from thrift.transport import TSocket, TTransport
 
+    from rerun_safety import thrift
     from rerun_safety.dbt_invoke import tolerant_thrift_close
-    from rerun_safety.sandbox import spark as spark_sandbox
 
     server = socket.create_server(("127.0.0.1", 0))
     peers = []
@@ -103,10 +103,10 @@ def test_a_thrift_close_without_answer_ends_within_the_timeout(monkeypatch):
 
     try:
         started = time.monotonic()
-        error = spark_sandbox.close_hive_connection(silent_connection(), timeout=1.0)
+        error = thrift.close_hive_connection(silent_connection(), timeout=1.0)
         assert 0.9 < time.monotonic() - started < 5 and "timeout" in error.lower()
 
-        monkeypatch.setattr(spark_sandbox, "CLOSE_TIMEOUT_S", 1.0)
+        monkeypatch.setattr(thrift, "CLOSE_TIMEOUT_S", 1.0)
         with tolerant_thrift_close("spark"):
             started = time.monotonic()
             PyhiveConnectionWrapper(silent_connection()).close()  # logged, not raised
