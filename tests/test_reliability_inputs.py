@@ -145,6 +145,37 @@ def test_empty_sources(isolated, payments, tmp_path):
     assert "every timed input is empty" in line and "source ingest.payments" in line
 
 
+def test_an_untimed_seed_says_how_to_name_its_time_column(isolated, tmp_path):
+    """A project whose incremental models read only a seed without event_time (as dbt's own adapter
+    tests are written): one line naming the seed and the two ways to give it a time column; with
+    `time_columns` in rerun_safety.yml the same project replays."""
+    import duckdb
+
+    from _support import duckdb_profile, write_profiles
+
+    project = tmp_path / "seeded"
+    (project / "models").mkdir(parents=True)
+    (project / "seeds").mkdir()
+    (project / "dbt_project.yml").write_text("name: seeded\nversion: '1.0'\nconfig-version: 2\nprofile: seeded\n")
+    (project / "seeds" / "visits.csv").write_text(
+        "city,last_visit_date\n" + "".join(f"c{i},2024-01-{1 + i % 28:02d}\n" for i in range(56)))
+    (project / "models" / "visits_inc.sql").write_text(
+        "{{ config(materialized='incremental', unique_key='city') }}\nselect * from {{ ref('visits') }}\n"
+        "{% if is_incremental() %}where last_visit_date > (select max(last_visit_date) from {{ this }}){% endif %}\n")
+    duckdb.connect(str(project / "seeded.duckdb")).close()
+    write_profiles(project, "seeded", duckdb_profile(project / "seeded.duckdb"))
+    code, _, err = gameday(project, project, *CHEAP)
+    assert one_line(code, err) == (
+        "rerun-safety: error: no input of the selected models has a time column, so no rows can arrive batch by "
+        "batch and there is nothing to replay (inputs without one: seed visits): name the column rows arrive by, "
+        "`config: {event_time: <column>}` on a source or seed, or `time_columns: {<name>: <column>}` in "
+        "rerun_safety.yml")
+    (project / "rerun_safety.yml").write_text("time_columns:\n  visits: last_visit_date\n")
+    code, out, err = gameday(project, project, *CHEAP, "--output-dir", str(tmp_path / "out"))
+    assert code in (0, 1), err
+    assert "event logs (rows arrive batch by batch by their time column): visits (by last_visit_date, from " in out
+
+
 # ------------------------------------------------------------------ odd identifiers, strategy config
 
 @pytest.fixture(scope="module")

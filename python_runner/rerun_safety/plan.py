@@ -460,8 +460,17 @@ def plan_timeline(con: Connection, plan: Plan, batch: Batch, steps: int) -> Time
         lo, hi = _to_datetime(lo, where), _to_datetime(hi, where)
         if lo is not None:
             ranges[src.unique_id] = (lo, hi)
+    if not ranges and not plan.inputs:
+        timed = {s.unique_id for s in plan.inputs}
+        static = ", ".join([*(f"source {s.name}" for s in plan.static_sources),
+                            *(f"seed {m.name}" for m in plan.seeds if m.unique_id not in timed)])
+        raise ConfigError("no input of the selected models has a time column, so no rows can arrive batch by "
+                          "batch and there is nothing to replay" + (f" (inputs without one: {static})" if static else
+                                                                      " (they read no source or seed)") +
+                          ": name the column rows arrive by, `config: {event_time: <column>}` on a source or "
+                          "seed, or `time_columns: {<name>: <column>}` in rerun_safety.yml")
     if not ranges:
-        names = ", ".join(f"{'seed' if s.seed else 'source'} {s.name}" for s in plan.inputs) or "none"
+        names = ", ".join(f"{'seed' if s.seed else 'source'} {s.name}" for s in plan.inputs)
         raise ConfigError(f"every timed input is empty, so there is nothing to replay (timed inputs: {names})")
     tmin = min(lo for lo, _ in ranges.values())
     tmax = max(hi for _, hi in ranges.values())
