@@ -286,8 +286,43 @@ def test_version_is_the_same_everywhere():
     assert rerun_safety.__version__ == version
     assert str(yaml.safe_load((ROOT / "dbt_project.yml").read_text())["version"]) == version
     assert f"## [{version}]" in (ROOT / "CHANGELOG.md").read_text()
+
+
+def _version(pyproject: str) -> str:
+    project = pyproject.split("[project]", 1)[1].split("\n[", 1)[0]
+    return re.search(r'^version\s*=\s*"([^"]+)"', project, re.M).group(1)
+
+
+def test_the_readme_pins_a_release_commit_that_dbt_deps_installs(tmp_path):
+    """The README's `revision:` is the full SHA of the release commit (a clone without tags has it): the
+    commit exists here, its package version is this one, and `dbt deps` installs the package from a
+    git URL at that revision, with its macros and nothing of the tests."""
+    import subprocess
+    import sys
+
     pinned = set(re.findall(r"revision:\s*(\S+)", README.read_text()))
-    assert pinned == {f"v{version}"}, f"README pins {pinned}, the version is {version}"
+    assert len(pinned) == 1 and re.fullmatch(r"[0-9a-f]{40}", next(iter(pinned))), pinned
+    sha = next(iter(pinned))
+
+    def git(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True)
+
+    if git("rev-parse", "--is-shallow-repository").stdout.strip() == "true":
+        pytest.skip("a shallow clone has no history to find the release commit in")
+    assert git("cat-file", "-e", f"{sha}^{{commit}}").returncode == 0, f"the pinned commit {sha} is not here"
+    assert _version(git("show", f"{sha}:pyproject.toml").stdout) == _version((ROOT / "pyproject.toml").read_text())
+    project = tmp_path / "user_project"
+    project.mkdir()
+    (project / "dbt_project.yml").write_text("name: user_project\nversion: '1.0'\nconfig-version: 2\n"
+                                             "profile: user_project\n")
+    (project / "packages.yml").write_text(f'packages:\n  - git: "file://{ROOT}"\n    revision: {sha}\n')
+    dbt = str(Path(sys.executable).with_name("dbt"))
+    res = subprocess.run([dbt, "deps", "--project-dir", str(project), "--log-path", str(tmp_path / "logs")],
+                         capture_output=True, text=True, cwd=project)
+    assert res.returncode == 0, res.stdout + res.stderr
+    installed = project / "dbt_packages" / "rerun_safety"
+    assert yaml.safe_load((installed / "dbt_project.yml").read_text())["name"] == "rerun_safety"
+    assert (installed / "macros").is_dir() and list((installed / "macros").rglob("*.sql"))
 
 
 def test_make_demo_installs_no_spark_and_make_test_does():
