@@ -437,6 +437,13 @@ def test_duckdb_hooks_cannot_write_the_users_files(tmp_path):
     (models / "fx_from_files.sql").write_text(
         f"select r.currency, r.rate, l.cap from read_csv('{rates}/*.csv') r cross join read_csv('limits.csv') l\n"
         "cross join (select count(*) from {{ ref('payments_merged') }}) m\n")
+    # a path built in Jinja is not found in the SQL: that model is not judged (never an error)
+    more = tmp_path / "more_rates"
+    more.mkdir()
+    (more / "fx_2026.csv").write_text("currency,rate\nEUR,1.0\n")
+    (models / "fx_from_var.sql").write_text(
+        "select * from read_csv('{{ var(\"rates_dir\", \"" + str(more) + "\") }}/fx_2026.csv')\n"
+        "cross join (select count(*) from {{ ref('payments_merged') }}) m\n")
     files = {p: (file_sha256(p), stat.S_IMODE(os.stat(p).st_mode)) for p in (absolute, relative, other)}
     proc = spawn_gameday(target, tmp_path / "run", *CHEAP, "--select", "payments_merged+")
     _, err = proc.communicate(timeout=600)
@@ -453,6 +460,9 @@ def test_duckdb_hooks_cannot_write_the_users_files(tmp_path):
         assert f"hook: {hook}" in message, message
     assert models["payments_merged"]["verdict"] == "safe"
     assert models["fx_from_files"]["verdict"] == "safe" and models["fx_from_files"]["scenarios"][0]["rows"] == 2
+    by_var = models["fx_from_var"]
+    assert (by_var["verdict"], by_var["root_cause"]) == ("untested", False), by_var
+    assert by_var["scenarios"][0]["message"].startswith("not judged: the model reads a file outside the sandbox")
 
 
 def test_postgres_hooks_cannot_write_server_files(tmp_path, pg_server):

@@ -49,11 +49,13 @@ def failed_result(name: str, message: str, hooks: str = "") -> ScenarioResult:
     writes there on every run."""
     refused = _REFUSED.search(message or "")
     lines = [ln.strip() for ln in (hooks or "").splitlines() if ln.strip()]
-    if refused is None or not lines:
-        if refused is not None:
-            message = (f"the model reads or writes a file outside the sandbox (refused there): {refused.group(0)}; "
-                       "declare a file it reads as a source (dbt-duckdb external_location), which the game day "
-                       "copies into its sandboxes")
+    if refused is not None and not lines:
+        # a model's own SQL only reads: a file by a path the game day did not find in it (built in Jinja)
+        return ScenarioResult(name, "untested", message=(
+            f"not judged: the model reads a file outside the sandbox, which refused it ({refused.group(0)}); "
+            "write its path as a literal in the model's SQL, or declare the file as a source (dbt-duckdb "
+            "external_location), which the game day copies into its sandboxes"))
+    if refused is None:
         return ScenarioResult(name, "error", message=message)
     base = Path(refused.group(1) or refused.group(2) or "").name
     hook = next((ln for ln in lines if base and base in ln), lines[0])
