@@ -444,6 +444,10 @@ def test_duckdb_hooks_cannot_write_the_users_files(tmp_path):
     (models / "fx_from_var.sql").write_text(
         "select * from read_csv('{{ var(\"rates_dir\", \"" + str(more) + "\") }}/fx_2026.csv')\n"
         "cross join (select count(*) from {{ ref('payments_merged') }}) m\n")
+    # a hook that installs an extension (DuckDB's own folder, not the user's data): not judged, not unsafe
+    (models / "with_extension.sql").write_text(
+        "{{ config(materialized='table', pre_hook='install json') }}\n"
+        "select count(*) as n from {{ ref('payments_merged') }}\n")
     files = {p: (file_sha256(p), stat.S_IMODE(os.stat(p).st_mode)) for p in (absolute, relative, other)}
     proc = spawn_gameday(target, tmp_path / "run", *CHEAP, "--select", "payments_merged+")
     _, err = proc.communicate(timeout=600)
@@ -460,6 +464,9 @@ def test_duckdb_hooks_cannot_write_the_users_files(tmp_path):
         assert f"hook: {hook}" in message, message
     assert models["payments_merged"]["verdict"] == "safe"
     assert models["fx_from_files"]["verdict"] == "safe" and models["fx_from_files"]["scenarios"][0]["rows"] == 2
+    ext = models["with_extension"]
+    assert (ext["verdict"], ext["root_cause"]) == ("untested", False), ext
+    assert ext["scenarios"][0]["message"].startswith("not judged: a hook installs a DuckDB extension")
     by_var = models["fx_from_var"]
     assert (by_var["verdict"], by_var["root_cause"]) == ("untested", False), by_var
     assert by_var["scenarios"][0]["message"].startswith("not judged: the model reads a file outside the sandbox")

@@ -49,6 +49,14 @@ def failed_result(name: str, message: str, hooks: str = "") -> ScenarioResult:
     writes there on every run."""
     refused = _REFUSED.search(message or "")
     lines = [ln.strip() for ln in (hooks or "").splitlines() if ln.strip()]
+    path = Path(refused.group(1) or refused.group(2) or "") if refused is not None else None
+    duckdb_home = Path.home() / ".duckdb"
+    if path is not None and refused.group(1) and (path == Path.home() or duckdb_home == path
+                                                  or duckdb_home in path.parents):
+        # INSTALL in a hook writes DuckDB's extension folder: not the user's data, but not possible here
+        return ScenarioResult(name, "untested", message=(
+            f"not judged: a hook installs a DuckDB extension, which a sandbox cannot ({refused.group(0)}); list "
+            "it under the profile's `extensions:`, which are installed and loaded before the sandbox is confined"))
     if refused is not None and not lines:
         # a model's own SQL only reads: a file by a path the game day did not find in it (built in Jinja)
         return ScenarioResult(name, "untested", message=(
