@@ -321,6 +321,17 @@ def reset_compiled_state(manifest: Any) -> None:
         node._pre_injected_sql = None
 
 
+def selection_terms(select: Sequence[str], exclude: Sequence[str]) -> str:
+    """The selection as the user wrote it, for messages: `--select a --exclude b`."""
+    return " ".join([*(f"--select {s}" for s in select), *(f"--exclude {s}" for s in exclude)])
+
+
+def selects_by_state(select: Sequence[str], state: str | None) -> bool:
+    """A `state:` selection against a previous manifest: matching nothing is a pull request with
+    nothing to check, not a mistake (errors.NothingToCheck)."""
+    return state is not None and any("state:" in s for s in select)
+
+
 def ls_args(select: Sequence[str], exclude: Sequence[str], state: str | None = None,
             resource_types: Sequence[str] = ("model",)) -> list[str]:
     """`dbt ls` of the nodes (models by default) a selection names, as JSON unique_ids; `state`:

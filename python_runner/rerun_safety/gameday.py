@@ -252,7 +252,7 @@ class Gameday:
                     if not isolate and plan.side is not None:
                         found = side_effects.judge(
                             con, plan.side, runs, lambda a, b: diff_relations(con, a, b, float_tolerance=self.options.float_tolerance))
-                        _attribute_side_effects(judged_all[scenario], found, scenario)
+                        side_effects.attribute(judged_all[scenario], found)
                         judged_all.setdefault(SIDE_KEY, {})[scenario] = found
             return judged_all, results
         finally:
@@ -532,22 +532,6 @@ class Gameday:
                     con.copy_table(s.schema, s.identifier, SNAPSHOT_SCHEMA, snapshot_table(s))
 
 SIDE_KEY = "__side_effects__"  # in run_scenario's result: scenario -> side relations that differ
-
-
-def _attribute_side_effects(judged: dict[str, ScenarioResult], found: list[dict], scenario: str) -> None:
-    """A differing side relation makes the model whose hook writes it `side_effect` (unless its
-    own output is already worse), with the relation and the hook named."""
-    for f in found:
-        for uid in f["writers"]:
-            r = judged.get(uid)
-            if r is None:
-                continue
-            text = side_effects.describe(f)
-            if r.verdict in ("safe", "untested"):
-                judged[uid] = replace(r, verdict="side_effect", message=text, extra_rows=f["extra_rows"],
-                                      missing_rows=max(f["missing_rows"], 0))
-            else:
-                judged[uid] = replace(r, message="; ".join(x for x in (r.message, text) if x))
 
 
 def _node_errors(res, plan: Plan) -> dict[str, str]:

@@ -12,6 +12,7 @@ from typing import Any
 
 from sqlglot import exp
 
+from .dbt_invoke import selection_terms, selects_by_state
 from .errors import ConfigError, NothingToCheck, first_line
 from .project import Model, Project, SourceTable
 from .sandbox.base import SNAPSHOT_SCHEMA, Connection, snapshot_table, table, ts_literal
@@ -200,14 +201,10 @@ def _missing_time_columns(project: Project, build: list[Model]) -> None:
     raise ConfigError("\n".join(lines))
 
 
-def selection_terms(select: tuple[str, ...], exclude: tuple[str, ...]) -> str:
-    return " ".join([*(f"--select {s}" for s in select), *(f"--exclude {s}" for s in exclude)])
-
-
 def make_plan(project: Project, select: tuple[str, ...], exclude: tuple[str, ...], state: str | None = None) -> Plan:
     selected = project.select(select, exclude, state)
     terms = selection_terms(select, exclude)
-    by_state = state is not None and any("state:" in s for s in select)
+    by_state = selects_by_state(select, state)
     if not selected:
         if by_state:
             raise NothingToCheck(f"the selection matches no model ({terms})")

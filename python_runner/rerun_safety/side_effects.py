@@ -10,7 +10,7 @@ it) is instead checked for one new row per run of that model.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sqlglot import exp
@@ -165,3 +165,19 @@ def describe(found: dict) -> str:
     return (f"its hook writes {found['relation']}, which differs from the reference run "
             f"({found.get('reference_rows', 0):,} -> {found['rows']:,} rows: {found['extra_rows']:,} extra, "
             f"{found['missing_rows']:,} missing); hook: {found['hook_sql'][:300]}")
+
+
+def attribute(judged: dict, found: list[dict]) -> None:
+    """A differing side relation makes the model whose hook writes it `side_effect` (unless its
+    own output is already worse), with the relation and the hook named."""
+    for f in found:
+        for uid in f["writers"]:
+            r = judged.get(uid)
+            if r is None:
+                continue
+            text = describe(f)
+            if r.verdict in ("safe", "untested"):
+                judged[uid] = replace(r, verdict="side_effect", message=text, extra_rows=f["extra_rows"],
+                                      missing_rows=max(f["missing_rows"], 0))
+            else:
+                judged[uid] = replace(r, message="; ".join(x for x in (r.message, text) if x))

@@ -38,7 +38,7 @@ def scenario_verdict(scenario: str, diff: DiffResult) -> str:
 
 # DuckDB refusing a file outside the sandbox (sandbox/duckdb_confine.py)
 # DuckDB refusing a file outside the sandbox (sandbox/duckdb_confine.py), or the PostgreSQL sandbox refusing a
-# statement that writes a server file (sandbox/postgres.refuse_server_files)
+# statement that writes a server file (sandbox/pg_redirect.refuse_server_files)
 _REFUSED = re.compile(r'Permission Error: Cannot access (?:file|directory) "([^"]*)" - file system operations are '
                       r'disabled by configuration|refused in the sandbox: [^\n]*?(?:"([^"]*)"[^\n]*|$)', re.M)
 

@@ -34,10 +34,10 @@ from typing import Any
 
 import yaml
 
-from ..dbt_invoke import DbtSession, _parse_error, listed_ids, ls_args
+from ..dbt_invoke import DbtSession, _parse_error, listed_ids, ls_args, selection_terms, selects_by_state
 from ..errors import ConfigError, NothingToCheck
 from . import catalog
-from .dbt_compile import (STOP, Selection, _clock_rendered, _compile_all, check_stop,
+from .dbt_compile import (STOP, Selection, _clock_rendered, _compile_all, _fqn_selector, check_stop,
                           incremental_pass)
 from .context import WINDOW_END_SENTINEL, WINDOW_START_SENTINEL, WINDOW_VARS
 from .pass2 import Pass2Worker, worth_a_second_process
@@ -279,8 +279,8 @@ def _select(session: DbtSession, select: tuple[str, ...], exclude: tuple[str, ..
         raise ConfigError(f"dbt ls failed for the selection: {listed.error}")
     selected = listed_ids(listed)
     if not selected:
-        terms = " ".join([*(f"--select {s}" for s in select), *(f"--exclude {s}" for s in exclude)])
-        if state is not None and any("state:" in s for s in select):
+        terms = selection_terms(select, exclude)
+        if selects_by_state(select, state):
             raise NothingToCheck(f"the selection matches no model ({terms})")
         raise ConfigError(f"the selection matches no model ({terms or 'the project has no models'})")
     return selected
