@@ -42,8 +42,9 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from _support import create_role, start_pg_server  # noqa: E402
 from gameday_support import file_sha256  # noqa: E402
-from test_reliability_support import (add_external_models, alive, children, kill, leftover_databases,  # noqa: E402
-                                      leftover_folders, payments_target, phase, project_files, spawn_gameday)
+from test_reliability_support import (add_external_models, alive, children, files_with, kill,  # noqa: E402
+                                      leftover_databases, leftover_folders, payments_target, phase,
+                                      project_files, spawn_gameday)
 
 ARGS = ("--steps", "2", "--scenarios", "replay,rerun", "--threads", "2")
 PHASES = ("start", "snapshot", "reference", "scenario")
@@ -129,18 +130,6 @@ def add_secret(target) -> str:
     return secret
 
 
-def files_with(needle: str, roots: list[Path]) -> list[str]:
-    hits = []
-    for root in roots:
-        for path in Path(root).rglob("*") if Path(root).exists() else ():
-            try:
-                if path.is_file() and needle.encode() in path.read_bytes():
-                    hits.append(str(path))
-            except OSError:
-                continue  # removed while we looked
-    return hits
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--engine", choices=["duckdb", "postgres"], default="duckdb")
@@ -200,7 +189,7 @@ def main() -> int:
             i += 1
             r["trial"] = i
             r["unchanged"] = user.fingerprint() == fingerprint
-            r["secrets"] = files_with(secret, [tmp, target.project]) if secret else []
+            r["secrets"] = files_with(secret.encode(), [tmp, target.project]) if secret else []
             problems = []
             if r["secrets"]:
                 problems.append(f"secret on disk: {r['secrets']}")
@@ -233,7 +222,7 @@ def main() -> int:
         stale = sum(len(r["stale_after_sweep"] or ()) for r in rows)
         secrets = sum(len(r.get("secrets") or ()) for r in rows)
         if secret:
-            secrets += len(files_with(secret, [tmp, target.project]))
+            secrets += len(files_with(secret.encode(), [tmp, target.project]))
         print(f"[kill {a.engine} {a.case}] user data changed {changed}; secrets found on disk {secrets}; leftovers after the next run "
               f"{after_final}; trials {len(rows)}, failures {len(failures)}; kills by phase "
               f"{dict(phases)}; leftovers after kills: max {max(r['leftovers_after_kill'] for r in rows)}, "

@@ -18,9 +18,9 @@ import psycopg2
 import pytest
 
 from gameday_support import file_sha256, load_report, run_cli
-from test_reliability_support import (CHEAP, PREFIX, alive, children, kill, leftover_databases, leftover_folders,
-                                      next_run_sweep, payments_target, phase, spawn_gameday, wait_until,
-                                      work_root)
+from test_reliability_support import (CHEAP, PREFIX, alive, children, files_with, kill, leftover_databases,
+                                      leftover_folders, next_run_sweep, payments_target, phase, spawn_gameday,
+                                      wait_until, work_root)
 from rerun_safety.errors import SandboxError
 from rerun_safety.sandbox import Sandbox, engine_for
 from rerun_safety.sandbox.duckdb import DuckDBConnection, _attach_read_only
@@ -265,8 +265,8 @@ def test_password_never_written(tmp_path, pg_server):
 
     def scan() -> None:  # while the run lives: every file in the work root, the project, the output
         while not stop.is_set():
-            seen.extend(_files_with(password.encode(), [tmp_path / "run", target.project]))
-            with_role.update(_files_with(role.encode(), [tmp_path / "run"]))
+            seen.extend(files_with(password.encode(), [tmp_path / "run", target.project]))
+            with_role.update(files_with(role.encode(), [tmp_path / "run"]))
             time.sleep(0.1)
 
     scanner = threading.Thread(target=scan)
@@ -284,20 +284,5 @@ def test_password_never_written(tmp_path, pg_server):
     scanned = list((tmp_path / "run").rglob("*")) + list(target.project.rglob("*"))
     assert sum(1 for p in scanned if p.is_file()) >= 5  # reports, stdout and the project were scanned
     assert any(p.endswith("profiles.yml") for p in with_role), with_role
-    assert seen == [] and _files_with(password.encode(), [tmp_path / "run", target.project]) == []
-
-
-def _files_with(needle: bytes, roots: list[Path]) -> list[str]:
-    hits = []
-    for root in roots:
-        for folder, _, files in os.walk(root):  # os.walk skips folders removed while it walks
-            for name in files:
-                path = os.path.join(folder, name)
-                try:
-                    with open(path, "rb") as fh:
-                        if needle in fh.read():
-                            hits.append(path)
-                except OSError:
-                    continue  # removed while we looked
-    return hits
+    assert seen == [] and files_with(password.encode(), [tmp_path / "run", target.project]) == []
 

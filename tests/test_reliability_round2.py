@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from gameday_support import file_sha256, load_report
-from test_reliability_support import (CHEAP, PREFIX, add_external_models, leftover_databases, leftover_folders,
-                                      payments_target, phase, project_files, spawn_gameday, wait_until, work_root)
+from test_reliability_support import (CHEAP, PREFIX, add_external_models, files_with, leftover_databases,
+                                      leftover_folders, payments_target, phase, project_files, spawn_gameday,
+                                      wait_until, work_root)
 
 
 # ------------------------------------------------------------------ 1. external models stay in the sandbox
@@ -303,21 +304,6 @@ def test_run_that_cannot_connect_leaves_no_folder(tmp_path, pg_server):
 
 # ------------------------------------------------------------------ 7. secrets only through the environment
 
-def _files_with(needle: bytes, roots: list[Path]) -> list[str]:
-    hits = []
-    for root in roots:
-        for folder, _, files in os.walk(root):
-            for name in files:
-                path = os.path.join(folder, name)
-                try:
-                    with open(path, "rb") as fh:
-                        if needle in fh.read():
-                            hits.append(path)
-                except OSError:
-                    continue  # removed while we looked
-    return hits
-
-
 def test_pass_spelling_and_pgpassword_never_reach_a_file(tmp_path, pg_server, monkeypatch):
     """The profile spells the password `pass:` (dbt-postgres accepts it) and PGPASSWORD holds it too:
     no file under the work root, the project or the output holds it, during or after the run."""
@@ -339,8 +325,8 @@ def test_pass_spelling_and_pgpassword_never_reach_a_file(tmp_path, pg_server, mo
 
     def scan() -> None:
         while not stop.is_set():
-            seen.extend(_files_with(password.encode(), roots))
-            profiles_seen.update(p for p in _files_with(role.encode(), [run]) if p.endswith("profiles.yml"))
+            seen.extend(files_with(password.encode(), roots))
+            profiles_seen.update(p for p in files_with(role.encode(), [run]) if p.endswith("profiles.yml"))
             time.sleep(0.05)
 
     scanner = threading.Thread(target=scan)
@@ -355,7 +341,7 @@ def test_pass_spelling_and_pgpassword_never_reach_a_file(tmp_path, pg_server, mo
     assert {m["name"]: m["verdict"] for m in load_report(proc.out_dir)["models"]} == {
         "payments_current": "safe", "payments_merged": "safe"}
     assert len(profiles_seen) >= 2, profiles_seen  # the scan saw the generated sandbox profiles
-    assert seen == [] and _files_with(password.encode(), roots) == []
+    assert seen == [] and files_with(password.encode(), roots) == []
     assert password not in err
 
 
@@ -389,7 +375,7 @@ def test_duckdb_settings_and_secrets_reach_sandbox_profiles_through_the_environm
         folder = Path(gd._profiles_dir(sandbox))
         text = (folder / "profiles.yml").read_text()
         assert [k for k, v in keys.items() if v in text] == []
-        assert _files_with(keys["s3_secret"].encode(), [tmp_path / "work"]) == []
+        assert files_with(keys["s3_secret"].encode(), [tmp_path / "work"]) == []
         _, _, back = load_target_output(target.project, folder, None, {})
         assert back["settings"] == user["settings"] | {"threads": 2}
         assert back["secrets"] == user["secrets"]

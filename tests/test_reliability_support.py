@@ -213,3 +213,19 @@ def kill(proc: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
 
 def profile_yaml(output: dict, profile: str = "payments", target: str = "local") -> str:
     return yaml.safe_dump({profile: {"target": target, "outputs": {target: output}}})
+
+
+def files_with(needle: bytes, roots: list[Path]) -> list[str]:
+    """Files under `roots` that hold `needle` (a secret scan; a file removed while read is skipped)."""
+    hits = []
+    for root in roots:
+        for folder, _, files in os.walk(root):
+            for name in files:
+                path = os.path.join(folder, name)
+                try:
+                    with open(path, "rb") as fh:
+                        if needle in fh.read():
+                            hits.append(path)
+                except OSError:
+                    continue  # removed while we looked
+    return hits
