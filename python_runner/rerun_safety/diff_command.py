@@ -264,11 +264,12 @@ def _refuse_volatile(con, cond) -> None:
 
 
 def _postgres_sides(specs: list[SideSpec], cond, target: dict, stack: ExitStack) -> list[Side]:
-    from .sandbox.postgres import _CONNECT_KEYS, PgConnection, _password
+    from .sandbox.postgres import _CONNECT_KEYS, PgConnection
+    from .secrets import password_of
 
     params = {k: target[k] for k in _CONNECT_KEYS if target.get(k) not in (None, "")}
-    if _password(target) is not None:
-        params["password"] = _password(target)  # `password:` or dbt-postgres's `pass:`
+    if password_of(target) is not None:
+        params["password"] = password_of(target)  # `password:` or dbt-postgres's `pass:`
     cons: dict[str, PgConnection] = {}
     sides = []
     for spec in specs:

@@ -22,6 +22,14 @@ _URL_CREDENTIALS = re.compile(r"[a-z][a-z0-9+.-]*://[^/@\s:]*:[^/@\s]*@|[?&;][\w
                               re.I)
 
 
+def password_of(output: dict) -> str | None:
+    """A PostgreSQL profile's password under either spelling dbt-postgres accepts (`password`, `pass`)."""
+    for key in ("password", "pass"):
+        if output.get(key) is not None:
+            return str(output[key])
+    return None
+
+
 def is_secret_key(key: str) -> bool:
     return any(word in key.lower() for word in _SECRET_WORDS)
 

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 from typing import Any, Iterable
 
+from ..secrets import password_of
 from .scratch import RelationSpec, TargetProfile
 
 # Jinja that reads the catalog while compiling. `is_incremental()` also does (adapter.get_relation),
@@ -129,7 +130,7 @@ def _postgres_columns(output: dict) -> list[tuple]:
     import psycopg2
 
     dsn = {"host": output.get("host"), "port": output.get("port", 5432), "user": output.get("user"),
-           "password": output.get("password") or output.get("pass") or None,
+           "password": password_of(output) or None,
            "dbname": output.get("dbname") or output.get("database"),
            "options": "-c default_transaction_read_only=on", "connect_timeout": output.get("connect_timeout", 10)}
     for key in ("sslmode", "sslcert", "sslkey", "sslrootcert"):

@@ -27,7 +27,7 @@ import yaml
 from sqlglot import exp
 
 from ..errors import ConfigError
-from ..secrets import secrets_through_env
+from ..secrets import password_of, secrets_through_env
 
 SCRATCH_PREFIX = "rerun_safety_lint_"
 SECRET_ENV_PREFIX = "DBT_ENV_SECRET_RERUN_SAFETY_LINT_"
@@ -379,7 +379,7 @@ class PostgresScratch(Scratch):
     def _dsn(self, dbname: str) -> dict:
         out = self.tp.output
         dsn = {"host": out.get("host"), "port": out.get("port", 5432), "user": out.get("user"),
-               "password": out.get("password") or out.get("pass") or None, "dbname": dbname}
+               "password": password_of(out) or None, "dbname": dbname}
         for key in ("sslmode", "sslcert", "sslkey", "sslrootcert", "connect_timeout"):
             if out.get(key) is not None:
                 dsn[key] = out[key]

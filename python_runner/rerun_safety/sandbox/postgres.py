@@ -19,20 +19,12 @@ from psycopg2 import sql as pgsql
 
 from ..errors import ConfigError, SandboxError
 from ..project import SourceTable
+from ..secrets import password_of
 from .base import KEEP_SECONDS, PREFIX, SNAPSHOT_SCHEMA, Connection, Engine, Sandbox, snapshot_table
 from .pg_redirect import connections_to, map_database, refuse_server_files
 
 _CONNECT_KEYS = ("host", "port", "user", "password", "sslmode", "sslcert", "sslkey", "sslrootcert",
                  "connect_timeout", "keepalives_idle")
-
-
-def _password(target_output: dict) -> str | None:
-    """The profile's password under either spelling dbt-postgres accepts (`password`, `pass`)."""
-    for key in ("password", "pass"):
-        if target_output.get(key) is not None:
-            return str(target_output[key])
-    return None
-
 
 KEPT_COMMENT = "rerun_safety: kept (--keep-sandboxes) until unix time "
 
@@ -132,7 +124,7 @@ class PostgresEngine(Engine):
             raise ConfigError("the Postgres target has no dbname")
         super().__init__(target_output, work_root, run_id, attach)
         self.params = {k: target_output[k] for k in _CONNECT_KEYS if target_output.get(k) not in (None, "")}
-        password = _password(target_output)
+        password = password_of(target_output)
         if password is not None:
             self.params["password"] = password
         try:
@@ -384,7 +376,7 @@ class PostgresEngine(Engine):
         out.pop("database", None)
         # one spelling, so that the caller finds the secret under `password` (and passes it on
         # through the environment, never in the file)
-        password = _password(out)
+        password = password_of(out)
         out.pop("pass", None)
         out.pop("password", None)
         if password is not None:
