@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 from pathlib import Path
 
 import pytest
 import yaml
+from rerun_safety.plan import row_hash_predicate
 
 from _support import duckdb_profile, load_duckdb_with, load_postgres_with, postgres_profile, write_profiles
 from gameday_support import by_name, load_report, run_cli
@@ -23,6 +25,25 @@ def _rows() -> tuple[list[tuple], list[tuple]]:
     sparse += [(1000 + d, START + dt.timedelta(days=d, hours=5)) for d in (26, 28, 29)]
     dense = [(d * 100 + i, START + dt.timedelta(days=d, hours=2 * i, minutes=7)) for d in range(30) for i in range(12)]
     return sparse, dense
+
+
+def _load_for(dialect: str):
+    """The fixture's data on an engine. raw.one_half: like raw.dense for 26 days, then, in the last
+    4 days, only the rows that the engine's row hash puts in the half of a batch the partial
+    scenario commits first (about 4 of 8 a day), so no half-committed batch leaves a row behind."""
+    first_half = row_hash_predicate(dialect, 2, 1).sql(dialect=dialect)
+
+    def load(execute, executemany) -> None:
+        _load(execute, executemany)
+        execute("create table raw.one_half_candidates (id integer, ts timestamp)")
+        executemany("insert into raw.one_half_candidates values (%s, %s)",
+                    [(d * 100 + i, START + dt.timedelta(days=d, hours=2 * i + 1)) for d in range(30)
+                     for i in range(5 if d < 26 else 8)])
+        execute("create table raw.one_half as select * from raw.one_half_candidates rs_row where "
+                f"ts < timestamp '2025-03-27' or {first_half}")
+        execute("drop table raw.one_half_candidates")
+
+    return load
 
 
 def _load(execute, executemany) -> None:
@@ -45,6 +66,8 @@ MODELS = {
     # strict watermark: loses the rows a half-committed batch left behind
     "wm_sparse.sql": "{{ config(materialized='incremental') }}\nselect id, ts from {{ source('raw', 'sparse') }}\n"
                      "{% if is_incremental() %}where ts > (select max(ts) from {{ this }}){% endif %}",
+    "wm_one_half.sql": "{{ config(materialized='incremental') }}\nselect id, ts from {{ source('raw', 'one_half') }}\n"
+                       "{% if is_incremental() %}where ts > (select max(ts) from {{ this }}){% endif %}",
     "wm_dense.sql": "{{ config(materialized='incremental') }}\nselect id, ts from {{ source('raw', 'dense') }}\n"
                     "{% if is_incremental() %}where ts > (select max(ts) from {{ this }}){% endif %}",
     # fails on every incremental run: what reads it is never built in a replay
@@ -82,19 +105,19 @@ def coverage_run(request, tmp_path_factory):
         (project / "models" / name).write_text(sql)
     (project / "models" / "sources.yml").write_text(yaml.safe_dump({"version": 2, "sources": [{
         "name": "raw", "schema": "raw",
-        "tables": [*({"name": t, "config": {"event_time": "ts"}} for t in ("sparse", "dense")),
+        "tables": [*({"name": t, "config": {"event_time": "ts"}} for t in ("sparse", "dense", "one_half")),
                    {"name": "countries", "loaded_at_field": "_fivetran_synced"},
                    {"name": "accounts", "loaded_at_field": "updated_at"}]}]}))
     (project / "rerun_safety.yml").write_text("inputs:\n  raw.accounts: current_state\n")
     (project / "dbt_project.yml").write_text(yaml.safe_dump(
         {"name": "coverage", "version": "1.0", "config-version": 2, "profile": "coverage"}))
     if request.param == "duckdb":
-        load_duckdb_with(str(project / "coverage.duckdb"), _load)
+        load_duckdb_with(str(project / "coverage.duckdb"), _load_for("duckdb"))
         write_profiles(project, "coverage", duckdb_profile(project / "coverage.duckdb", schema="analytics"))
     else:
         server = request.getfixturevalue("pg_server")
         dbname = server.create_database("cov")
-        load_postgres_with(server.dsn(dbname), _load)
+        load_postgres_with(server.dsn(dbname), _load_for("postgres"))
         write_profiles(project, "coverage", postgres_profile(server, dbname, schema="analytics"))
     out = tmp / "out"
     cwd = os.getcwd()
@@ -116,9 +139,25 @@ def test_a_sparse_strict_watermark_is_untested_not_safe(coverage_run):
     partial = {s["name"]: s for s in sparse["scenarios"]}["partial"]
     # the last 4 days bring 1, 0, 1, 1 rows: no batch can be half-committed
     assert partial["verdict"] == "untested"
-    assert "held 1 row(s) of its inputs (raw.sparse): no half of it could be left behind" in partial["message"]
+    assert re.search(r"held 1 row\(s\) of its inputs \(raw\.sparse\), [01] in the half committed first and [01] in "
+                     "the rest: no half of it could be left behind", partial["message"]), partial["message"]
     # the same model over dense data: the half-committed batch loses rows
     assert models["wm_dense"]["verdict"] == "loss" and models["wm_dense"]["root_cause"] is True
+
+
+def test_a_half_committed_batch_whose_rows_all_fall_in_one_half_is_untested(coverage_run):
+    """Two or more rows in the half-committed batch are not enough: the half committed first is
+    chosen by a row hash, and when every row of the batch lands in it nothing is left behind."""
+    model = by_name(coverage_run["report"])["wm_one_half"]
+    scenarios = {s["name"]: s for s in model["scenarios"]}
+    partial = scenarios["partial"]
+    found = re.search(r"the half-committed batch \(batch \d\) held (\d+) row\(s\) of its inputs \(raw\.one_half\), "
+                      r"(\d+) in the half committed first and 0 in the rest", partial["message"])
+    assert found and int(found[1]) == int(found[2]) >= 2, partial["message"]
+    assert partial["verdict"] == "untested" and model["verdict"] == "untested"
+    # the other scenarios did run on new rows and found nothing
+    assert {n: s["verdict"] for n, s in scenarios.items() if n != "partial"} == {
+        n: "safe" for n in scenarios if n != "partial"}
 
 
 def test_a_model_a_scenario_did_not_build_is_untested_in_every_report(coverage_run):
@@ -157,7 +196,8 @@ def test_reference_and_current_state_tables_are_present_from_the_first_build(cov
     assert current.endswith("their history cannot be replayed): raw.accounts (declared in "
                             f"{coverage_run['project'] / 'rerun_safety.yml'})")
     logs = next(n for n in notes if n.startswith("event logs"))
-    assert logs.endswith(": raw.dense (by ts, from event_time); raw.sparse (by ts, from event_time)")
+    assert logs.endswith(": raw.dense (by ts, from event_time); raw.one_half (by ts, from event_time); "
+                         "raw.sparse (by ts, from event_time)")
     assert not [n for n in notes if n.startswith("raw.countries ends before")]
 
 

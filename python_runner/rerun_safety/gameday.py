@@ -463,6 +463,7 @@ class Gameday:
         key = chain if not isolate else f"{chain} (isolation {isolate['level'] + 1})"
         return {"key": key, "scenario": chain, "template": template,
                 "ref_errors": ref_errors, "timeline": plan.timeline, "arrivals": plan.arrivals,
+                "first_halves": plan.first_halves,
                 "time_columns": plan.time_columns, "late": plan.late, "side": plan.side, "isolate": isolate,
                 "static": [src.unique_id for src in plan.static_sources]}
 

@@ -42,6 +42,8 @@ class Plan:
     reference_rows: dict[str, int] = field(default_factory=dict)
     # input id -> rows before the first replayed batch, then rows of each replayed batch
     arrivals: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    # input id -> rows of each replayed batch (index 0 unused) in the half the partial scenario commits first
+    first_halves: dict[str, tuple[int, ...]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # about the whole run
     exercised: dict[str, bool] = field(default_factory=dict)  # model -> its inputs received new rows
     empty_first: dict[str, str] = field(default_factory=dict)  # model -> why its first build saw no rows
@@ -133,6 +135,11 @@ class Plan:
         """Rows the inputs bring in replayed batch i (1-based)."""
         return sum(counts[i] for s in inputs if len(counts := self.arrivals.get(s.unique_id, ())) > i)
 
+    def halves_in_batch(self, inputs: list[SourceTable], i: int) -> tuple[int, int]:
+        """Rows the inputs bring in replayed batch i in the half committed first and in the rest."""
+        first = sum(h[i] for s in inputs if len(h := self.first_halves.get(s.unique_id, ())) > i)
+        return first, self.rows_in_batch(inputs, i) - first
+
     def unexercised(self, m: Model, scenario: str) -> str:
         """Why a scenario's decisive step touched none of the model's input rows ('' when it did):
         the half-committed batch, the backfilled batch, the late rows. A model that saw no new
@@ -144,10 +151,11 @@ class Plan:
         names = ", ".join(s.name for s in inputs)
         if scenario == "partial":
             i = self.timeline.half_committed
-            rows = self.rows_in_batch(inputs, i)
-            if rows < 2:
-                return (f"the half-committed batch (batch {i}) held {rows} row(s) of its inputs ({names}): "
-                        "no half of it could be left behind")
+            first, rest = self.halves_in_batch(inputs, i)
+            if not first or not rest:
+                return (f"the half-committed batch (batch {i}) held {first + rest} row(s) of its inputs ({names}), "
+                        f"{first} in the half committed first and {rest} in the rest: no half of it could be "
+                        "left behind")
         elif scenario == "backfill":
             if not self.rows_in_batch(inputs, 1):
                 return f"the backfilled batch (batch 1) held no rows of its inputs ({names})"
@@ -424,13 +432,14 @@ def _count_where(cond: exp.Expression) -> exp.Expression:
 
 def _choose_half_committed(plan: Plan, timeline: Timeline) -> Timeline:
     """The batch the partial scenario commits in halves: one where as many inputs as possible bring
-    at least two rows (a half-committed batch of one row cannot lose the other half), the middle
-    one among equals. Sparse inputs otherwise leave that scenario with nothing to test."""
+    rows in both halves (a half-committed batch whose rows all fall in one half leaves nothing
+    behind), the middle one among equals. Sparse inputs otherwise leave that scenario with nothing
+    to test."""
     n = timeline.steps
     middle = n // 2 + 1
 
     def score(i: int) -> tuple[int, int]:
-        return sum(1 for s in plan.inputs if plan.rows_in_batch([s], i) >= 2), -abs(i - middle)
+        return sum(1 for s in plan.inputs if min(plan.halves_in_batch([s], i)) > 0), -abs(i - middle)
 
     return replace(timeline, partial_at=max(range(1, n + 1), key=score))
 
@@ -478,10 +487,15 @@ def plan_timeline(con: Connection, plan: Plan, batch: Batch, steps: int) -> Time
         when = arrival_expr(src, plan, con.dialect, late=False)
         counts = [_count_where(when < ts_literal(b[0]))]
         counts += [_count_where(batch_condition(when, b, i)) for i in range(1, len(b))]
+        # the half of each batch the partial scenario commits first (gameday._apply: the same predicate)
+        half = row_hash_predicate(con.dialect, 2, 1)
+        counts += [_count_where(exp.and_(batch_condition(when, b, i), half)) for i in range(1, len(b))]
         # rows that arrive (by load time, or in the `late` scenario) after a later batch than their event's
         counts.append(_count_where(_batch_index(arrival_expr(src, plan, con.dialect), b) > _batch_index(col, b)))
         row = con.fetchone(exp.select(*counts).from_(table(SNAPSHOT_SCHEMA, snapshot_table(src)).as_("rs_row")))
-        plan.arrivals[src.unique_id] = tuple(int(x or 0) for x in row[:-1])
+        values = [int(x or 0) for x in row[:-1]]
+        plan.arrivals[src.unique_id] = tuple(values[:len(b)])
+        plan.first_halves[src.unique_id] = (0, *values[len(b):])
         plan.late_rows[src.unique_id] = int(row[-1] or 0)
     timeline = plan.timeline = _choose_half_committed(plan, _loaded_at_once(plan, timeline))
     if timeline.steps < steps:

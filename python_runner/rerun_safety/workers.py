@@ -93,6 +93,7 @@ def _scenario_worker(payload: dict) -> tuple:
     plan = _WORKER["plan"]
     plan.timeline = payload["timeline"]
     plan.arrivals = payload["arrivals"]
+    plan.first_halves = payload["first_halves"]
     plan.time_columns = payload["time_columns"]
     plan.late = payload["late"]
     plan.side = payload["side"]
