@@ -119,7 +119,7 @@ def _side_readers(project: Project, plan: Plan) -> dict[str, set[str]]:
         return out
     by_relation = {(r.schema.lower(), r.name.lower()): set(r.writers) for r in plan.side.relations if r.writers}
     for m in plan.judged:
-        for s in m.sources:
+        for s in project.sources_of(m.unique_id):
             src = project.sources[s]
             writers = by_relation.get((src.schema.lower(), src.identifier.lower()), set()) - {m.unique_id}
             if writers:

@@ -14,6 +14,7 @@ from sqlglot import exp
 
 from . import clock, side_effects
 from .assemble import build_report
+from .by_name import ByName, copy_read_by_name
 from .diff import diff_relations
 from .dbt_invoke import scrub_dbt_environment, scrub_note
 from .errors import ConfigError, RerunSafetyError, SandboxError, first_line
@@ -54,6 +55,7 @@ class Gameday:
         self.engine: Engine | None = None
         self.project: Project | None = None
         self._clocks: dict[str, dt.datetime] = {}  # sandbox -> the time its clock row holds
+        self._read_by_name = ByName()
 
     # ---------------------------------------------------------------- dbt in a sandbox
     def _profiles_dir(self, sandbox: Sandbox) -> str:
@@ -390,6 +392,7 @@ class Gameday:
                 # workers start now: their start-up overlaps the snapshot and the reference build
                 pool = start_pool(self, min(o.threads, len(chains)))
             snapshot = engine.create_snapshot([*plan.timed_sources, *plan.static_sources])
+            self._read_by_name = copy_read_by_name(engine, project, plan, snapshot, self._profiles_dir(snapshot))
             plan.notes.extend(getattr(engine, "notes", []))  # what the snapshot could not copy as it is
             if plan.seeds:
                 self._seed(plan, snapshot)
@@ -463,7 +466,7 @@ class Gameday:
         key = chain if not isolate else f"{chain} (isolation {isolate['level'] + 1})"
         return {"key": key, "scenario": chain, "template": template,
                 "ref_errors": ref_errors, "timeline": plan.timeline, "arrivals": plan.arrivals,
-                "first_halves": plan.first_halves,
+                "first_halves": plan.first_halves, "read_by_name": self._read_by_name,
                 "time_columns": plan.time_columns, "late": plan.late, "side": plan.side, "isolate": isolate,
                 "static": [src.unique_id for src in plan.static_sources]}
 

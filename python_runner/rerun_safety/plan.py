@@ -114,9 +114,20 @@ class Plan:
             self.inputs.remove(src)
             self.static_sources.append(src)
 
+    def add_read_by_name(self, found) -> None:
+        """Inputs the compiled SQL reads by name (by_name.ByName): copied like sources, planned by
+        their config (a declared source's time column; an undeclared relation is static)."""
+        for src in found.inputs:
+            self.project.sources.setdefault(src.unique_id, src)
+            for uid in found.readers[src.unique_id]:
+                self.project.read_by_name.setdefault(uid, set()).add(src.unique_id)
+            self.kinds[src.unique_id] = _input_kind(src, self.project.time_columns_origin)
+            (self.inputs if self.kinds[src.unique_id][0] in ("event_log", "loaded_log") else
+             self.static_sources).append(src)
+
     def input_notes(self) -> list[str]:
         """Every input the built models read, by kind, with why."""
-        read = {s for m in self.build for s in m.sources} | {m.unique_id for m in self.seeds}
+        read = {s for m in self.build for s in self.project.sources_of(m.unique_id)} | {m.unique_id for m in self.seeds}
         groups: dict[str, list[str]] = {}
         for uid, (kind, why) in sorted(self.kinds.items(), key=lambda kv: self.project.input(kv[0]).name):
             if uid in read:

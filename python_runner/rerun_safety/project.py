@@ -285,6 +285,8 @@ class Project:
             self.manifest = self.session.parse()
         self.models: dict[str, Model] = {}
         self.sources: dict[str, SourceTable] = {}
+        # model -> inputs its compiled SQL reads by name, not through source() (see by_name)
+        self.read_by_name: dict[str, set[str]] = {}
         self.time_columns, self.input_kinds, self.time_columns_origin = load_runner_config(
             self.project_dir, self.cli_vars)
         self._load()
@@ -410,14 +412,18 @@ class Project:
                 raise ConfigError(f"{self.time_columns_origin}: inputs says {name} is a {kind.replace('_', ' ')}, "
                                   f"but it has no time column: name one (time_columns: {{{name}: <column>}})")
 
+    def sources_of(self, uid: str) -> tuple[str, ...]:
+        """The sources a model reads: through source(), and by name (see by_name)."""
+        m = self.models.get(uid)
+        return (*(m.sources if m else ()), *sorted(self.read_by_name.get(uid, ())))
+
     def timed_inputs_of(self, uids) -> set[str]:
         """Timed sources and timed seeds read by these models or their ancestors."""
         out: set[str] = set()
         for uid in set(uids) | self.ancestors(uids):
             if uid in self.seed_inputs:
                 out.add(uid)
-            m = self.models.get(uid)
-            for s in m.sources if m else ():
+            for s in self.sources_of(uid):
                 if self.sources[s].time_column:
                     out.add(s)
         return out

@@ -110,7 +110,14 @@ class DuckDBEngine(Engine):
         path.parent.mkdir(parents=True)
         sandbox = Sandbox(self.sandbox_name("snapshot"), str(path))
         self.sandboxes.append(sandbox)
-        con = DuckDBConnection(str(path))
+        self.add_to_snapshot(sandbox, sources)
+        path.chmod(0o600)  # a copy of production: the owner's only
+        return sandbox
+
+    def add_to_snapshot(self, sandbox: Sandbox, sources: Iterable[SourceTable], empty: bool = False) -> None:
+        """Copy sources from the user's file into the snapshot (`empty`: their columns only)."""
+        release_duckdb()  # a dbt invocation in the snapshot holds it open, confined to the sandbox
+        con = DuckDBConnection(sandbox.location)
         try:
             try:
                 con.execute(_attach_read_only(str(self.user_path)))
@@ -129,18 +136,33 @@ class DuckDBEngine(Engine):
                         con.execute(f"create table {table(src.schema, src.identifier).sql(dialect='duckdb')} "
                                     f"as select * from {src.external}")
                     else:
+                        select = exp.select("*").from_(user_table)
                         con.execute(exp.Create(this=table(src.schema, src.identifier), kind="TABLE",
-                                               expression=exp.select("*").from_(user_table)))
+                                               expression=select.where(exp.false()) if empty else select))
                 except duckdb.Error as err:
                     where = src.external or f"{src.schema}.{src.identifier} from {self.user_path}"
                     raise ConfigError(f"source {src.name}: cannot read {where}: {str(err).splitlines()[0]}") from None
-                if src.time_column:
+                if src.time_column and not empty:
                     con.copy_table(src.schema, src.identifier, SNAPSHOT_SCHEMA, snapshot_table(src))
             con.execute("detach rs_user")
         finally:
             con.close()
-        path.chmod(0o600)  # a copy of production: the owner's only
-        return sandbox
+
+    @property
+    def database_names(self) -> set[str]:
+        """The names the target's own database goes by in compiled SQL."""
+        return {self.stem.lower()}
+
+    def user_relations(self) -> set[tuple[str, str]]:
+        """(schema, name) of every table and view in the user's file, lower case."""
+        con = duckdb.connect(str(self.user_path), read_only=True)
+        try:
+            return {(s.lower(), n.lower()) for s, n in con.execute(
+                "select schema_name, table_name from duckdb_tables() where database_name = current_database() "
+                "union all select schema_name, view_name from duckdb_views() "
+                "where database_name = current_database() and not internal").fetchall()}
+        finally:
+            con.close()
 
     def clone(self, source: Sandbox, role: str, read_only: tuple[str, ...] = ()) -> Sandbox:
         path = self._path(role)

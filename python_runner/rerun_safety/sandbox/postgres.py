@@ -172,6 +172,11 @@ class PostgresEngine(Engine):
         self._types: dict[int, bool] = {}  # type oid in the user's database -> exists in the snapshot
         self._create_database(sandbox.location, None)
         self.sandboxes.append(sandbox)
+        self.add_to_snapshot(sandbox, sources)
+        return sandbox
+
+    def add_to_snapshot(self, sandbox: Sandbox, sources: Iterable[SourceTable], empty: bool = False) -> None:
+        """Copy sources from the user's database into the snapshot (`empty`: their columns only)."""
         user = PgConnection(self.params, self.user_db, read_only=True)
         snap = PgConnection(self.params, sandbox.location)
         try:
@@ -179,15 +184,30 @@ class PostgresEngine(Engine):
                 if src.database and src.database != self.user_db:
                     raise ConfigError(f"source {src.name} lives in database '{src.database}', not in the "
                                       f"target's '{self.user_db}': only sources in the target database can be snapshotted")
-                self._copy_source(user, snap, src)
-                if src.time_column:
+                self._copy_source(user, snap, src, empty)
+                if src.time_column and not empty:
                     snap.copy_table(src.schema, src.identifier, SNAPSHOT_SCHEMA, snapshot_table(src))
         finally:
             user.close()
             snap.close()
-        return sandbox
 
-    def _copy_source(self, user: PgConnection, snap: PgConnection, src: SourceTable) -> None:
+    @property
+    def database_names(self) -> set[str]:
+        """The names the target's own database goes by in compiled SQL."""
+        return {self.user_db.lower()}
+
+    def user_relations(self) -> set[tuple[str, str]]:
+        """(schema, name) of every table, view and materialized view in the user's database, lower case."""
+        user = PgConnection(self.params, self.user_db, read_only=True)
+        try:
+            return {(s.lower(), n.lower()) for s, n in user.fetchall(
+                "select n.nspname, c.relname from pg_class c join pg_namespace n on n.oid = c.relnamespace "
+                "where c.relkind in ('r', 'v', 'm', 'p', 'f') and n.nspname not in ('pg_catalog', "
+                "'information_schema') and n.nspname not like 'pg\\_%'")}
+        finally:
+            user.close()
+
+    def _copy_source(self, user: PgConnection, snap: PgConnection, src: SourceTable, empty: bool = False) -> None:
         qualified = pgsql.SQL("{}.{}").format(pgsql.Identifier(src.schema), pgsql.Identifier(src.identifier))
         with user.raw.cursor() as cur:
             cur.execute(pgsql.SQL("select to_regclass({})").format(
@@ -216,6 +236,8 @@ class PostgresEngine(Engine):
         with snap.raw.cursor() as cur:
             cur.execute(pgsql.SQL("create schema if not exists {}").format(pgsql.Identifier(src.schema)))
             cur.execute(pgsql.SQL("create table {} ({})").format(qualified, pgsql.SQL(", ").join(coldefs)))
+        if empty:
+            return
         # Stream through a temp file: rows never sit in memory, and only this process sees them.
         with tempfile.TemporaryFile() as buf:
             with user.raw.cursor() as cur:
