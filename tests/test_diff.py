@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -560,3 +561,47 @@ def test_a_wide_table_names_exactly_the_changed_column(engine, tmp_path, request
         assert got.differing_columns == ("c77",)
     finally:
         con.close()
+
+
+def test_the_cli_shows_a_changed_key_once_with_what_changed(tmp_path):
+    """150 columns, 1,000 of 20,000 keys changed in one column: the CLI names that column, shows
+    each sampled changed key once (the key, then the column as left -> right), and the whole rows
+    only with --all-columns; a key on one side only is shown whole."""
+    path = tmp_path / "wide.duckdb"
+    con = duckdb.connect(str(path))
+    cols = ", ".join(f"c{i} integer" for i in range(150))
+    for t in ("a", "b"):
+        con.execute(f"create table {t} (id integer, {cols})")
+        con.execute(f"insert into {t} select i, " + ", ".join(f"i + {k}" for k in range(150)) + " from range(20000) r(i)")
+    con.execute("update b set c77 = c77 + 1 where id % 20 = 0")
+    con.execute("insert into b (id, c0) values (-1, 5)")
+    con.close()
+    sides = [f"{path}:main.a", f"{path}:main.b", "--key", "id"]
+    res = CliRunner().invoke(main, ["diff", *sides])
+    assert res.exit_code == 1, res.output
+    lines = res.output.splitlines()
+    assert "  differing columns     c77" in lines and "  changed keys          1,000" in lines
+    start = lines.index("  changed keys (sample; left -> right):")
+    changed = [ln for ln in lines[start + 1:] if ln.startswith("    id=")]
+    # the sample's changed keys, each shown once as a pair (the other side's row fetched by key)
+    assert 5 <= len(changed) <= 10
+    keys = set()
+    for ln in changed:
+        key, left, right = map(int, re.fullmatch(r"    id=(\d+): c77 (\d+) -> (\d+)", ln).groups())
+        assert (key % 20, left, right) == (0, key + 77, key + 78)
+        keys.add(key)
+    assert len(keys) == len(changed)
+    # rows shown whole: only keys on one side (here at most the new key -1)
+    sample = lines[lines.index("  sample:") + 1:] if "  sample:" in lines else []
+    assert all(ln.split(",")[0].split() == ["only_right", "id=-1"] and "c149=None" in ln for ln in sample)
+    res = CliRunner().invoke(main, ["diff", *sides, "--all-columns"])
+    whole = [ln for ln in res.output.splitlines() if ln.startswith("    only_")]
+    assert len(whole) == 2 * len(changed) + len(sample) and all("c149=" in ln for ln in whole)
+    res = CliRunner().invoke(main, ["diff", *sides, "--format", "json"])
+    out = json.loads(res.output)
+    assert out["differing_columns"] == ["c77"] and len(out["changed_sample"]) == len(changed)
+    assert all(set(c["columns"]) == {"c77"} for c in out["changed_sample"])
+    res = CliRunner().invoke(main, ["diff", *sides, "--format", "md"])
+    assert "| key | column | left | right |" in res.output
+    first = min(keys)
+    assert f"| id={first} | c77 | {first + 77} | {first + 78} |" in res.output

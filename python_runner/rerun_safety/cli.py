@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -293,9 +294,13 @@ def init(ctx, project_dir, spark):
               help="Float columns are equal within this relative tolerance (absolute below 1; 0: exact). "
                    "Default: 1e-9.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "md"]), default="text", show_default=True)
+@click.option("--all-columns", is_flag=True,
+              help="Show the sampled rows of changed keys with every column (default: the key, then each "
+                   "column that differs as left -> right).")
 @common_options
 @click.pass_context
-def diff(ctx, left, right, key, partition_by, where_sql, float_tolerance, fmt, project_dir, profiles_dir, target):
+def diff(ctx, left, right, key, partition_by, where_sql, float_tolerance, fmt, all_columns, project_dir, profiles_dir,
+         target):
     """Compare two relations as multisets. A side is schema.table or path/to/file.duckdb:schema.table."""
     from .diff_command import RENDERERS, run_diff
 
@@ -305,7 +310,7 @@ def diff(ctx, left, right, key, partition_by, where_sql, float_tolerance, fmt, p
         result = run_diff(left, right, key=tuple(k.strip() for k in (key or "").split(",") if k.strip()),
                           partition_by=partition_by, where=where_sql, project_dir=project_dir,
                           profiles_dir=profiles_dir, target=target, float_tolerance=float_tolerance)
-        text = RENDERERS[fmt](result)
+        text = RENDERERS[fmt](replace(result, all_columns=all_columns))
     except (KeyboardInterrupt, Exception) as err:  # noqa: BLE001 - never 1 ("different"): the diff did not finish
         name = _stop_name(err)  # (DuckDB turns the interrupt into RuntimeError: Query interrupted)
         if name:

@@ -47,6 +47,7 @@ class DiffCommandResult:
     right: str
     key: tuple[str, ...]
     diff: DiffResult
+    all_columns: bool = False  # show the sampled rows of changed keys whole, not only what changed
 
     @property
     def identical(self) -> bool:
@@ -82,6 +83,7 @@ class DiffCommandResult:
             out["differing_partitions"] = [{"partition": p, "left_rows": lc, "right_rows": rc}
                                            for p, lc, rc in d.differing_partitions]
         out["sample"] = [dict(r, _diff="only_left" if r["_diff"] == "missing" else "only_right") for r in d.sample]
+        out["changed_sample"] = changed_sample(out["sample"], self.key)
         out["buckets"] = {"bucketing": d.bucketing, "buckets": d.buckets, "differing": d.buckets_differing}
         out["float_tolerance"] = d.float_tolerance
         return out
@@ -383,6 +385,38 @@ def _refuse_spark_functions(con, cond) -> None:
 
 # ----------------------------------------------------------------------------- renderers
 
+def _key_of(row: dict, key: tuple[str, ...]) -> tuple:
+    return tuple(repr(row.get(k)) for k in key)
+
+
+def changed_sample(sample: list[dict], key: tuple[str, ...]) -> list[dict]:
+    """The sampled keys present on both sides, once each: the key, then each column whose value
+    differs as [left, right]."""
+    if not key:
+        return []
+    left = {_key_of(r, key): r for r in sample if r["_diff"] == "only_left"}
+    out = []
+    for r in sample:
+        other = left.get(_key_of(r, key)) if r["_diff"] == "only_right" else None
+        if other is None:
+            continue
+        cols = {c: [other.get(c), r.get(c)] for c in r if c != "_diff" and c not in key and other.get(c) != r.get(c)}
+        out.append({"key": {k: r.get(k) for k in key}, "columns": cols})
+    return out
+
+
+def _rows_to_show(result: DiffCommandResult, d: dict) -> list[dict]:
+    """Sampled rows shown whole: those of keys only on one side (every row with --all-columns)."""
+    if result.all_columns or not d["changed_sample"]:
+        return d["sample"]
+    changed = {tuple(repr(v) for v in c["key"].values()) for c in d["changed_sample"]}
+    return [r for r in d["sample"] if _key_of(r, result.key) not in changed]
+
+
+def _keyed(values: dict) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in values.items())
+
+
 def render_json(result: DiffCommandResult) -> str:
     return json.dumps(result.to_dict(), indent=2, default=str)
 
@@ -414,9 +448,15 @@ def render_text(result: DiffCommandResult) -> str:
     d = result.to_dict()
     for p in d.get("differing_partitions", [])[:20]:
         out.append(f"  partition {p['partition']}: left {p['left_rows']:,}, right {p['right_rows']:,}")
-    if d["sample"]:
+    if d["changed_sample"]:
+        out.append("  changed keys (sample; left -> right):")
+        for c in d["changed_sample"]:
+            changes = "; ".join(f"{col} {lv!r} -> {rv!r}" for col, (lv, rv) in c["columns"].items())
+            out.append(f"    {_keyed(c['key'])}: {changes}")
+    rows = _rows_to_show(result, d)
+    if rows:
         out.append("  sample:")
-        for row in d["sample"]:
+        for row in rows:
             side = row["_diff"]
             body = ", ".join(f"{k}={v!r}" for k, v in row.items() if k != "_diff")
             out.append(f"    {side:<10} {body}")
@@ -437,11 +477,17 @@ def render_md(result: DiffCommandResult) -> str:
     out = [f"### `{md_code(result.left)}` vs `{md_code(result.right)}`: {head}", "", "| | |", "|---|---:|"]
     out += [f"| {_md_cell(k)} | {_md_cell(v)} |" for k, v in _summary_lines(result)]
     d = result.to_dict()
-    if d["sample"]:
-        cols = [k for k in d["sample"][0] if k != "_diff"]
+    if d["changed_sample"]:
+        out += ["", "| key | column | left | right |", "|---|---|---|---|"]
+        for c in d["changed_sample"]:
+            for col, (lv, rv) in c["columns"].items():
+                out.append(f"| {_md_cell(_keyed(c['key']))} | {_md_cell(col)} | {_md_cell(lv)} | {_md_cell(rv)} |")
+    rows = _rows_to_show(result, d)
+    if rows:
+        cols = [k for k in rows[0] if k != "_diff"]
         out += ["", "| side | " + " | ".join(_md_cell(c) for c in cols) + " |",
                 "|---|" + "---|" * len(cols)]
-        for row in d["sample"]:
+        for row in rows:
             out.append(f"| {row['_diff']} | " + " | ".join(_md_cell(row.get(c)) for c in cols) + " |")
     return "\n".join(out)
 

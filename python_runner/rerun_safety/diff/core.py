@@ -12,7 +12,7 @@ from . import limits
 from .buckets import _differing_buckets_across, _differing_buckets_same
 from .floats import float_tolerance_of, round_float_sql
 from .plan import _plan, _set_hash_buckets, _set_range_buckets, _totals
-from .results import DiffError, DiffResult, Side
+from .results import DiffError, DiffResult, Side, _jsonable
 from .rows import _fetch_sample, _rows_across, _rows_same, _sample_columns, _spark_samples
 from .sql import _TEMPORAL, _hash_sql, _in_list, _int_sum, _q, _src, columns_of, parse_where, row_hash, text_type
 
@@ -68,6 +68,8 @@ def compare(left: Side, right: Side, *, key: Sequence[str] = (), ignore_columns:
     if sample is None:
         sample = (_fetch_sample(plan, plan.right, plan.rb, plan.rh, rpick, "extra")
                   + _fetch_sample(plan, plan.left, plan.lb, plan.lh, lpick, "missing"))
+    if plan.key and counts["changed_rows"]:
+        sample = [*sample, *_other_halves(plan, sample)]
     if same and plan.key and counts["changed_rows"]:
         # the columns that differ in every changed key, not only in the sampled ones
         changed = _changed_columns(plan, [b for b, *_ in listed] if nj <= limits.MAX_LISTED_BUCKETS else None)
@@ -130,6 +132,32 @@ def _table(parts: tuple[str, ...]) -> exp.Table:
         return exp.Table(this=ident(parts[2]), db=ident(parts[1]), catalog=ident(parts[0]))
     schema, name = parts
     return exp.Table(this=ident(name), db=ident(schema) if schema else None)
+
+
+def _other_halves(plan, sample: list[dict]) -> list[dict]:
+    """The other side's row of each sampled key that the sample holds on one side only, where that
+    side has exactly one row of the key and it differs: a changed key is then shown as a pair."""
+    d = plan.dialect
+    out: list[dict] = []
+    cols = ", ".join(_q(c, d) for c in plan.columns)
+    for label, side, mine in (("missing", plan.left, "extra"), ("extra", plan.right, "missing")):
+        have = {tuple(r.get(k) for k in plan.key) for r in sample if r["_diff"] == label}
+        want = {tuple(r.get(k) for k in plan.key): r for r in sample if r["_diff"] == mine}
+        want = {k: r for k, r in want.items() if k not in have and all(isinstance(v, (int, str)) for v in k)}
+        if not want:
+            continue
+        cond = exp.or_(*[exp.and_(*[exp.column(k, quoted=True).eq(exp.convert(v)) for k, v in zip(plan.key, values)])
+                         for values in want])
+        rows = side.con.fetch_dicts(f"select {cols} from {plan.src(side, cond.sql(dialect=d))} "
+                                    f"limit {2 * len(want) + 1}")
+        found: dict[tuple, list[dict]] = {}
+        for r in rows:
+            row = {c: _jsonable(r[c]) for c in plan.columns}
+            found.setdefault(tuple(row.get(k) for k in plan.key), []).append(row)
+        for k, rs in found.items():
+            if len(rs) == 1 and k in want and rs[0] != {c: want[k].get(c) for c in plan.columns}:
+                out.append({"_diff": label, **rs[0]})
+    return out
 
 
 def _differing_columns(con: Connection, left: Side, right: Side, columns: list[str],
