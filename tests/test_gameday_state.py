@@ -143,3 +143,83 @@ def test_a_pull_request_with_nothing_to_replay_passes_with_one_line(project):
         assert code == 2 and "no incremental model is selected" in stderr
     finally:
         model.write_text(original)
+
+
+def _workflow_steps() -> dict[str, str]:
+    """The `run:` scripts of examples/ci/rerun-safety.yml, by job and step name."""
+    import yaml
+
+    flow = yaml.safe_load((FIXTURES.parents[1] / "examples" / "ci" / "rerun-safety.yml").read_text())
+    return {f"{job}: {step['name']}": step["run"] for job, spec in flow["jobs"].items()
+            for step in spec["steps"] if "run" in step and "name" in step}
+
+
+def _run_step(repo, script: str) -> tuple[int, str]:
+    """A workflow step's script in the repository, as the runner runs it (bash -e), with the
+    workflow's environment; game days replay one scenario to keep the test short."""
+    import subprocess
+
+    script = script.replace("rerun-safety gameday ", "rerun-safety gameday --scenarios replay ")
+    env = dict(os.environ, DBT_PROFILES_DIR=str(repo), DBT_TARGET="local",
+               PATH=f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ['PATH']}")
+    done = subprocess.run(["bash", "-e", "-c", script], cwd=repo, env=env, capture_output=True, text=True)
+    return done.returncode, done.stdout + done.stderr
+
+
+def test_the_ci_example_passes_an_ordinary_pull_request_and_fails_a_worse_one(tmp_path):
+    """The CI example's own commands, run against a git repository with a main branch (its nightly
+    job leaves the manifest and the report) and two pull-request branches: one that changes no model
+    passes with one line; one that makes a safe model append its lookback fails, and its comment
+    (report.md) names only that model as worse."""
+    import shutil
+    import subprocess
+
+    steps = _workflow_steps()
+    repo = copy_project(FIXTURES / "cadence", tmp_path / "repo")
+    cadence_data.load_duckdb(str(repo / "cadence.duckdb"))
+    dbt_deps(repo, repo)
+    (repo / ".gitignore").write_text("target/\nlogs/\ndbt_packages/\n*.duckdb\nprod-artifacts/\nmain-report/\n")
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-c", "user.name=ci", "-c", "user.email=ci@example.com", *args], cwd=repo,
+                       check=True, capture_output=True)
+
+    git("init", "-q", "-b", "main")
+    git("add", "-A")
+    git("commit", "-q", "-m", "main")
+    # nightly on main: the manifest for state:modified and the report for --baseline (as downloaded)
+    for name in ("nightly: manifest.json for the pull requests' state:modified", "nightly: the full game day"):
+        code, out = _run_step(repo, steps[name])
+        assert code in (0, 1), out  # main has unsafe models on purpose: the nightly report is red
+    shutil.copytree(repo / "target" / "rerun_safety", repo / "main-report")
+    assert by_name(load_report(repo / "main-report"))["clicks_merged"]["verdict"] == "safe"
+    lint, gameday_step = steps["pull-request: lint the changed models"], steps["pull-request: game day of the changed models"]
+
+    # a pull request that changes no model
+    git("checkout", "-q", "-b", "docs-only")
+    (repo / "README.md").write_text("how to run the project\n")
+    git("add", "-A")
+    git("commit", "-q", "-m", "docs")
+    for script in (lint, gameday_step):
+        code, out = _run_step(repo, script)
+        assert (code, out.strip()) == (0, "rerun-safety: nothing to check: the selection matches no model "
+                                          "(--select state:modified+)"), out
+
+    # a pull request that turns a safe merge into an append over its lookback
+    git("checkout", "-q", "main")
+    git("checkout", "-q", "-b", "append-clicks")
+    model = repo / "models" / "clicks_merged.sql"
+    model.write_text(model.read_text().replace("incremental_strategy='merge'", "incremental_strategy='append'"))
+    git("commit", "-q", "-am", "append clicks")
+    shutil.rmtree(repo / "target" / "rerun_safety")
+    code, out = _run_step(repo, lint)
+    assert code == 1 and "clicks_merged" in out and "append-reread" in out, out
+    code, out = _run_step(repo, gameday_step)
+    assert code == 1, out
+    report = load_report(repo / "target" / "rerun_safety")
+    assert sorted(by_name(report)) == ["clicks_merged"]
+    assert report["summary"]["baseline"]["worse"] == ["clicks_merged"]
+    comment = (repo / "target" / "rerun_safety" / "report.md").read_text()
+    assert "- 1 model(s) worse than in the baseline" in comment and "clicks\\_merged" in comment
+    for other in ("orders\\_dup", "orders\\_watermark", "clicks\\_appended"):
+        assert other not in comment
