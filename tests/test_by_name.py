@@ -10,7 +10,7 @@ def test_qualified_relations_are_read_and_ctes_are_not():
            "select r.*, u.plan from recent r join vendor_raw.app_users u using (user_id) "
            "join recent r2 using (app_event_id) where r.x in (select x from Other.Thing)")
     assert relations_read(sql, "postgres") == {("analytics", "vendor_raw", "app_events"),
-                                               (None, "vendor_raw", "app_users"), (None, "other", "thing")}
+                                               (None, "vendor_raw", "app_users"), (None, "Other", "Thing")}
 
 
 def test_unqualified_names_and_unparsable_sql_read_nothing():

@@ -89,7 +89,7 @@ def candidates(project: Project, build: list[Model]) -> list[Model]:
 
 
 def relations_read(sql: str, dialect: str) -> set[tuple[str | None, str, str]]:
-    """(catalog, schema, name) of every schema-qualified relation the SQL names, lower case (CTEs
+    """(catalog, schema, name) of every schema-qualified relation the SQL names, as written (CTEs
     and unqualified names aside)."""
     try:
         trees = [t for t in sqlglot.parse(sql, read=dialect) if t is not None]
@@ -100,14 +100,16 @@ def relations_read(sql: str, dialect: str) -> set[tuple[str | None, str, str]]:
         for t in tree.find_all(exp.Table):
             if not t.name or not t.db:  # a CTE, or a name found through the search path
                 continue
-            out.add((t.catalog.lower() if t.catalog else None, t.db.lower(), t.name.lower()))
+            out.add((t.catalog or None, t.db, t.name))
     return out
 
 
 def discover(project: Project, plan, compiled: dict[str, str], dialect: str, databases: set[str],
-             user_relations: set[tuple[str, str]]) -> ByName:
+             user_relations: dict[tuple[str, str], tuple[str, str]]) -> ByName:
     """The inputs the compiled SQL (model uid -> SQL) reads by name. `databases`: the names the
-    target's own database goes by (others are attached or foreign, read where they are)."""
+    target's own database goes by, lower case (others are attached or foreign, read where they
+    are); `user_relations`: the relations of the user's database, (schema, name) lower case ->
+    as stored."""
     nodes = {(n.schema.lower(), n.identifier.lower()) for n in project.models.values()}
     known = {(s.schema.lower(), s.identifier.lower()) for s in [*plan.inputs, *plan.static_sources]}
     declared = {(s.schema.lower(), s.identifier.lower()): s for s in project.sources.values()}
@@ -115,9 +117,9 @@ def discover(project: Project, plan, compiled: dict[str, str], dialect: str, dat
     readers: dict[tuple[str, str], set[str]] = {}
     for uid, sql in compiled.items():
         for catalog, schema, name in relations_read(sql, dialect):
-            if catalog is not None and catalog not in databases:
+            if catalog is not None and catalog.lower() not in databases:
                 continue
-            key = (schema, name)
+            key = (schema.lower(), name.lower())
             if key in nodes or key in known:
                 continue
             if key in declared or key in user_relations:
@@ -125,14 +127,14 @@ def discover(project: Project, plan, compiled: dict[str, str], dialect: str, dat
     for key in sorted(readers):
         src = declared.get(key)
         if src is None:
-            src = SourceTable(f"{UNDECLARED}{key[0]}.{key[1]}", f"{key[0]}.{key[1]}", None, key[0], key[1],
-                              None, None)
+            schema, name = user_relations[key]
+            src = SourceTable(f"{UNDECLARED}{schema}.{name}", f"{schema}.{name}", None, schema, name, None, None)
         result.inputs.append(src)
         result.readers[src.unique_id] = tuple(sorted(readers[key]))
     return result
 
 
-def declared_unread(project: Project, plan, user_relations: set[tuple[str, str]]) -> list[SourceTable]:
+def declared_unread(project: Project, plan, user_relations) -> list[SourceTable]:
     """Declared sources that no built model reads through source() and that exist in the user's
     database: created empty in the snapshot while the candidates compile."""
     known = {s.unique_id for s in [*plan.inputs, *plan.static_sources]}

@@ -84,7 +84,7 @@ class DuckDBEngine(Engine):
         path = str(target_output.get("path") or "")
         if not path or path == ":memory:" or path.startswith("md:") or path.startswith("motherduck:"):
             raise ConfigError(f"DuckDB target path '{path or ':memory:'}' has no persistent sources to "
-                              "snapshot: point the profile at a DuckDB file")
+                              "copy: point the profile at a DuckDB file")
         self.user_path = Path(path).expanduser().resolve()
         if not self.user_path.exists():
             raise ConfigError(f"DuckDB file {self.user_path} (from the profile's path) does not exist")
@@ -126,7 +126,7 @@ class DuckDBEngine(Engine):
             for src in sources:
                 if src.database and src.database != self.stem:
                     raise ConfigError(f"source {src.name} lives in database '{src.database}', not in the "
-                                      f"target's '{self.stem}': only sources in the target database can be snapshotted")
+                                      f"target's '{self.stem}': only sources in the target database can be copied")
                 con.create_schema(src.schema)
                 user_table = exp.Table(this=ident(src.identifier), db=ident(src.schema), catalog=ident("rs_user"))
                 try:
@@ -153,11 +153,11 @@ class DuckDBEngine(Engine):
         """The names the target's own database goes by in compiled SQL."""
         return {self.stem.lower()}
 
-    def user_relations(self) -> set[tuple[str, str]]:
-        """(schema, name) of every table and view in the user's file, lower case."""
+    def user_relations(self) -> dict[tuple[str, str], tuple[str, str]]:
+        """Every table and view in the user's file: (schema, name) lower case -> as stored."""
         con = duckdb.connect(str(self.user_path), read_only=True)
         try:
-            return {(s.lower(), n.lower()) for s, n in con.execute(
+            return {(s.lower(), n.lower()): (s, n) for s, n in con.execute(
                 "select schema_name, table_name from duckdb_tables() where database_name = current_database() "
                 "union all select schema_name, view_name from duckdb_views() "
                 "where database_name = current_database() and not internal").fetchall()}

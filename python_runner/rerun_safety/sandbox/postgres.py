@@ -183,7 +183,7 @@ class PostgresEngine(Engine):
             for src in sources:
                 if src.database and src.database != self.user_db:
                     raise ConfigError(f"source {src.name} lives in database '{src.database}', not in the "
-                                      f"target's '{self.user_db}': only sources in the target database can be snapshotted")
+                                      f"target's '{self.user_db}': only sources in the target database can be copied")
                 self._copy_source(user, snap, src, empty)
                 if src.time_column and not empty:
                     snap.copy_table(src.schema, src.identifier, SNAPSHOT_SCHEMA, snapshot_table(src))
@@ -196,11 +196,12 @@ class PostgresEngine(Engine):
         """The names the target's own database goes by in compiled SQL."""
         return {self.user_db.lower()}
 
-    def user_relations(self) -> set[tuple[str, str]]:
-        """(schema, name) of every table, view and materialized view in the user's database, lower case."""
+    def user_relations(self) -> dict[tuple[str, str], tuple[str, str]]:
+        """Every table, view and materialized view in the user's database: (schema, name) lower
+        case -> as stored."""
         user = PgConnection(self.params, self.user_db, read_only=True)
         try:
-            return {(s.lower(), n.lower()) for s, n in user.fetchall(
+            return {(s.lower(), n.lower()): (s, n) for s, n in user.fetchall(
                 "select n.nspname, c.relname from pg_class c join pg_namespace n on n.oid = c.relnamespace "
                 "where c.relkind in ('r', 'v', 'm', 'p', 'f') and n.nspname not in ('pg_catalog', "
                 "'information_schema') and n.nspname not like 'pg\\_%'")}
