@@ -215,3 +215,12 @@ def test_a_root_cause_between_two_others_is_named(coverage_run):
     models = by_name(coverage_run["report"])
     assert [models[f"stack_{n}"]["verdict"] for n in "abc"] == ["duplicates"] * 3
     assert [models[f"stack_{n}"]["root_cause"] for n in "abc"] == [True, True, True]
+
+
+def test_worker_scenarios_show_progress_as_they_run(coverage_run):
+    """With --threads 2 the scenarios run in worker processes; each one's start reaches the
+    terminal while it runs (a worker's progress used to show only when its scenario ended, and
+    its scenario name never)."""
+    lines = [ln for ln in coverage_run["stderr"].splitlines() if ln.startswith("rerun-safety: scenario ")]
+    started = {ln.removeprefix("rerun-safety: scenario ") for ln in lines}
+    assert {"reference", "replay+backfill", "rerun", "partial", "determinism"} <= started, lines

@@ -4,7 +4,7 @@ from __future__ import annotations
 import dataclasses
 import multiprocessing
 import os
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from typing import Any
 
 _WORKER: dict[str, Any] = {}
@@ -17,25 +17,55 @@ def start_pool(gameday, workers: int) -> ProcessPoolExecutor:
 
     assert gameday.project
     ctx = multiprocessing.get_context("spawn")
+    # the workers' progress (each run they finish) comes back on a queue, so a long scenario shows
+    # its steps as it goes instead of all at its end
+    queue = ctx.SimpleQueue()
     # the game day's class travels to the worker by name (pickled as a reference): this module does
     # not import the game day that imports it
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_init,
                                initargs=(type(gameday), gameday.options, gameday.run_id, os.getpid(),
-                                         dump_manifest(gameday.project.manifest)))
+                                         dump_manifest(gameday.project.manifest), queue))
+    pool.rs_progress = queue  # type: ignore[attr-defined]
     for _ in range(workers):
         pool.submit(_worker_ready)  # a spawn pool starts a process per pending task
     return pool
 
 
+class _QueueProgress:
+    """A worker's progress: every scenario start and finished run, sent to the parent."""
+
+    def __init__(self, queue):
+        self.queue = queue
+
+    def start(self, total: int, description: str) -> None:
+        return None
+
+    def scenario(self, name: str) -> None:
+        self.queue.put(("scenario", name))
+
+    def advance(self, description: str) -> None:
+        self.queue.put(("advance", description))
+
+
+def _relay(queue, progress) -> None:
+    while queue is not None and not queue.empty():
+        kind, text = queue.get()
+        getattr(progress, kind)(text)
+
+
 def run_parallel(pool, payloads: list[dict], progress) -> dict[str, tuple]:
-    """Run each payload (a scenario, or a scenario in isolation) in the pool, longest first."""
+    """Run each payload (a scenario, or a scenario in isolation) in the pool, longest first; the
+    workers' progress is shown as it comes."""
     done: dict[str, tuple] = {}
-    futures = [pool.submit(_scenario_worker, p) for p in payloads]
-    for fut in as_completed(futures):
-        key, judged, results = fut.result()
-        done[key] = (judged, results)
-        for _ in results:
-            progress.advance(f"{key} done")
+    queue = getattr(pool, "rs_progress", None)
+    pending = {pool.submit(_scenario_worker, p) for p in payloads}
+    while pending:
+        finished, pending = wait(pending, timeout=0.25, return_when=FIRST_COMPLETED)
+        _relay(queue, progress)
+        for fut in finished:
+            key, judged, results = fut.result()
+            done[key] = (judged, results)
+    _relay(queue, progress)
     return done
 
 
@@ -54,7 +84,7 @@ def _worker_ready() -> None:
 
 
 def _worker_init(gameday_class, options, run_id: str, parent_pid: int | None = None,
-                 manifest: bytes | None = None) -> None:
+                 manifest: bytes | None = None, queue=None) -> None:
     """Runs once per worker process: load the parent's manifest (or parse), attach to its run."""
     from .dbt_invoke import load_manifest
     from .plan import make_plan
@@ -63,7 +93,7 @@ def _worker_init(gameday_class, options, run_id: str, parent_pid: int | None = N
 
     if parent_pid is not None:
         _die_with_parent(parent_pid)
-    gd = gameday_class(options, None, run_id=run_id)
+    gd = gameday_class(options, _QueueProgress(queue) if queue is not None else None, run_id=run_id)
     work = options.work_root / f"{PREFIX}{run_id}" / f"worker_{os.getpid()}"
     gd.project = Project(options.project_dir, options.profiles_dir, options.target, options.vars_yaml, work,
                          manifest=load_manifest(manifest) if manifest is not None else None)
