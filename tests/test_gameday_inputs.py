@@ -125,7 +125,7 @@ EXTERNAL_PROJECT = {
 
 
 def test_an_external_location_source_and_a_python_model(tmp_path):
-    """dbt-duckdb: a source read from a parquet file is snapshotted as a table (the file is only
+    """dbt-duckdb: a source read from a parquet file is copied as a table (the file is only
     read), and a Python model is replayed like a SQL model."""
     import duckdb
 

@@ -528,7 +528,7 @@ class Gameday:
                                           rewrite_sql=self.engine.sql_rewriter(snapshot),
                                           context=self.engine.invocation_context(snapshot))
         if not res.success:
-            raise ConfigError(f"dbt seed failed in the snapshot: {res.error}")
+            raise ConfigError(f"dbt seed failed in the input copy: {res.error}")
         timed = [s for s in plan.inputs if s.seed]
         if timed:
             with self.engine.connect(snapshot) as con:

@@ -307,7 +307,7 @@ class SparkEngine(Engine):
         for src in sources:
             if src.database and src.database.lower() not in ("spark_catalog", src.schema.lower()):
                 raise ConfigError(f"source {src.name} lives in catalog '{src.database}': only sources in the "
-                                  "session catalog can be snapshotted")
+                                  "session catalog can be copied")
             con.create_schema(src.schema)
             user = f"{ident(src.schema).sql(dialect='spark')}.{ident(src.identifier).sql(dialect='spark')}"
             try:
