@@ -29,7 +29,7 @@ demo: $(BIN)/.installed-demo
 	  rc=$$?; [ $$rc -le 1 ] || exit $$rc; echo "report: examples/shop/target/rerun_safety/report.html"
 
 test: $(BIN)/.installed
-	$(BIN)/python -m pytest tests --durations=25
+	$(BIN)/python tests/_shards.py --durations=25
 
 clean:
 	rm -rf $(VENV) examples/shop/target examples/shop/*.duckdb integration_tests/target
