@@ -198,7 +198,8 @@ def test_many_buckets_give_duckdbs_answers(spark_tables):
                                            f"or id % 300 = 11")}
         for side, ids in (("only_left", {i for i in left if i % 250 == 7 or i % 97 == 5}), ("only_right", right)):
             picked = [r["id"] for r in spark["sample"] if r["_diff"] == side]
-            assert len(picked) == 5 and set(picked) <= ids, (side, picked)
+            # five picked on each side, and the other side's row of a sampled changed key
+            assert 5 <= len(picked) <= 10 and set(picked) <= ids, (side, picked)
         spark, duck = _both(spark_tables, "many_l", "many_r")
         assert (spark["only_left"], spark["only_right"]) == (duck["only_left"], duck["only_right"]) == (43, 81)
     finally:

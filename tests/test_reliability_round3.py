@@ -322,10 +322,16 @@ def test_diff_markdown_escapes_names_and_values_like_the_game_days(hostile_table
     assert code == 1, err
     assert "<script>" not in out and "<b>" not in out and "\x1b" not in out and "\x07" not in out
     assert "&lt;script&gt;alert(1)&lt;/script&gt;\\|\\`\\\\x1b" in out
-    # every table row keeps its column count: an escaped | does not split a cell
+    # every table row keeps its column count: an escaped | does not split a cell (the changed key's
+    # table: key, column, left, right; with --all-columns the whole rows: side, id, note)
+    rows = [ln for ln in out.splitlines() if ln.startswith("| key") or ln.startswith("| id=")]
+    assert len(rows) == 2 and {len(ln.replace("\\|", "").split("|")) for ln in rows} == {6}, out
+    code, out, err = run_cli(["diff", f"{hostile_tables}:main.a", f"{hostile_tables}:main.b", "--key", "id",
+                              "--format", "md", "--all-columns"])
+    assert "<script>" not in out and "&lt;script&gt;alert(1)&lt;/script&gt;\\|\\`\\\\x1b" in out
     rows = [ln for ln in out.splitlines() if ln.startswith("| side")] + \
         [ln for ln in out.splitlines() if ln.startswith("| only_")]
-    assert rows and {len([c for c in ln.replace("\\|", "").split("|")]) for ln in rows} == {5}
+    assert len(rows) == 3 and {len([c for c in ln.replace("\\|", "").split("|")]) for ln in rows} == {5}
 
 
 def test_diff_text_shows_control_characters_instead_of_sending_them(hostile_tables):
