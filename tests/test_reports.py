@@ -758,6 +758,17 @@ def test_a_baseline_shows_what_the_run_changed_first(tmp_path):
     assert section[2] == "- 3 unsafe as in the baseline: orders\\_append, daily\\_revenue, broken\\_model"
     assert md_text.index("#### Compared with the baseline") < md_text.index("#### Root causes")
     assert md_text.startswith("### ❌")
+    # only what this run changed is listed; the models as in the baseline are folded into one block
+    top, folded = md_text.split("<details><summary>4 model(s) as in the baseline</summary>", 1)
+    changed = top.split("#### Changed since the baseline\n\n", 1)[1].split("\n\n", 1)[0]
+    assert [row.split(" | ")[0].lstrip("| ") for row in changed.splitlines()[2:]] == \
+        [md(HOSTILE), "sessions\\_watermark", "stg\\_orders"]
+    assert "orders\\_append" not in top.split("#### Compared with the baseline", 1)[1].split("Project `", 1)[1]
+    folded = folded.split("</details>", 1)[0]
+    assert [row.split(" | ")[0].lstrip("| ") for row in folded.strip().splitlines()[2:]] == \
+        ["broken\\_model", "orders\\_append", "daily\\_revenue", "country\\_codes"]
+    assert "**orders\\_append** · `replay`" not in md_text  # its sample rows are folded away too
+    assert "**sessions\\_watermark** · `partial` · loss" in md_text
     summary = report.summary()
     assert summary["baseline"]["fixed"] == ["stg_orders"] and summary["exit_code"] == 1
     html = HtmlRenderer().render(report)

@@ -126,6 +126,30 @@ class MarkdownRenderer(Renderer):
         if report.notes:
             out += [f"- {md(n)}" for n in report.notes] + [""]
         models = sort_worst_first(report.models)
+        # With a baseline (a pull request against main's last report), the sections and the table
+        # show what this run changed; the models as they were in the baseline are folded away.
+        same: list[ModelVerdict] = []
+        if report.baseline is not None:
+            same = [m for m in models if report.baseline.get(m.name) == m.verdict]
+            models = [m for m in models if m not in same]
+        out += self._sections(models)
+        listed = [m for m in models if m.verdict in UNSAFE] if unsafe_only else models
+        title = "#### Unsafe models" if unsafe_only else "#### All models"
+        if report.baseline is not None:
+            title = "#### Changed since the baseline"
+        out += [title, ""] + self._table(listed) + [""]
+        if len(listed) < len(models):
+            out += [f"_{len(models) - len(listed)} safe or skipped models not listed; see report.json._", ""]
+        if same and not unsafe_only:
+            out += [f"<details><summary>{len(same)} model(s) as in the baseline</summary>", ""]
+            out += self._table(same) + ["", "</details>", ""]
+        elif same:
+            out += [f"_{len(same)} model(s) as in the baseline not listed; see report.json._", ""]
+        return out
+
+    @staticmethod
+    def _sections(models: list[ModelVerdict]) -> list[str]:
+        out: list[str] = []
         roots = [m for m in models if m.root_cause]
         if roots:
             out += ["#### Root causes", ""]
@@ -150,26 +174,25 @@ class MarkdownRenderer(Renderer):
             out += ["#### Other unsafe models", ""]
             out += [f"- **{md(m.name)}**: {_verdict(m.verdict)} {_worst_line(m)}" for m in others]
             out.append("")
-        out += _errors(models)
-        listed = [m for m in models if m.verdict in UNSAFE] if unsafe_only else models
-        out += ["#### Unsafe models" if unsafe_only else "#### All models", ""]
+        return out + _errors(models)
+
+    @staticmethod
+    def _table(models: list[ModelVerdict]) -> list[str]:
         rows = []
-        for m in listed:
+        for m in models:
             s = m.worst_scenario
             nums = [str(s.extra_rows), str(s.missing_rows), str(s.duplicate_keys), str(s.changed_rows)] \
                 if s else ["", "", "", ""]
             rows.append([md(m.name), _verdict(m.verdict), md(cause(m)),
                          md(s.name) if s else ""] + nums)
-        out += _table(["Model", "Verdict", "Cause", "Worst scenario", "Extra", "Missing",
+        return _table(["Model", "Verdict", "Cause", "Worst scenario", "Extra", "Missing",
                        "Dup keys", "Changed"], rows)
-        out.append("")
-        if len(listed) < len(models):
-            out += [f"_{len(models) - len(listed)} safe or skipped models not listed; see report.json._", ""]
-        return out
 
     def _samples(self, report: GamedayReport) -> list[str]:
         out: list[str] = []
         for m in sort_worst_first(report.unsafe):
+            if report.baseline is not None and report.baseline.get(m.name) == m.verdict:
+                continue  # as in the baseline: folded away with its table row
             s = next((x for x in sorted(m.scenarios, key=lambda x: x is not m.worst_scenario)
                       if x.sample), None)
             if s is not None:
