@@ -118,6 +118,8 @@ class Plan:
         """Inputs the compiled SQL reads by name (by_name.ByName): copied like sources, planned by
         their config (a declared source's time column; an undeclared relation is static)."""
         for src in found.inputs:
+            if src.unique_id in self.kinds:  # added already (a worker runs many payloads)
+                continue
             self.project.sources.setdefault(src.unique_id, src)
             for uid in found.readers[src.unique_id]:
                 self.project.read_by_name.setdefault(uid, set()).add(src.unique_id)

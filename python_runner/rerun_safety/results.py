@@ -140,6 +140,13 @@ class GamedayReport:
                      or _verdict_rank(m.verdict) < _verdict_rank(self.baseline[m.name]))
 
     @property
+    def same_as_baseline(self) -> tuple[ModelVerdict, ...]:
+        """Models whose verdict is the baseline's (what a pull request's comment folds away)."""
+        if self.baseline is None:
+            return ()
+        return tuple(m for m in self.models if self.baseline.get(m.name) == m.verdict)
+
+    @property
     def fixed_since_baseline(self) -> tuple[ModelVerdict, ...]:
         """Models the baseline called unsafe that are judged safe now."""
         if self.baseline is None:

@@ -124,8 +124,7 @@ def _scenario_worker(payload: dict) -> tuple:
     plan.timeline = payload["timeline"]
     plan.arrivals = payload["arrivals"]
     plan.first_halves = payload["first_halves"]
-    if not plan.project.read_by_name:  # once per worker process: its plan is made from the manifest
-        plan.add_read_by_name(payload["read_by_name"])
+    plan.add_read_by_name(payload["read_by_name"])  # its plan is made from the manifest alone
     plan.time_columns = payload["time_columns"]
     plan.late = payload["late"]
     plan.side = payload["side"]

@@ -128,10 +128,8 @@ class MarkdownRenderer(Renderer):
         models = sort_worst_first(report.models)
         # With a baseline (a pull request against main's last report), the sections and the table
         # show what this run changed; the models as they were in the baseline are folded away.
-        same: list[ModelVerdict] = []
-        if report.baseline is not None:
-            same = [m for m in models if report.baseline.get(m.name) == m.verdict]
-            models = [m for m in models if m not in same]
+        same = [m for m in models if m in report.same_as_baseline]
+        models = [m for m in models if m not in same]
         out += self._sections(models)
         listed = [m for m in models if m.verdict in UNSAFE] if unsafe_only else models
         title = "#### Unsafe models" if unsafe_only else "#### All models"
@@ -191,7 +189,7 @@ class MarkdownRenderer(Renderer):
     def _samples(self, report: GamedayReport) -> list[str]:
         out: list[str] = []
         for m in sort_worst_first(report.unsafe):
-            if report.baseline is not None and report.baseline.get(m.name) == m.verdict:
+            if m in report.same_as_baseline:
                 continue  # as in the baseline: folded away with its table row
             s = next((x for x in sorted(m.scenarios, key=lambda x: x is not m.worst_scenario)
                       if x.sample), None)

@@ -119,10 +119,7 @@ class DuckDBEngine(Engine):
         release_duckdb()  # a dbt invocation in the snapshot holds it open, confined to the sandbox
         con = DuckDBConnection(sandbox.location)
         try:
-            try:
-                con.execute(_attach_read_only(str(self.user_path)))
-            except duckdb.Error as err:
-                raise SandboxError(f"cannot open {self.user_path} read-only: {str(err).splitlines()[0]}") from None
+            self._attach_user(con)
             for src in sources:
                 if src.database and src.database != self.stem:
                     raise ConfigError(f"source {src.name} lives in database '{src.database}', not in the "
@@ -153,14 +150,22 @@ class DuckDBEngine(Engine):
         """The names the target's own database goes by in compiled SQL."""
         return {self.stem.lower()}
 
-    def user_relations(self) -> dict[tuple[str, str], tuple[str, str]]:
-        """Every table and view in the user's file: (schema, name) lower case -> as stored."""
-        con = duckdb.connect(str(self.user_path), read_only=True)
+    def _attach_user(self, con: DuckDBConnection) -> None:
         try:
-            return {(s.lower(), n.lower()): (s, n) for s, n in con.execute(
-                "select schema_name, table_name from duckdb_tables() where database_name = current_database() "
+            con.execute(_attach_read_only(str(self.user_path)))
+        except duckdb.Error as err:
+            raise SandboxError(f"cannot open {self.user_path} read-only: {str(err).splitlines()[0]}") from None
+
+    def user_relations(self) -> dict[tuple[str, str], tuple[str, str]]:
+        """Every table and view in the user's file: (schema, name) lower case -> as stored (read
+        through the same read-only attach as the copy, with its error for a file that cannot be opened)."""
+        con = DuckDBConnection(":memory:")
+        try:
+            self._attach_user(con)
+            return {(str(sch).lower(), str(n).lower()): (str(sch), str(n)) for sch, n in con.fetchall(
+                "select schema_name, table_name from duckdb_tables() where database_name = 'rs_user' "
                 "union all select schema_name, view_name from duckdb_views() "
-                "where database_name = current_database() and not internal").fetchall()}
+                "where database_name = 'rs_user' and not internal")}
         finally:
             con.close()
 
