@@ -1,28 +1,36 @@
-"""The `rerun-safety` console script. A Ctrl-C (or SIGTERM) at any moment ends with one line and exit
-130 (143): while Python imports the runner (about half a second, before any command could handle it),
-and around a command, where click would print `Aborted!` and exit 1, the code of "unsafe"."""
+"""The `rerun-safety` console script. A Ctrl-C (or SIGTERM) at any moment from this module's first line
+on ends with one line and exit 130 (143): while Python imports the runner (about half a second, before
+any command could handle it), and around a command, where click would print `Aborted!` and exit 1, the
+code of "unsafe". The handlers go in before anything else is imported, through the built-in `_signal`
+(the `signal` module is Python code that takes milliseconds to import); only the interpreter's own
+start, before this file runs, keeps Python's default."""
 from __future__ import annotations
 
+import _signal
 import os
-import signal
 import sys
 
 
 def _early_stop(signum, frame) -> None:
     # nothing has been opened or written yet: leave at once
-    name = "SIGTERM" if signum == signal.SIGTERM else "SIGINT"
+    name = "SIGTERM" if signum == _signal.SIGTERM else "SIGINT"
     os.write(2, f"rerun-safety: interrupted by {name}\n".encode())
-    os._exit(143 if signum == signal.SIGTERM else 130)
+    os._exit(143 if signum == _signal.SIGTERM else 130)
+
+
+# at import: this module is the console script's first import (nothing imports it in a library's process)
+_PREVIOUS = {sig: _signal.signal(sig, _early_stop) for sig in (_signal.SIGINT, _signal.SIGTERM)}
 
 
 def main() -> None:
-    previous = {sig: signal.signal(sig, _early_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    import signal
+
     import click
     import duckdb  # noqa: F401  (a C extension: an interrupt inside its init aborts the process)
 
     from .cli import main as cli
 
-    for sig, handler in previous.items():  # commands install their own (cli._on_stop_signal)
+    for sig, handler in _PREVIOUS.items():  # commands install their own (cli._on_stop_signal)
         signal.signal(sig, handler)
     try:
         cli.main(standalone_mode=False, prog_name="rerun-safety")
