@@ -55,7 +55,21 @@ def _gameday(project: Path, profiles: Path, out: Path, *extra: str) -> tuple[int
     return code, stderr, load_report(out) if (out / "report.json").exists() else None
 
 
-@pytest.mark.parametrize("engine", ["duckdb", "postgres"])
+def _profile_with_an_output_for_elsewhere(project: Path, output: dict) -> None:
+    """profiles.yml with the target and a second output that reads an environment variable this
+    machine does not set (as a shared profiles.yml with a warehouse target does): dbt renders only
+    the target's output, and so must the runner."""
+    import yaml
+
+    other = {"type": "postgres", "host": "{{ env_var('RS_TEST_UNSET_WAREHOUSE_HOST') }}", "user": "u",
+             "password": "{{ env_var('RS_TEST_UNSET_WAREHOUSE_PASSWORD') }}", "port": 5432, "dbname": "d",
+             "schema": "s"}
+    assert "RS_TEST_UNSET_WAREHOUSE_HOST" not in os.environ
+    (project / "profiles.yml").write_text(yaml.safe_dump(
+        {"seed_only": {"target": "dev", "outputs": {"dev": output, "warehouse": other}}}))
+
+
+@pytest.mark.parametrize("engine", ["duckdb", "duckdb-in-memory", "postgres"])
 def test_a_timed_seed_is_replayed_like_a_source(engine, tmp_path, request):
     project = tmp_path / "seed_only"
     _write(project, {**SEED_PROJECT, "seeds/sales.csv": _sales_csv()})
@@ -64,6 +78,9 @@ def test_a_timed_seed_is_replayed_like_a_source(engine, tmp_path, request):
 
         duckdb.connect(str(project / "seed_only.duckdb")).close()  # the user's (empty) database
         write_profiles(project, "seed_only", duckdb_profile("seed_only.duckdb"))
+    elif engine == "duckdb-in-memory":
+        # dbt-duckdb's default target: no file, every input a seed, so nothing needs copying
+        _profile_with_an_output_for_elsewhere(project, {"type": "duckdb", "schema": "main", "threads": 1})
     else:
         server = request.getfixturevalue("pg_server")
         write_profiles(project, "seed_only", postgres_profile(server, request.getfixturevalue("pg_database")))
@@ -81,6 +98,24 @@ def test_a_timed_seed_is_replayed_like_a_source(engine, tmp_path, request):
     # dbt's whole message, not only "ERROR": the step, the database's error and the column it names
     assert broken["message"].startswith("batch 1: ")
     assert "no_such_column" in broken["message"] and len(broken["message"]) > 60
+    # without dbt's "compiled code at <path>": a path in a sandbox that is gone when the report is read
+    assert "compiled code at" not in broken["message"] and "rerun_safety_sbx_" not in broken["message"]
+
+
+def test_an_in_memory_target_that_a_source_is_read_from_is_one_line_and_exit_2(tmp_path):
+    project = tmp_path / "seed_only"
+    _write(project, {**SEED_PROJECT, "seeds/sales.csv": _sales_csv(),
+                     "models/sources.yml": ("sources:\n  - name: shop\n    schema: raw\n    tables:\n"
+                                            "      - name: orders\n        config: {event_time: ordered_at}\n"),
+                     "models/orders_appended.sql": (
+                         "{{ config(materialized='incremental', incremental_strategy='append') }}\n"
+                         "select * from {{ source('shop', 'orders') }}\n")})
+    _profile_with_an_output_for_elsewhere(project, {"type": "duckdb", "path": ":memory:", "schema": "main"})
+    code, stderr, report = _gameday(project, project, tmp_path / "out", "--scenarios", "replay")
+    assert (code, report) == (2, None), stderr
+    assert stderr.strip().splitlines() == [
+        "rerun-safety: error: source shop.orders is read from the target, an in-memory DuckDB (path ':memory:'), "
+        "which holds no tables between runs: point the profile at a DuckDB file"], stderr
 
 
 def test_a_duckdb_file_named_like_its_schema(tmp_path):

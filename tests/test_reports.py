@@ -262,9 +262,10 @@ def test_junit_all_safe_has_no_failures():
 def test_markdown_root_causes_before_contamination(written):
     text = written["markdown"].read_text(encoding="utf-8")
     lines = text.splitlines()
-    assert lines[0] == ("### ❌ rerun-safety game day: 5 of 7 models are unsafe; root causes: orders\\_append "
+    # the model dbt failed on is counted apart: not judged, so not "unsafe"
+    assert lines[0] == ("### ❌ rerun-safety game day: 4 of 7 models are unsafe; root causes: orders\\_append "
                         "(duplicates), sessions\\_watermark (loss), &lt;script&gt;alert(1)&lt;/script&gt;\\|x "
-                        "(nondeterministic).")
+                        "(nondeterministic); 1 model could not be judged, dbt failed on it (error): broken\\_model.")
     i_root, i_cont, i_table = (lines.index("#### Root causes"), lines.index("#### Contaminated downstream"),
                                lines.index("#### All models"))
     assert i_root < i_cont < i_table
@@ -421,7 +422,7 @@ def test_print_summary_lists_every_model_worst_first(report, written):
         ["stg_orders", "safe", "replay: no difference"],
         ["country_codes", "skipped", "static reference data: no time column"]]
     assert "contaminated by orders_append" in out
-    assert "5 of 7 models are unsafe" in out
+    assert "4 of 7 models are unsafe; root causes:" in out and "1 model could not be judged, dbt failed on it (error): broken_model" in out
     assert str(written["html"]) in out and str(written["junit"]) in out
     assert 'broken_model [replay]: Binder Error: column "amout" not found' in out
 

@@ -138,8 +138,10 @@ def _exception_text(text: str) -> str:
 
 def _whole_message(text: str) -> str:
     """dbt's whole message for a node (a failing model's database error names the line and the
-    cause over several lines), without blank lines."""
-    return "\n".join(ln.rstrip() for ln in str(text).strip().splitlines() if ln.strip())
+    cause over several lines), without blank lines, and without dbt's "compiled code at <path>":
+    that path is in a sandbox, removed when the game day ends."""
+    return "\n".join(ln.rstrip() for ln in str(text).strip().splitlines()
+                     if ln.strip() and not ln.strip().startswith("compiled code at "))
 
 
 # What dbt says of a node whose cause it logged elsewhere: a microbatch model's result reads "ERROR"

@@ -146,18 +146,22 @@ def load_target_output(project_dir: Path, profiles_dir: Path, target: str | None
         raw = read_profile(str(profiles_dir))
         if profile_name not in raw:
             raise ConfigError(f"profile '{profile_name}' not found in {profiles_dir / 'profiles.yml'}")
-        rendered = ProfileRenderer(cli_vars).render_data(raw[profile_name])
+        profile = raw[profile_name] if isinstance(raw[profile_name], dict) else {}
+        renderer = ProfileRenderer(cli_vars)
+        # like dbt: the target's name, then that one output; the other outputs stay unrendered
+        # (their env_var() calls may name variables this machine does not set)
+        target_name = (target or os.environ.get("DBT_TARGET")
+                       or renderer.render_value(profile.get("target"), "target") or "default")
+        outputs = profile.get("outputs") if isinstance(profile.get("outputs"), dict) else {}
+        if target_name not in outputs:
+            known = ", ".join(sorted(outputs)) or "none"
+            raise ConfigError(f"target '{target_name}' not found in profile '{profile_name}' (known: {known})")
+        output = dict(renderer.render_data(outputs[target_name]) or {})
     except ConfigError:
         raise
     except Exception as err:  # dbt raises its own error types for bad YAML or Jinja
         first = str(err).strip().splitlines()
         raise ConfigError(f"could not read profile '{profile_name}': {' '.join(first[:2])}") from None
-    target_name = target or os.environ.get("DBT_TARGET") or rendered.get("target") or "default"
-    outputs = rendered.get("outputs") or {}
-    if target_name not in outputs:
-        known = ", ".join(sorted(outputs)) or "none"
-        raise ConfigError(f"target '{target_name}' not found in profile '{profile_name}' (known: {known})")
-    output = dict(outputs[target_name])
     if output.get("type") not in SUPPORTED_ADAPTERS:
         raise ConfigError(f"adapter '{output.get('type')}' of target '{target_name}' is not supported "
                           f"(supported: {', '.join(SUPPORTED_ADAPTERS)})")

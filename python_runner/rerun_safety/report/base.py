@@ -90,12 +90,25 @@ def headline(report: GamedayReport) -> str:
         tail = ", ".join(f"{k} {v}" for k, v in others if k)
         judged = n - sum(k for k, _ in others)
         return f"All {judged} judged models are safe to run twice{f' ({tail})' if tail else ''}."
-    roots = report.root_causes
-    text = f"{len(unsafe)} of {n} models are unsafe"
-    if roots:
-        text += "; root cause" + ("s" if len(roots) > 1 else "") + ": " + ", ".join(
-            f"{m.name} ({m.verdict})" for m in roots)
-    return text + "."
+    # a model dbt could not run in a scenario was not judged: counted apart from the unsafe ones
+    errors = [m for m in unsafe if m.verdict == "error"]
+    judged = [m for m in unsafe if m.verdict != "error"]
+    roots = [m for m in report.root_causes if m.verdict != "error"]
+    parts = []
+    if judged:
+        text = f"{len(judged)} of {n} models are unsafe"
+        if roots:
+            text += "; root cause" + ("s" if len(roots) > 1 else "") + ": " + ", ".join(
+                f"{m.name} ({m.verdict})" for m in roots)
+        parts.append(text)
+    if errors:
+        parts.append(f"{len(errors)}{'' if judged else f' of {n}'} model{'s' if len(errors) > 1 else ''} could not "
+                     f"be judged, dbt failed on {'them' if len(errors) > 1 else 'it'} (error): "
+                     + ", ".join(m.name for m in errors))
+    untested = sum(1 for m in report.models if m.verdict == "untested")
+    if untested:
+        parts.append(f"{untested} untested")
+    return "; ".join(parts) + "."
 
 
 def sample_columns(sample) -> list[str]:

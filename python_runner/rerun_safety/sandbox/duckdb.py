@@ -82,16 +82,21 @@ class DuckDBEngine(Engine):
 
     def __init__(self, target_output: dict, work_root: Path, run_id: str, attach: bool = False):
         path = str(target_output.get("path") or "")
-        if not path or path == ":memory:" or path.startswith("md:") or path.startswith("motherduck:"):
-            raise ConfigError(f"DuckDB target path '{path or ':memory:'}' has no persistent sources to "
-                              "copy: point the profile at a DuckDB file")
-        self.user_path = Path(path).expanduser().resolve()
-        if not self.user_path.exists():
-            raise ConfigError(f"DuckDB file {self.user_path} (from the profile's path) does not exist")
-        self.stem = self.user_path.stem
+        if path.startswith("md:") or path.startswith("motherduck:"):
+            raise ConfigError(f"DuckDB target path '{path}' is a MotherDuck database, which the game day "
+                              "cannot copy: point the profile at a DuckDB file")
         self._original_location: dict[str, Any] = {}
         self.files_read: tuple[str, ...] = ()
-        if self.user_path.is_relative_to(Path(work_root).resolve()):
+        # An in-memory target (dbt-duckdb's default) holds nothing between runs: a project whose
+        # inputs are seeds (or files) runs as is; a source to copy gets one clear error (add_to_snapshot).
+        self.user_path: Path | None = None
+        self.stem = "memory"  # the database name dbt-duckdb gives ':memory:', kept by the sandboxes' files
+        if path and path != ":memory:":
+            self.user_path = Path(path).expanduser().resolve()
+            if not self.user_path.exists():
+                raise ConfigError(f"DuckDB file {self.user_path} (from the profile's path) does not exist")
+            self.stem = self.user_path.stem
+        if self.user_path is not None and self.user_path.is_relative_to(Path(work_root).resolve()):
             # sandboxes are created and swept there: the user's file could be taken for a leftover
             raise SandboxError(f"refusing to run: DuckDB file {self.user_path} is inside the runner's work "
                                f"root {Path(work_root).resolve()}, where sandboxes are created and removed")
@@ -116,10 +121,15 @@ class DuckDBEngine(Engine):
 
     def add_to_snapshot(self, sandbox: Sandbox, sources: Iterable[SourceTable], empty: bool = False) -> None:
         """Copy sources from the user's file into the snapshot (`empty`: their columns only)."""
+        sources = list(sources)
+        if self.user_path is None and (stored := [s for s in sources if not s.external]):
+            raise ConfigError(f"source {stored[0].name} is read from the target, an in-memory DuckDB (path "
+                              f"':memory:'), which holds no tables between runs: point the profile at a DuckDB file")
         release_duckdb()  # a dbt invocation in the snapshot holds it open, confined to the sandbox
         con = DuckDBConnection(sandbox.location)
         try:
-            self._attach_user(con)
+            if self.user_path is not None:
+                self._attach_user(con)
             for src in sources:
                 if src.database and src.database != self.stem:
                     raise ConfigError(f"source {src.name} lives in database '{src.database}', not in the "
@@ -141,7 +151,8 @@ class DuckDBEngine(Engine):
                     raise ConfigError(f"source {src.name}: cannot read {where}: {str(err).splitlines()[0]}") from None
                 if src.time_column and not empty:
                     con.copy_table(src.schema, src.identifier, SNAPSHOT_SCHEMA, snapshot_table(src))
-            con.execute("detach rs_user")
+            if self.user_path is not None:
+                con.execute("detach rs_user")
         finally:
             con.close()
 
@@ -159,6 +170,8 @@ class DuckDBEngine(Engine):
     def user_relations(self) -> dict[tuple[str, str], tuple[str, str]]:
         """Every table and view in the user's file: (schema, name) lower case -> as stored (read
         through the same read-only attach as the copy, with its error for a file that cannot be opened)."""
+        if self.user_path is None:
+            return {}
         con = DuckDBConnection(":memory:")
         try:
             self._attach_user(con)
