@@ -159,7 +159,14 @@ select * from {{ source('raw', 'events') }}
 {% if is_incremental() %}
 where event_time > (select max(event_time) from {{ this }})
 {% endif %}"""},
-    "own-strategy": {"model": """\
+    "unknown-strategy": {"model": """\
+{# no macro get_incremental_incremental_by_time_range_sql anywhere: another tool's name #}
+{{ config(materialized='incremental', incremental_strategy='incremental_by_time_range') }}
+select * from {{ source('raw', 'events') }}
+{% if is_incremental() %}
+where event_time >= (select max(event_time) - interval '3 days' from {{ this }})
+{% endif %}"""},
+    "own-strategy": {"strategy_macros": ["get_incremental_keyed_replace_sql"], "model": """\
 {# the project's macros/ define get_incremental_keyed_replace_sql(arg_dict) #}
 {{ config(materialized='incremental', incremental_strategy='keyed_replace', unique_key='event_id') }}
 select * from {{ source('raw', 'events') }}
@@ -234,7 +241,8 @@ def lint_example(rule_id: str) -> list:
         incremental_strategy=config.get("incremental_strategy"), partition_key=config.get("partition_key"),
         partitions=config.get("partitions"), config=config, rerun_safety_meta=meta,
         root_macros=frozenset({SHIM}), raw_code=spec["model"], types=TYPES,
-        load_times=tuple(spec.get("load_times", ())))
+        load_times=tuple(spec.get("load_times", ())),
+        strategy_macros=frozenset({SHIM, *spec.get("strategy_macros", ())}))
     findings, _ = lint_model(ctx)
     return findings
 

@@ -132,6 +132,11 @@ def test_versions_are_two_models_with_two_names_everywhere(conformance_run):
         linted = json.loads(stdout)["models"]
         assert code in (0, 1), stderr
         assert set(names) <= set(linted) and "customer_summary" not in linted
+        # the project's own strategy (its macros/ define get_incremental_keyed_replace_sql) is named,
+        # not called unknown; the partition_overwrite shim is found the same way
+        found = [(f["model"], f["rule"]) for f in json.loads(stdout)["findings"]]
+        assert ("inc_custom_strategy", "own-strategy") in found, found
+        assert not [f for f in found if f[1] == "unknown-strategy"], found
 
 
 def test_inputs_read_by_name_are_copied_and_replayed(conformance_run):

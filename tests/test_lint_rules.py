@@ -2,6 +2,8 @@
 parsed in both the DuckDB and the PostgreSQL dialect."""
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from rerun_safety.lint.context import WINDOW_END_SENTINEL, WINDOW_START_SENTINEL, ModelContext
@@ -438,7 +440,8 @@ def test_rule_table_is_stable(adapter):
         "append-reread", "unique-key-ignored", "watermark-strict-gt", "late-watermark", "partition-lookback-unaligned",
         "nondeterministic-function", "clock-window", "self-state", "config-column-missing",
         "dedup-order-not-total", "limit-without-order", "inclusive-window-bound",
-        "microbatch-postgres", "adapter-trap", "hook-append", "own-strategy", "compile-error", "python-model",
+        "microbatch-postgres", "adapter-trap", "hook-append", "unknown-strategy", "own-strategy", "compile-error",
+        "python-model",
         "sql-parse-error",
         "incremental-branch-unchecked", "suppression-missing-reason", "suppression-unknown-rule"]
     assert {r.severity for r in RULES.values()} == {"error", "warning", "info"}
@@ -478,3 +481,20 @@ def test_a_strategy_or_materialization_of_the_projects_own_is_named_not_passed_o
     for strategy in ("merge", "delete+insert", "append", "microbatch"):
         assert "own-strategy" not in rules(incremental(adapter, LOOKBACK, strategy, "id"))
     assert "own-strategy" not in rules(table(adapter, f"select * from {SRC}"))
+
+
+def test_a_strategy_no_macro_implements_is_an_error_not_the_projects_own(adapter):
+    """Another tool's strategy name (SQLMesh's incremental_by_time_range in a dbt project): dbt finds
+    no get_incremental_<name>_sql and fails on every incremental run."""
+    ctx = incremental(adapter, LOOKBACK, "incremental_by_time_range", "id")
+    ctx = dataclasses.replace(ctx, strategy_macros=frozenset({"get_incremental_merge_sql"}))
+    found = [(f.rule, f.severity) for f in run_rules(ctx) if f.rule in ("own-strategy", "unknown-strategy")]
+    assert found == [("unknown-strategy", "error")]
+    assert "no macro get_incremental_incremental_by_time_range_sql" in next(
+        f.message for f in run_rules(ctx) if f.rule == "unknown-strategy")
+    # defined where dbt looks: the project's own, no error
+    ctx = dataclasses.replace(ctx, strategy_macros=frozenset({"get_incremental_incremental_by_time_range_sql"}))
+    assert [f.rule for f in run_rules(ctx) if f.rule in ("own-strategy", "unknown-strategy")] == ["own-strategy"]
+    # not known which macros exist: no claim either way beyond "the project's own"
+    ctx = dataclasses.replace(ctx, strategy_macros=None)
+    assert [f.rule for f in run_rules(ctx) if f.rule in ("own-strategy", "unknown-strategy")] == ["own-strategy"]

@@ -86,6 +86,10 @@ class ModelContext:
     raw_code: str = ""
     window_literals: tuple[str, str] = (WINDOW_START_SENTINEL[:10], WINDOW_END_SENTINEL[:10])
     root_macros: frozenset = frozenset()
+    # the macro names a model's config can reach without a package prefix (its root project, its
+    # own package, dbt's and the adapter's), where dbt looks for get_incremental_<name>_sql;
+    # None: not known (the rules then assume a strategy's macro exists)
+    strategy_macros: frozenset | None = None
     # (schema, name) -> {column: type} of the relations in the scratch catalog (lowercased), and
     # the model's own output columns (its relation there), when known
     catalog: dict = field(default_factory=dict)

@@ -152,6 +152,7 @@ def run_lint(project_dir: str | Path = ".", profiles_dir: str | Path | None = No
     uniq = unique_sets(manifest)
     root = manifest.metadata.project_name
     root_macros = frozenset(m.name for m in manifest.macros.values() if m.package_name == root)
+    visible = _macros_by_package(manifest, adapter)
 
     catalog = {key: dict(cols) for key, cols in outcome.columns.items()}
     load_times = _source_load_times(manifest)
@@ -204,6 +205,8 @@ def run_lint(project_dir: str | Path = ".", profiles_dir: str | Path | None = No
             this=(node.database or "", node.schema or "", node.alias or node.name),
             full=full, incremental=incr, unique_id=uid, path=node.original_file_path,
             raw_code=node.raw_code or "", window_literals=outcome.window_literals, root_macros=root_macros,
+            strategy_macros=None if visible is None else frozenset().union(
+                *(visible.get(p, ()) for p in (root, node.package_name, *visible["internal"]))),
             catalog=catalog, columns=own, feeds_incremental=uid in feeds, relation_keys=relation_keys,
             language="python" if python else "sql",
             load_times=tuple(load_times[u] for u in sorted(_upstream(uid, manifest, upstream)) if u in load_times),
@@ -284,4 +287,19 @@ def _pipeline_findings(ctx: ModelContext, compiled: CompiledModel, full: ParsedS
         out.append(make_finding(ctx, "incremental-branch-unchecked",
                                 f"the incremental branch of model {ctx.name} was not compiled; only the "
                                 "full-refresh SQL was checked", branch="incremental"))
+    return out
+
+
+def _macros_by_package(manifest: Any, adapter: str) -> dict | None:
+    """Macro names per package, and under "internal" the packages dbt itself ships for the adapter
+    (their macros need no prefix); None when the adapter's packages cannot be told."""
+    try:
+        from dbt.adapters.factory import get_adapter_package_names
+
+        internal = tuple(get_adapter_package_names(adapter))
+    except Exception:  # noqa: BLE001 - the plugin is not loaded: do not guess
+        return None
+    out: dict = {"internal": internal}
+    for m in manifest.macros.values():
+        out.setdefault(m.package_name, set()).add(m.name)
     return out

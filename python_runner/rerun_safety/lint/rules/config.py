@@ -133,8 +133,21 @@ KNOWN_MATERIALIZATIONS = frozenset({"table", "view", "incremental", "ephemeral",
                                     "snapshot", "seed", "dynamic_table"})
 
 
+def unknown_strategy(ctx: ModelContext) -> list[Hit]:
+    """A strategy no reachable macro implements: dbt fails on every incremental run of the model."""
+    macro = f"get_incremental_{ctx.strategy}_sql"
+    if (ctx.is_incremental and ctx.strategy not in KNOWN_STRATEGIES and ctx.strategy_macros is not None
+            and macro not in ctx.strategy_macros):
+        return [Hit("unknown-strategy", f"incremental_strategy '{ctx.strategy}' has no macro {macro} in the "
+                    "project, the model's package or the adapter: dbt fails on every incremental run "
+                    "(the first build, a full refresh, works)", "config", (re.escape(ctx.strategy),))]
+    return []
+
+
 def own_strategy(ctx: ModelContext) -> list[Hit]:
     """A strategy or materialization of the project's own: the rules cannot read what it writes."""
+    if unknown_strategy(ctx):
+        return []
     if ctx.is_incremental and ctx.strategy not in KNOWN_STRATEGIES:
         return [Hit("own-strategy", f"incremental_strategy '{ctx.strategy}' is the project's own "
                     f"(get_incremental_{ctx.strategy}_sql): the lint cannot judge it; the game day replays it",

@@ -8,7 +8,8 @@ from typing import Iterable
 from ..context import ModelContext
 from ..findings import ERROR, INFO, WARNING, Finding
 from .base import Rule
-from .config import adapter_trap, config_columns, microbatch_postgres, own_strategy, unique_key_ignored
+from .config import (adapter_trap, config_columns, microbatch_postgres, own_strategy, unique_key_ignored,
+                     unknown_strategy)
 from .determinism import (clock_window, limit_without_order, order_not_total,
                           nondeterministic_function)
 from .hooks import hook_append
@@ -97,6 +98,11 @@ RULES: dict[str, Rule] = {r.id: r for r in (
          "Delete the batch's rows from the table before inserting them (a delete + insert in the hooks), "
          "insert with ON CONFLICT on a key, or, for a run log, declare it: "
          "`meta={'rerun_safety': {'log_tables': ['schema.table']}}`.", hook_append),
+    Rule("unknown-strategy", ERROR,
+         "an incremental_strategy that no macro implements (no get_incremental_<name>_sql in the project, the "
+         "model's package or the adapter): the first build works, every incremental run fails",
+         "Name a strategy the adapter has (append, delete+insert, merge, microbatch; partition_overwrite with "
+         "this package's shim), or define get_incremental_<name>_sql in the root project.", unknown_strategy),
     Rule("own-strategy", INFO,
          "an incremental strategy (get_incremental_<name>_sql) or a materialization that is the project's own: "
          "the rules cannot read what it writes",
