@@ -213,3 +213,47 @@ def test_a_failing_microbatch_batch_carries_dbts_cause(tmp_path):
     assert "microbatch incremental strategy does not support 'unique_key'" in node.message
     assert "> in macro" not in node.message
     assert "does not support 'unique_key'" in res.error
+
+
+def _slow_project(tmp_path, engine: str, pg_server=None, pg_database=None):
+    from _support import duckdb_profile
+
+    project = tmp_path / "slow"
+    (project / "models").mkdir(parents=True)
+    slow = ("select sum((a.range * 31 + b.range) % 7) as n from range(200000) a, range(200000) b" if engine == "duckdb"
+            else "select pg_sleep(600) is null as slept")  # minutes, unless stopped
+    (project / "models" / "slow.sql").write_text("{{ config(materialized='table') }}\n" + slow)
+    (project / "models" / "quick.sql").write_text("select 1 as id")
+    (project / "dbt_project.yml").write_text(yaml.safe_dump(
+        {"name": "slow", "version": "1.0", "config-version": 2, "profile": "slow"}))
+    write_profiles(project, "slow", duckdb_profile(tmp_path / "slow.duckdb") if engine == "duckdb"
+                   else postgres_profile(pg_server, pg_database))
+    return project
+
+
+def test_a_statement_past_the_limit_is_stopped_and_the_model_says_why(tmp_path, request):
+    """A statement far longer than any of the reference build (a snapshot whose unique_key is not
+    unique multiplies its rows at every run) is stopped at the limit on DuckDB (interrupt) and on
+    PostgreSQL (cancel); the other models run, and the statements are timed when no limit is set."""
+    import time
+
+    from rerun_safety.dbt_invoke import STOPPED_MARKER, StatementWatch
+
+    for engine in ("duckdb", "postgres"):
+        extra = (request.getfixturevalue("pg_server"), request.getfixturevalue("pg_database")) \
+            if engine == "postgres" else ()
+        project = _slow_project(tmp_path / engine, engine, *extra)
+        session = DbtSession(project, project, None, tmp_path / engine / "work")
+        session.parse()
+        watch = StatementWatch()
+        res = session.invoke(["run", "--select", "quick"], watch=watch)
+        assert res.success and 0 < watch.longest_s < 5, (engine, watch)
+        watch.limit_s = 2.0
+        started = time.monotonic()
+        res = session.invoke(["run"], watch=watch)
+        took = time.monotonic() - started
+        status = {n.unique_id: n.status for n in res.nodes}
+        assert status == {"model.slow.slow": "error", "model.slow.quick": "success"}, (engine, status)
+        message = next(n.message for n in res.nodes if n.unique_id == "model.slow.slow")
+        assert f"{STOPPED_MARKER} after 2 s" in message and "unique_key is not unique" in message, message
+        assert took < 60, (engine, took)  # the statement alone runs for minutes

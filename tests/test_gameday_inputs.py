@@ -102,6 +102,83 @@ def test_a_timed_seed_is_replayed_like_a_source(engine, tmp_path, request):
     assert "compiled code at" not in broken["message"] and "rerun_safety_sbx_" not in broken["message"]
 
 
+KEEP_ADDING = """{% materialization keep_adding, default %}
+  {%- set target_relation = this.incorporate(type='table') -%}
+  {%- set existing = adapter.get_relation(database=this.database, schema=this.schema, identifier=this.identifier) -%}
+  {% call statement('main') %}
+    {% if existing is none %}create table {{ target_relation }} as {{ sql }}
+    {% else %}insert into {{ target_relation }} {{ sql }}{% endif %}
+  {% endcall %}
+  {{ adapter.commit() }}
+  {{ return({'relations': [target_relation]}) }}
+{% endmaterialization %}
+"""
+
+
+def test_a_materialization_of_the_projects_own_is_replayed_and_an_empty_model_is_not_judged(tmp_path):
+    """A custom materialization (here: insert the whole query again at every run) is replayed at
+    every run like an incremental model, and judged; lint says the game day replays it, and it does.
+    A model file with no SQL, which dbt builds nothing for, is named in the notes, not called an error."""
+    project = tmp_path / "seed_only"
+    _write(project, {**SEED_PROJECT, "seeds/sales.csv": _sales_csv(),
+                     "macros/keep_adding.sql": KEEP_ADDING,
+                     "models/sales_kept.sql": "{{ config(materialized='keep_adding') }}\nselect * from {{ ref('sales') }}\n",
+                     "models/nothing.sql": "\n"})
+    import duckdb
+
+    duckdb.connect(str(project / "seed_only.duckdb")).close()
+    write_profiles(project, "seed_only", duckdb_profile("seed_only.duckdb"))
+    code, stderr, report = _gameday(project, project, tmp_path / "out", "--scenarios", "replay")
+    assert code == 1, stderr
+    models = by_name(report)
+    assert "nothing" not in models
+    assert any("models with no SQL, which dbt builds nothing for (not judged): nothing" in n for n in report["summary"]["notes"])
+    kept = scenario(models["sales_kept"], "replay")
+    # the first build holds 24 rows (before the 4 replayed days); each of the 4 runs inserts every row again
+    assert (models["sales_kept"]["verdict"], kept["verdict"]) == ("duplicates", "duplicates"), kept
+    assert kept["rows"] - kept["reference_rows"] == kept["extra_rows"] > 0, kept
+
+
+def test_one_table_declared_as_two_sources_is_one_input(tmp_path):
+    """A package's source and the project's own for one table (one with a time column, one without),
+    plus a file source a hook's text happens to name: the table is copied and replayed once, the
+    models of both declarations read its batches, and the file (absent) is not copied."""
+    import duckdb
+
+    project = tmp_path / "twice"
+    start = dt.datetime(2026, 1, 1)
+    con = duckdb.connect(str(tmp_path / "twice.duckdb"))
+    con.execute("create schema raw")
+    con.execute("create table raw.orders as select i as id, i % 7 as amount, "
+                "timestamp '2026-01-01' + i * interval 1 hour as ordered_at from range(120) t(i)")
+    con.close()
+    _write(project, {
+        "dbt_project.yml": "name: twice\nversion: '1.0.0'\nconfig-version: 2\nprofile: twice\n",
+        "models/sources.yml": (
+            "sources:\n"
+            "  - name: shop\n    schema: raw\n    tables:\n      - name: orders\n        config: {event_time: ordered_at}\n"
+            "  - name: vendor\n    schema: raw\n    tables:\n      - name: orders\n"
+            "  - name: files\n    meta: {external_location: \"read_parquet('/nonexistent/{name}.parquet')\"}\n"
+            "    tables:\n      - name: orders\n"),
+        "models/orders_merged.sql": (
+            "{{ config(materialized='incremental', incremental_strategy='merge', unique_key='id',\n"
+            "          post_hook='select count(*) from raw.orders') }}\n"
+            "select * from {{ source('shop', 'orders') }}\n{% if is_incremental() %}\n"
+            "where ordered_at >= (select max(ordered_at) - interval '6 hours' from {{ this }})\n{% endif %}\n"),
+        "models/orders_vendor.sql": (
+            "{{ config(materialized='incremental', incremental_strategy='append') }}\n"
+            "select * from {{ source('vendor', 'orders') }}\n")})
+    write_profiles(project, "twice", duckdb_profile(tmp_path / "twice.duckdb"))
+    code, stderr, report = _gameday(project, project, tmp_path / "out", "--scenarios", "replay")
+    assert code == 1, stderr
+    models = by_name(report)
+    merged, vendor = scenario(models["orders_merged"], "replay"), scenario(models["orders_vendor"], "replay")
+    assert (merged["verdict"], merged["rows"]) == ("safe", 120), merged
+    # the vendor declaration reads the same batches: every run appends all rows that have arrived
+    assert vendor["verdict"] == "duplicates" and vendor["reference_rows"] == 120, vendor
+    assert start.isoformat(sep=" ") not in " ".join(report["summary"]["cutoffs"])
+
+
 def test_an_in_memory_target_that_a_source_is_read_from_is_one_line_and_exit_2(tmp_path):
     project = tmp_path / "seed_only"
     _write(project, {**SEED_PROJECT, "seeds/sales.csv": _sales_csv(),

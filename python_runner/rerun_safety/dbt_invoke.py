@@ -10,6 +10,7 @@ import io
 import logging
 import os
 import re
+import threading
 import time
 from contextlib import redirect_stdout
 from dataclasses import dataclass, field
@@ -168,6 +169,88 @@ def _node_results(result: Any, causes: dict[str, str] | None = None) -> tuple[No
     return tuple(out)
 
 
+# A statement of a replay that runs this many times longer than the longest statement of the
+# reference build (and at least STATEMENT_FLOOR_S) is stopped: a relation that grows at every run (a
+# snapshot or merge whose unique_key is not unique multiplies its rows) would otherwise hold the game
+# day for hours. The model gets an error that says so.
+STATEMENT_FACTOR = 30.0
+STATEMENT_FLOOR_S = 120.0
+STOPPED_MARKER = "rerun-safety stopped the statement"
+
+
+@dataclass
+class StatementWatch:
+    """Times every statement of the invocations it watches; stops one past `limit_s` (None: never)."""
+    limit_s: float | None = None
+    longest_s: float = 0.0  # the longest statement seen (the reference build's sets the limit)
+
+    def limit_from_reference(self) -> float:
+        return max(STATEMENT_FLOOR_S, STATEMENT_FACTOR * self.longest_s)
+
+
+def _interrupt(handle: Any) -> None:
+    """Stop the statement running on a dbt connection's handle: DuckDB's interrupt(), psycopg2's
+    cancel(). Spark's Thrift sessions have neither: nothing is stopped there."""
+    cursor = getattr(handle, "cursor", None)
+    for stop in (getattr(handle, "cancel", None), getattr(cursor() if callable(cursor) else None, "interrupt", None)):
+        if callable(stop):
+            try:
+                stop()
+                return
+            except Exception:  # noqa: BLE001 - the statement ended meanwhile
+                return
+
+
+@contextlib.contextmanager
+def watched_statements(watch: StatementWatch | None):
+    if watch is None:
+        yield
+        return
+    from dbt.adapters.sql.connections import SQLConnectionManager
+    from dbt_common.exceptions import DbtRuntimeError
+
+    original = SQLConnectionManager.add_query
+
+    def add_query(self, sql, *args, **kwargs):
+        fired = threading.Event()
+        timer = None
+        if watch.limit_s:
+            try:
+                conn = self.get_thread_connection()
+            except Exception:  # noqa: BLE001 - no connection yet: dbt's own error follows
+                conn = None
+
+            def stop() -> None:
+                fired.set()
+                if conn is not None:
+                    _interrupt(conn.handle)
+
+            timer = threading.Timer(watch.limit_s, stop)
+            timer.daemon = True
+            timer.start()
+        started = time.perf_counter()
+        try:
+            return original(self, sql, *args, **kwargs)
+        except Exception as err:
+            if fired.is_set():
+                raise DbtRuntimeError(
+                    f"{STOPPED_MARKER} after {watch.limit_s:.0f} s, {STATEMENT_FACTOR:.0f} times the longest "
+                    f"statement of the reference build (at least {STATEMENT_FLOOR_S:.0f} s): a relation that "
+                    "grows at every run does this (a snapshot or merge whose unique_key is not unique "
+                    "multiplies its rows)") from err
+            raise
+        finally:
+            if timer is not None:
+                timer.cancel()
+            watch.longest_s = max(watch.longest_s, time.perf_counter() - started)
+
+    SQLConnectionManager.add_query = add_query
+    try:
+        yield
+    finally:
+        SQLConnectionManager.add_query = original
+
+
 @contextlib.contextmanager
 def tolerant_thrift_close(dialect: str):
     """dbt closes its connection after every model. A Spark Thrift server built without Hive's LLAP
@@ -234,7 +317,8 @@ class DbtSession:
 
     def invoke(self, command: Sequence[str], *, profiles_dir: str | None = None,
                vars_yaml: str | None = None, use_manifest: bool = True, clock: Any = None,
-               dialect: str = "", rewrite_sql: Any = None, context: Any = None) -> DbtResult:
+               dialect: str = "", rewrite_sql: Any = None, context: Any = None,
+               watch: StatementWatch | None = None) -> DbtResult:
         """`clock`: a naive datetime the invocation runs at (see clock.py), in `dialect`'s SQL;
         `rewrite_sql`: a function every statement goes through (a sandbox's names); `context`: a
         context manager the invocation runs in (where a sandbox's connections go)."""
@@ -275,7 +359,7 @@ class DbtSession:
 
         try:
             with redirect_stdout(buffer), simulated(clock, dialect, record, rewrite_sql), \
-                    tolerant_thrift_close(dialect), context or contextlib.nullcontext():
+                    watched_statements(watch), tolerant_thrift_close(dialect), context or contextlib.nullcontext():
                 res = runner.invoke(args)
         finally:
             trim_behavior_flags()

@@ -16,7 +16,7 @@ from . import clock, side_effects
 from .assemble import build_report
 from .by_name import ByName, copy_read_by_name
 from .diff import diff_relations
-from .dbt_invoke import scrub_dbt_environment, scrub_note
+from .dbt_invoke import STOPPED_MARKER, StatementWatch, scrub_dbt_environment, scrub_note
 from .errors import ConfigError, RerunSafetyError, SandboxError, first_line
 from .options import GamedayOptions  # noqa: F401 - the public import path
 from .plan import (Lateness, Plan, arrival_expr, arrives_out_of_order, batch_condition, cut_slice, late_superset, make_plan,
@@ -56,6 +56,8 @@ class Gameday:
         self.project: Project | None = None
         self._clocks: dict[str, dt.datetime] = {}  # sandbox -> the time its clock row holds
         self._read_by_name = ByName()
+        # statements timed in the reference build, stopped past a limit in the scenarios after it
+        self.watch = StatementWatch()
 
     # ---------------------------------------------------------------- dbt in a sandbox
     def _profiles_dir(self, sandbox: Sandbox) -> str:
@@ -102,7 +104,7 @@ class Gameday:
         return self.project.session.invoke(args, profiles_dir=profiles_dir, vars_yaml=vars_yaml or "",
                                            clock=step.clock, dialect=self.engine.dialect,
                                            rewrite_sql=self.engine.sql_rewriter(sandbox),
-                                           context=self.engine.invocation_context(sandbox))
+                                           context=self.engine.invocation_context(sandbox), watch=self.watch)
 
     def _set_clock(self, con: Connection, sandbox: Sandbox, when: dt.datetime) -> None:
         con.execute(clock.set_sql(when, con.dialect))
@@ -142,7 +144,9 @@ class Gameday:
         self.progress.scenario("reference")
         with self.engine.connect(sb) as con:
             side, existing = side_effects.before_reference(con, plan, self.project.manifest)
+        self.watch.limit_s = None
         res = self._dbt(plan, sb, profiles, scenario_steps("reference", plan.timeline)[0])
+        self.watch.limit_s = self.watch.limit_from_reference()
         self.progress.advance("reference: full refresh")
         errors = _node_errors(res, plan)
         self._trace_time_columns(plan, res)
@@ -203,6 +207,7 @@ class Gameday:
             results = []
             runs: dict[str, int] = {}  # successful runs of each model so far (log tables: one row each)
             skipped: dict[str, str] = {}  # models dbt skipped in a run, and where
+            stopped: set[str] = set()  # models whose statement ran past the limit (see StatementWatch)
             only = set(isolate["models"]) if isolate else None
             broken = set(isolate["broken"]) if isolate else set()
             judge_ids = set(isolate["judge"]) if isolate else None
@@ -219,6 +224,8 @@ class Gameday:
                         before = self._versions(sb, snapshots) if repeat else {}
                         with self._isolation(plan, broken, full=(scenario != "determinism")):
                             exclude = broken if (isolate and scenario == "determinism") else None
+                            if stopped:  # a statement stopped at the limit: not run again in this sandbox
+                                exclude = (exclude or set()) | stopped
                             if exclude:
                                 self._place_reference(plan, sb, broken)
                             res = self._dbt(plan, sb, profiles, step, final=(i == last_run), only=only,
@@ -229,6 +236,8 @@ class Gameday:
                                 runs[n.unique_id] = runs.get(n.unique_id, 0) + 1
                         for uid, msg in _node_errors(res, plan).items():
                             errors.setdefault(uid, f"{step.label}: {msg}")
+                            if STOPPED_MARKER in msg:
+                                stopped.add(uid)
                         for n in res.nodes:
                             if n.status == "skipped":  # what it holds is an earlier run's output
                                 skipped.setdefault(n.unique_id, f"not built at {step.label}: an upstream model failed")
@@ -346,9 +355,10 @@ class Gameday:
             r = scenario_result(name, d)
             # (a snapshot of a table that never changes is exercised by every run: each is a rerun
             # of the same input, which must open no version)
-            if r.verdict == "safe" and m.incremental and name != "determinism" and not plan.exercised.get(uid, True):
+            if r.verdict == "safe" and (m.incremental or m.custom) and name != "determinism" \
+                    and not plan.exercised.get(uid, True):
                 r = replace(r, verdict="untested", message=plan.untested_reason(m))
-            elif r.verdict == "safe" and m.incremental and (why := plan.unexercised(m, name)):
+            elif r.verdict == "safe" and (m.incremental or m.custom) and (why := plan.unexercised(m, name)):
                 r = replace(r, verdict="untested", message=f"{name}: {why}")
             out[uid] = r
         return out
@@ -391,6 +401,7 @@ class Gameday:
             elif o.threads > 1 and len(chains) > 1:
                 # workers start now: their start-up overlaps the snapshot and the reference build
                 pool = start_pool(self, min(o.threads, len(chains)))
+            self._drop_absent_hook_sources(engine, plan)
             snapshot = engine.create_snapshot([*plan.timed_sources, *plan.static_sources])
             self._read_by_name = copy_read_by_name(engine, project, plan, snapshot, self._profiles_dir(snapshot))
             plan.notes.extend(getattr(engine, "notes", []))  # what the snapshot could not copy as it is
@@ -468,7 +479,7 @@ class Gameday:
                 "ref_errors": ref_errors, "timeline": plan.timeline, "arrivals": plan.arrivals,
                 "first_halves": plan.first_halves, "read_by_name": self._read_by_name,
                 "time_columns": plan.time_columns, "late": plan.late, "side": plan.side, "isolate": isolate,
-                "static": [src.unique_id for src in plan.static_sources]}
+                "static": [src.unique_id for src in plan.static_sources], "statement_limit": self.watch.limit_s}
 
     def _execute(self, pool, plan: Plan, payloads: list[dict], template: Sandbox,
                  ref_errors: dict[str, str]) -> dict[str, tuple]:
@@ -517,6 +528,20 @@ class Gameday:
                             differs(rs[p].verdict) for p in parents[uid] if p in rs):
                         out.setdefault(uid, set()).add(scenario)
         return out
+
+    @staticmethod
+    def _drop_absent_hook_sources(engine, plan: Plan) -> None:
+        """A declared source that only a hook names (no model reads it) is copied if the target holds
+        it; if not (the hook creates it, or the name is a coincidence), there is nothing to copy."""
+        if not plan.from_hooks or not hasattr(engine, "user_relations"):
+            return
+        present = engine.user_relations()
+        absent = [s for s in plan.static_sources if s.unique_id in plan.from_hooks
+                  and (s.schema.lower(), s.identifier.lower()) not in present]
+        if absent:
+            plan.static_sources = [s for s in plan.static_sources if s not in absent]
+            plan.notes.append("sources a hook names, not in the target (nothing to copy): "
+                              + ", ".join(s.name for s in absent))
 
     def _seed(self, plan: Plan, snapshot: Sandbox) -> None:
         """Load the seeds into the snapshot; a timed seed's rows are kept aside to arrive batch by batch."""

@@ -53,6 +53,8 @@ class Plan:
     side: Any = None  # side_effects.SidePlan, once the reference has run
     side_found: dict[str, list] = field(default_factory=dict)  # scenario -> side relations that differ
     kinds: dict[str, tuple[str, str]] = field(default_factory=dict)  # input id -> (kind, why)
+    # static sources no model reads, copied because a hook names them (may be absent: see gameday)
+    from_hooks: set[str] = field(default_factory=set)
 
     @property
     def timed_sources(self) -> list[SourceTable]:
@@ -244,7 +246,8 @@ def make_plan(project: Project, select: tuple[str, ...], exclude: tuple[str, ...
     judged = [m for m in build if m.judged]
     source_ids = sorted({s for m in build for s in m.sources})
     sources = [project.sources[s] for s in source_ids]
-    sources += _hook_sources(project, build, set(source_ids))
+    hooked = _hook_sources(project, build, set(source_ids))
+    sources += hooked
     attached = _attached_databases(project.target_output)
     in_place = [s for s in sources if s.database and s.database.lower() in attached]
     sources = [s for s in sources if s not in in_place]
@@ -259,7 +262,11 @@ def make_plan(project: Project, select: tuple[str, ...], exclude: tuple[str, ...
     rebuilt = ("table", "external", "view") if project.adapter == "postgres" else ("table", "external")
     stateful = [m for m in build if m.keeps_state or (m.unique_id in feeding and m.materialized in rebuilt)]
     plan = Plan(project, judged, build, seeds, timed, [s for s in sources if s not in timed], None,
-                {m.unique_id: f"m{i}" for i, m in enumerate(judged)}, stateful, kinds=kinds)
+                {m.unique_id: f"m{i}" for i, m in enumerate(judged)}, stateful, kinds=kinds,
+                from_hooks={s.unique_id for s in hooked})
+    empty = sorted(project.models[u].name for u in selected if project.models[u].empty)
+    if empty:
+        plan.notes.append("models with no SQL, which dbt builds nothing for (not judged): " + ", ".join(empty))
     if in_place:
         names = ", ".join(f"{s.database}.{s.schema}.{s.identifier}" for s in in_place)
         plan.notes.append(f"inputs in databases the profile attaches: {names}; read where they are, read-only, "
@@ -321,8 +328,9 @@ def _hook_sources(project: Project, build: list[Model], known: set[str]) -> list
     text = "\n".join([*hooks.values(), project_hooks])
     if not text.strip():
         return []
+    # a file read through external_location is not a table a hook can write
     return [s for uid, s in sorted(project.sources.items())
-            if uid not in known and not s.time_column and _mentions(text, s.identifier)]
+            if uid not in known and not s.time_column and not s.external and _mentions(text, s.identifier)]
 
 
 def _to_datetime(value: Any, where: str) -> dt.datetime | None:

@@ -17,6 +17,9 @@ from .errors import ConfigError
 SUPPORTED_ADAPTERS = ("duckdb", "postgres", "spark")
 # dbt-duckdb `external`: a file written by the model, read back through a view
 JUDGED_MATERIALIZATIONS = ("table", "incremental", "view", "materialized_view", "external")
+# What dbt and its adapters build themselves; any other materialization is the project's own
+BUILTIN_MATERIALIZATIONS = frozenset({"table", "view", "incremental", "ephemeral", "materialized_view", "external",
+                                      "snapshot", "seed", "test", "unit", "dynamic_table", "function"})
 
 
 @dataclass(frozen=True)
@@ -69,13 +72,27 @@ class Model:
         return self.resource_type == "snapshot"
 
     @property
+    def custom(self) -> bool:
+        """A materialization of the project's own (`{% materialization name %}`): what it writes, and
+        whether it reads its own earlier output, is known only by running it, so it is replayed at
+        every run and judged like an incremental model."""
+        return self.resource_type == "model" and self.materialized not in BUILTIN_MATERIALIZATIONS
+
+    @property
     def keeps_state(self) -> bool:
-        """Its output depends on its own earlier runs: an incremental model or a snapshot."""
-        return self.incremental or self.snapshot
+        """Its output may depend on its own earlier runs: an incremental model, a snapshot, or a
+        materialization of the project's own."""
+        return self.incremental or self.snapshot or self.custom
+
+    @property
+    def empty(self) -> bool:
+        """A model file with no SQL: dbt builds nothing for it (as its `node.empty`)."""
+        return self.resource_type == "model" and self.language == "sql" and not self.raw_code.strip()
 
     @property
     def judged(self) -> bool:
-        return self.snapshot or (self.resource_type == "model" and self.materialized in JUDGED_MATERIALIZATIONS)
+        return not self.empty and (self.snapshot or self.custom or (
+            self.resource_type == "model" and self.materialized in JUDGED_MATERIALIZATIONS))
 
     @property
     def selector(self) -> str:
@@ -295,6 +312,7 @@ class Project:
             self.project_dir, self.cli_vars)
         self._load()
         self._apply_time_columns()
+        self.source_aliases = self._merge_same_table_sources()
 
     @property
     def name(self) -> str:
@@ -415,6 +433,38 @@ class Project:
             if kind in ("event_log", "loaded_log") and (src is None or not src.time_column):
                 raise ConfigError(f"{self.time_columns_origin}: inputs says {name} is a {kind.replace('_', ' ')}, "
                                   f"but it has no time column: name one (time_columns: {{{name}: <column>}})")
+
+    def _merge_same_table_sources(self) -> dict[str, str]:
+        """Sources declared twice for one table (a package's declaration and the project's, as with
+        vendor packages): one input, copied and replayed once, read by the models of both. Returns
+        {dropped unique_id: the one kept}; the kept one is the declaration with a time column."""
+        groups: dict[tuple, list[str]] = {}
+        for uid, src in sorted(self.sources.items()):
+            where = ("file", src.external) if src.external else \
+                ((src.database or "").lower(), (src.schema or "").lower(), (src.identifier or "").lower())
+            groups.setdefault(where, []).append(uid)
+        aliases: dict[str, str] = {}
+        for uids in groups.values():
+            if len(uids) < 2:
+                continue
+            timed = {u: (self.sources[u].time_column, self.sources[u].load_column) for u in uids
+                     if self.sources[u].time_column}
+            if len(set(timed.values())) > 1:
+                (a, ta), (b, tb) = list(timed.items())[:2]
+                src = self.sources[a]
+                raise ConfigError(
+                    f"sources {self.sources[a].name} and {self.sources[b].name} are one table "
+                    f"({src.schema}.{src.identifier}) with two time columns ({ta[0]} and {tb[0]}): name the "
+                    f"same column for both (time_columns in rerun_safety.yml)")
+            keep = next(iter(timed), uids[0])
+            aliases.update({u: keep for u in uids if u != keep})
+        if aliases:
+            for uid, m in self.models.items():
+                if any(s in aliases for s in m.sources):
+                    self.models[uid] = replace(m, sources=tuple(dict.fromkeys(aliases.get(s, s) for s in m.sources)))
+            for uid in aliases:
+                del self.sources[uid]
+        return aliases
 
     def sources_of(self, uid: str) -> tuple[str, ...]:
         """The sources a model reads: through source(), and by name (see by_name)."""

@@ -129,6 +129,7 @@ def _scenario_worker(payload: dict) -> tuple:
     plan.late = payload["late"]
     plan.side = payload["side"]
     plan.make_static(payload["static"])
+    gd.watch.limit_s = payload["statement_limit"]
     plan.judge_exercise()
     judged, results = gd.run_scenario(payload["scenario"], plan, payload["template"], payload["ref_errors"],
                                       isolate=payload.get("isolate"))

@@ -6,6 +6,7 @@ import re
 
 from sqlglot import exp
 
+from ...project import BUILTIN_MATERIALIZATIONS
 from ..context import ModelContext
 from ..findings import INFO, WARNING
 from ..grain import aligned, unit_grain
@@ -129,8 +130,7 @@ def adapter_trap(ctx: ModelContext) -> list[Hit]:
 # Strategies and materializations dbt and this package know; anything else is the project's own.
 KNOWN_STRATEGIES = frozenset({"append", "delete+insert", "merge", "microbatch", "insert_overwrite",
                               "partition_overwrite", "default"})
-KNOWN_MATERIALIZATIONS = frozenset({"table", "view", "incremental", "ephemeral", "materialized_view", "external",
-                                    "snapshot", "seed", "dynamic_table"})
+KNOWN_MATERIALIZATIONS = BUILTIN_MATERIALIZATIONS  # the game day's own list: the two agree on "the project's own"
 
 
 def unknown_strategy(ctx: ModelContext) -> list[Hit]:
