@@ -78,6 +78,10 @@ def test_every_model_gets_its_labelled_verdict(conformance_run):
         assert models[name]["contaminated_by"] == spec.get("contaminated_by", []), name
     assert r["code"] == 1  # the one defect on purpose
     assert r["unchanged"]  # the user's database (and on DuckDB the attached one) byte for byte
+    # a model file with no SQL: dbt builds nothing for it, so it is named, not judged (nor an error)
+    assert "not_written_yet" not in models
+    assert "models with no SQL, which dbt builds nothing for (not judged): not_written_yet" in \
+        r["report"]["summary"]["notes"]
 
 
 def test_what_the_runner_handles_is_exercised_not_skipped(conformance_run):
