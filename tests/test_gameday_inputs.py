@@ -192,7 +192,16 @@ def test_an_in_memory_target_that_a_source_is_read_from_is_one_line_and_exit_2(t
     assert (code, report) == (2, None), stderr
     assert stderr.strip().splitlines() == [
         "rerun-safety: error: source shop.orders is read from the target, an in-memory DuckDB (path ':memory:'), "
-        "which holds no tables between runs: point the profile at a DuckDB file"], stderr
+        "which holds no tables between runs: point the profile at the DuckDB file that holds it"], stderr
+    # a file that does not exist yet (dbt creates it at the first run): the same, naming the file
+    _profile_with_an_output_for_elsewhere(project, {"type": "duckdb", "path": "not_yet.duckdb", "schema": "main"})
+    code, stderr, report = _gameday(project, project, tmp_path / "out", "--scenarios", "replay")
+    assert (code, report) == (2, None), stderr
+    assert stderr.strip().splitlines() == [
+        f"rerun-safety: error: source shop.orders is read from the target, the DuckDB file {project / 'not_yet.duckdb'}, "
+        "which does not exist yet (dbt creates it at the first run): point the profile at the DuckDB file that "
+        "holds it"], stderr
+    assert not (project / "not_yet.duckdb").exists()
 
 
 def test_a_duckdb_file_named_like_its_schema(tmp_path):

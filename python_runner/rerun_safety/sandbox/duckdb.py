@@ -89,13 +89,17 @@ class DuckDBEngine(Engine):
         self.files_read: tuple[str, ...] = ()
         # An in-memory target (dbt-duckdb's default) holds nothing between runs: a project whose
         # inputs are seeds (or files) runs as is; a source to copy gets one clear error (add_to_snapshot).
+        # The same for a file that does not exist yet (dbt-duckdb creates it at the first run).
         self.user_path: Path | None = None
         self.stem = "memory"  # the database name dbt-duckdb gives ':memory:', kept by the sandboxes' files
+        self._no_sources = "an in-memory DuckDB (path ':memory:'), which holds no tables between runs"
         if path and path != ":memory:":
             self.user_path = Path(path).expanduser().resolve()
-            if not self.user_path.exists():
-                raise ConfigError(f"DuckDB file {self.user_path} (from the profile's path) does not exist")
             self.stem = self.user_path.stem
+            if not self.user_path.exists():
+                self._no_sources = (f"the DuckDB file {self.user_path}, which does not exist yet (dbt creates "
+                                    "it at the first run)")
+                self.user_path = None
         if self.user_path is not None and self.user_path.is_relative_to(Path(work_root).resolve()):
             # sandboxes are created and swept there: the user's file could be taken for a leftover
             raise SandboxError(f"refusing to run: DuckDB file {self.user_path} is inside the runner's work "
@@ -123,8 +127,8 @@ class DuckDBEngine(Engine):
         """Copy sources from the user's file into the snapshot (`empty`: their columns only)."""
         sources = list(sources)
         if self.user_path is None and (stored := [s for s in sources if not s.external]):
-            raise ConfigError(f"source {stored[0].name} is read from the target, an in-memory DuckDB (path "
-                              f"':memory:'), which holds no tables between runs: point the profile at a DuckDB file")
+            raise ConfigError(f"source {stored[0].name} is read from the target, {self._no_sources}: point the "
+                              "profile at the DuckDB file that holds it")
         release_duckdb()  # a dbt invocation in the snapshot holds it open, confined to the sandbox
         con = DuckDBConnection(sandbox.location)
         try:
