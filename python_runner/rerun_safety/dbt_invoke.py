@@ -174,7 +174,7 @@ def _node_results(result: Any, causes: dict[str, str] | None = None) -> tuple[No
 # snapshot or merge whose unique_key is not unique multiplies its rows) would otherwise hold the game
 # day for hours. The model gets an error that says so.
 STATEMENT_FACTOR = 30.0
-STATEMENT_FLOOR_S = 120.0
+STATEMENT_FLOOR_S = 30.0
 STOPPED_MARKER = "rerun-safety stopped the statement"
 
 
