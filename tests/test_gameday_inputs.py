@@ -102,6 +102,47 @@ def test_a_timed_seed_is_replayed_like_a_source(engine, tmp_path, request):
     assert "compiled code at" not in broken["message"] and "rerun_safety_sbx_" not in broken["message"]
 
 
+@pytest.mark.parametrize("engine", ["duckdb", "postgres"])
+def test_a_string_agg_without_order_by_is_nondeterministic_and_contaminates_nothing(engine, tmp_path, request):
+    """The seed's rows are stored out of time order: the reference reads them in that order, a
+    replay in the order its batches arrived, so `string_agg` without ORDER BY lists the same ids in
+    another order. That is the model's nondeterminism, not a rerun defect: `nondeterministic`, and
+    the count below it, equal, names no contamination. A real change in the same column stays drift."""
+    project = tmp_path / "seed_only"
+    rows = _sales_csv().splitlines()
+    shuffled = [rows[0], *sorted(rows[1:], key=lambda r: (int(r.split(",")[0]) * 7919) % 120)]
+    files = {**SEED_PROJECT, "seeds/sales.csv": "\n".join(shuffled) + "\n",
+             "models/sales_ids.sql": ("{{ config(materialized='table') }}\n"
+                                      "select sale_id % 5 as customer, string_agg(cast(sale_id as varchar), ',') as ids\n"
+                                      "from {{ ref('sales') }} group by 1\n"),
+             "models/sales_id_customers.sql": "select count(*) as customers from {{ ref('sales_ids') }}\n",
+             # the same aggregate, plus a real difference: an id that only replays see
+             "models/sales_ids_drift.sql": (
+                 "{{ config(materialized='table') }}\n"
+                 "select sale_id % 5 as customer, string_agg(cast(sale_id as varchar), ',') as ids\n"
+                 "from {{ ref('sales') }} group by 1\nunion all select 99, "
+                 "cast((select count(*) from {{ ref('sales_appended') }}) as varchar)\n")}
+    _write(project, files)
+    if engine == "duckdb":
+        import duckdb
+
+        duckdb.connect(str(project / "seed_only.duckdb")).close()
+        write_profiles(project, "seed_only", duckdb_profile("seed_only.duckdb"))
+    else:
+        server = request.getfixturevalue("pg_server")
+        write_profiles(project, "seed_only", postgres_profile(server, request.getfixturevalue("pg_database")))
+    code, stderr, report = _gameday(project, project, tmp_path / "out", "--scenarios", "replay")
+    assert code == 1, stderr
+    models = by_name(report)
+    ids = models["sales_ids"]
+    assert (ids["verdict"], ids["root_cause"]) == ("nondeterministic", True), ids["scenarios"]
+    replay = scenario(ids, "replay")
+    assert replay["verdict"] == "nondeterministic" and "without ORDER BY (ids)" in replay["message"], replay
+    assert models["sales_id_customers"]["verdict"] == "safe"
+    assert models["sales_id_customers"]["contaminated_by"] == []
+    assert scenario(models["sales_ids_drift"], "replay")["verdict"] == "drift"
+
+
 KEEP_ADDING = """{% materialization keep_adding, default %}
   {%- set target_relation = this.incorporate(type='table') -%}
   {%- set existing = adapter.get_relation(database=this.database, schema=this.schema, identifier=this.identifier) -%}

@@ -12,7 +12,7 @@ from typing import Iterator
 import yaml
 from sqlglot import exp
 
-from . import clock, side_effects
+from . import clock, order_only, side_effects
 from .assemble import build_report
 from .by_name import ByName, copy_read_by_name
 from .diff import diff_relations
@@ -150,6 +150,7 @@ class Gameday:
         self.progress.advance("reference: full refresh")
         errors = _node_errors(res, plan)
         self._trace_time_columns(plan, res)
+        self._find_unordered_aggregates(plan, res)
         with self.engine.connect(sb) as con:
             con.create_schema(REFERENCE_SCHEMA)
             for m in plan.judged:
@@ -353,6 +354,9 @@ class Gameday:
                                partition_column=plan.time_columns.get(uid) or partition_column(m),
                                column_detail=(name == "determinism"), float_tolerance=tol)
             r = scenario_result(name, d)
+            r = self._order_only(con, plan, m, r, lambda a, b: diff_relations(
+                con, a, b, key=m.key, ignore_columns=m.ignore_columns, where=current_versions(m, con.dialect),
+                float_tolerance=tol))
             # (a snapshot of a table that never changes is exercised by every run: each is a rerun
             # of the same input, which must open no version)
             if r.verdict == "safe" and (m.incremental or m.custom) and name != "determinism" \
@@ -479,7 +483,8 @@ class Gameday:
                 "ref_errors": ref_errors, "timeline": plan.timeline, "arrivals": plan.arrivals,
                 "first_halves": plan.first_halves, "read_by_name": self._read_by_name,
                 "time_columns": plan.time_columns, "late": plan.late, "side": plan.side, "isolate": isolate,
-                "static": [src.unique_id for src in plan.static_sources], "statement_limit": self.watch.limit_s}
+                "static": [src.unique_id for src in plan.static_sources], "statement_limit": self.watch.limit_s,
+                "unordered": plan.unordered}
 
     def _execute(self, pool, plan: Plan, payloads: list[dict], template: Sandbox,
                  ref_errors: dict[str, str]) -> dict[str, tuple]:
@@ -528,6 +533,42 @@ class Gameday:
                             differs(rs[p].verdict) for p in parents[uid] if p in rs):
                         out.setdefault(uid, set()).add(scenario)
         return out
+
+    def _find_unordered_aggregates(self, plan: Plan, res) -> None:
+        """Columns the judged models gather with string_agg/array_agg and no ORDER BY, read from the
+        SQL the reference build ran (see order_only)."""
+        judged = {m.unique_id for m in plan.judged}
+        for r in getattr(res.raw, "results", None) or ():
+            node = getattr(r, "node", None)
+            uid = getattr(node, "unique_id", "")
+            if uid in judged and getattr(node, "language", "sql") == "sql" and getattr(node, "compiled_code", None):
+                found = order_only.unordered_agg_columns(node.compiled_code, self.engine.dialect)
+                if found:
+                    plan.unordered[uid] = found
+
+    def _order_only(self, con: Connection, plan: Plan, m, r: ScenarioResult, compare) -> ScenarioResult:
+        """A difference that vanishes once the values of the model's unordered aggregates are sorted
+        is the model's own nondeterminism, not a rerun defect (see order_only)."""
+        aggs = plan.unordered.get(m.unique_id)
+        if not aggs or r.verdict in ("safe", "untested", "error", "skipped", "nondeterministic"):
+            return r
+        if r.differing_columns and not {c.lower() for c in r.differing_columns} <= set(aggs):
+            return r  # other columns differ too
+        names = (f"rerun_safety_sorted_ref_{plan.ref_names[m.unique_id]}", f"rerun_safety_sorted_{plan.ref_names[m.unique_id]}")
+        try:
+            if not (order_only.sorted_view(con, m.schema, (REFERENCE_SCHEMA, plan.ref_names[m.unique_id]), names[0], aggs)
+                    and order_only.sorted_view(con, m.schema, (m.schema, m.identifier), names[1], aggs)):
+                return r
+            d = compare((m.schema, names[0]), (m.schema, names[1]))
+        finally:
+            for name in names:
+                con.drop_relation(m.schema, name)
+        if not d.identical:
+            return r
+        cols = ", ".join(sorted(c for c in aggs if c in {x.lower() for x in r.differing_columns}) or sorted(aggs))
+        return replace(r, verdict="nondeterministic", volatile_columns=tuple(r.differing_columns),
+                       message=f"differs only in the order of the values gathered by an aggregate without ORDER BY "
+                               f"({cols}): they come in the order the rows are read")
 
     @staticmethod
     def _drop_absent_hook_sources(engine, plan: Plan) -> None:

@@ -53,6 +53,8 @@ class Plan:
     side: Any = None  # side_effects.SidePlan, once the reference has run
     side_found: dict[str, list] = field(default_factory=dict)  # scenario -> side relations that differ
     kinds: dict[str, tuple[str, str]] = field(default_factory=dict)  # input id -> (kind, why)
+    # model -> its output columns gathered by an aggregate without ORDER BY (see order_only)
+    unordered: dict[str, dict[str, str | None]] = field(default_factory=dict)
     # static sources no model reads, copied because a hook names them (may be absent: see gameday)
     from_hooks: set[str] = field(default_factory=set)
 

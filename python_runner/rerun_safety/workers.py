@@ -130,6 +130,7 @@ def _scenario_worker(payload: dict) -> tuple:
     plan.side = payload["side"]
     plan.make_static(payload["static"])
     gd.watch.limit_s = payload["statement_limit"]
+    plan.unordered = payload["unordered"]
     plan.judge_exercise()
     judged, results = gd.run_scenario(payload["scenario"], plan, payload["template"], payload["ref_errors"],
                                       isolate=payload.get("isolate"))
