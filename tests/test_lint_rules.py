@@ -187,6 +187,17 @@ def test_nondeterministic_functions(adapter, expr):
     assert "column x" in found[0].message
 
 
+def test_the_clock_in_a_materialization_of_the_projects_own_is_an_error_not_a_note(adapter):
+    """A table is rebuilt in full, so its clock column is a note; a materialization of the project's
+    own may append to what earlier runs wrote (the game day replays it like an incremental model)."""
+    sql = f"select id, current_timestamp as loaded_at from {SRC}"
+    found = [f for f in run_rules(table(adapter, sql)) if f.rule == "nondeterministic-function"]
+    assert [f.severity for f in found] == ["info"] and "rebuilt in full" in found[0].message
+    own = ModelContext.from_sql("orders", adapter, sql, materialized="custom_incremental", this=THIS)
+    found = [f for f in run_rules(own) if f.rule == "nondeterministic-function"]
+    assert [f.severity for f in found] == ["error"] and "two builds of the same input differ" in found[0].message
+
+
 def test_nondeterministic_where_vs_ignored_audit_column(adapter):
     where = f"select id, ts from {SRC} where ts > current_timestamp - interval '1 day'"
     ignore = {"rerun_safety_meta": {"ignore_columns": ["loaded_at"]}}

@@ -134,8 +134,13 @@ class ModelContext:
 
     @property
     def rerun_scope(self) -> bool:
-        """Reruns matter: an incremental model, or one that feeds one."""
-        return self.is_incremental or self.feeds_incremental
+        """Reruns matter: an incremental model, a materialization of the project's own (it may keep
+        what earlier runs wrote, and the game day replays it like an incremental model), or one that
+        feeds either."""
+        from ..project import BUILTIN_MATERIALIZATIONS
+
+        own = bool(self.materialized) and self.materialized not in BUILTIN_MATERIALIZATIONS
+        return self.is_incremental or own or self.feeds_incremental
 
     @property
     def strategy(self) -> str:

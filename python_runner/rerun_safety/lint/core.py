@@ -229,8 +229,12 @@ def run_lint(project_dir: str | Path = ".", profiles_dir: str | Path | None = No
 
 
 def _feeding_incremental(manifest) -> set[str]:
-    """unique_ids of the nodes with an incremental model downstream."""
-    stack = [uid for uid, n in manifest.nodes.items() if getattr(n.config, "materialized", None) == "incremental"]
+    """unique_ids of the nodes with an incremental model (or one of the project's own
+    materializations, which the game day replays like one) downstream."""
+    from ..project import BUILTIN_MATERIALIZATIONS
+
+    stack = [uid for uid, n in manifest.nodes.items() if n.resource_type.value == "model" and (
+        (m := getattr(n.config, "materialized", None)) == "incremental" or m not in BUILTIN_MATERIALIZATIONS)]
     out: set[str] = set()
     while stack:
         node = manifest.nodes.get(stack.pop())
