@@ -316,18 +316,37 @@ def _model_html(index: int, m: ModelVerdict) -> str:
 
 def _overview(report: GamedayReport, order: list[ModelVerdict]) -> str:
     index = {id(m): i for i, m in enumerate(report.models)}
-    out = ['<table class="overview"><tr><th>model</th><th>verdict</th><th>cause</th>'
+    base = report.baseline
+    out = ['<table class="overview"><tr><th>model</th><th>verdict</th>'
+           + ("<th>baseline</th>" if base is not None else "") + '<th>cause</th>'
            '<th>worst scenario</th><th class="num">extra</th><th class="num">missing</th>'
            '<th class="num">dup keys</th><th class="num">changed</th></tr>']
     for m in order:
         s = m.worst_scenario
         nums = "".join(_num(v) for v in (s.extra_rows, s.missing_rows, s.duplicate_keys, s.changed_rows)) \
             if s else '<td></td>' * 4
+        was = ""
+        if base is not None:
+            old = base.get(m.name)
+            was = f"<td>{'same' if old == m.verdict else (f'was {e(old)}' if old else 'new')}</td>"
         out.append(f'<tr><td><a href="#{e(_anchor(index[id(m)], m))}">{e(m.name)}</a></td>'
-                   f"<td>{_badge(m.verdict)}</td><td>{e(cause(m))}</td><td>{e(s.name) if s else ''}</td>"
+                   f"<td>{_badge(m.verdict)}</td>{was}<td>{e(cause(m))}</td><td>{e(s.name) if s else ''}</td>"
                    f"{nums}</tr>")
     out.append("</table>")
     return "\n".join(out)
+
+
+def _details(report: GamedayReport, order: list[ModelVerdict]) -> list[str]:
+    """Each model's block, worst first; with a baseline, the models whose verdict is the baseline's
+    come last, folded into one collapsed block (what a pull request did not change)."""
+    index = {id(m): i for i, m in enumerate(report.models)}
+    same = {id(m) for m in report.same_as_baseline}
+    changed = [_model_html(index[id(m)], m) for m in order if id(m) not in same]
+    folded = [_model_html(index[id(m)], m) for m in order if id(m) in same]
+    if not folded:
+        return changed
+    return [*changed, f'<details class="as-in-baseline"><summary>{len(folded)} model(s) as in the baseline'
+                      "</summary>", *folded, "</details>"]
 
 
 class HtmlRenderer(Renderer):
@@ -337,7 +356,6 @@ class HtmlRenderer(Renderer):
     def render(self, report: GamedayReport) -> str:
         summary = report.summary()
         order = sort_worst_first(report.models)
-        index = {id(m): i for i, m in enumerate(report.models)}
         cards = "".join(
             f'<div class="card {_vclass(v)}{"" if n else " zero"}"><span class="n">{n}</span>{e(v)}</div>'
             for v, n in summary["verdicts"].items())
@@ -366,7 +384,7 @@ class HtmlRenderer(Renderer):
             f'<div class="lineage scroll">{lineage_svg(report.models)}</div>',
             "<h2>Models</h2>", _overview(report, order),
             "<h2>Details</h2>",
-            *(_model_html(index[id(m)], m) for m in order),
+            *_details(report, order),
             f"<footer>rerun-safety {e(__version__)}</footer>",
         ]
         return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
