@@ -291,10 +291,13 @@ DOM_SCRIPT = """(() => {
   const onTop = el => { el.scrollIntoView({block: 'center'}); const r = el.getBoundingClientRect();
                         return document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2) === el; };
   const out = {};
+  // what shows without a click, then every folded block opened (as a reader would) to measure it
+  const opened = new Set([...document.querySelectorAll('details.scenario')].filter(d => d.open));
+  for (const d of document.querySelectorAll('details')) d.open = true;
   for (const sec of document.querySelectorAll('section.model')) {
     const m = out[sec.dataset.model] = {box: box(sec), scenarios: {}};
     for (const d of sec.querySelectorAll('details.scenario')) {
-      const s = m.scenarios[d.dataset.scenario] = {open: d.open, box: box(d), partitions: []};
+      const s = m.scenarios[d.dataset.scenario] = {open: opened.has(d), box: box(d), partitions: []};
       const table = d.querySelector('table.partitions');
       if (table) s.diff_table = {box: box(table), rows: table.querySelectorAll('tr.diff-row').length};
       const legend = d.querySelector('.legend');
@@ -369,9 +372,15 @@ def test_marked_partitions_are_the_differing_ones(report_page):
 def test_marked_partitions_are_visible(report_page):
     marked = _marked(report_page.dom)
     assert marked
+    # each unsafe model shows one scenario without a click, the one that decided its verdict (its
+    # marked days visible at once); the others' charts are one click away
+    worst = {m.name: m.worst_scenario.name for m in _report_from_json(report_page.report, None).models
+             if m.verdict not in ("safe", "untested", "skipped")}
+    for name, m in report_page.dom.items():
+        assert [s for s, v in m["scenarios"].items() if v["open"]] == ([worst[name]] if name in worst else []), name
+    assert any(report_page.dom[name]["scenarios"][sname]["open"] for name, sname, _ in marked)
     for name, sname, p in marked:
         where = (name, sname, p)
-        assert report_page.dom[name]["scenarios"][sname]["open"], where  # shown without a click
         assert p["fill"] == BAD, where
         assert p["band"]["shown"] and p["band"]["fill"] == BAND, where
         assert p["band"]["box"]["width"] >= 4 and p["band"]["box"]["height"] >= 100, where
@@ -419,7 +428,7 @@ def test_broken_model_doubled_days_are_marked(report_page):
     assert all(p["rows"] > p["reference"] for p in marked)
     assert sum(p["rows"] - p["reference"] for p in marked) == 8721
     assert max(p["rows"] / p["reference"] for p in marked) >= 2  # a day at least doubled
-    assert replay["open"] and replay["diff_table"]["rows"] == len(marked)
+    assert replay["diff_table"]["rows"] == len(marked)
     assert all(p["fill"] == BAD and p["bar_shown"] and p["bar_on_top"] for p in marked)
 
 
@@ -475,15 +484,17 @@ def _report_from_json(data: dict, baseline: dict[str, str] | None):
                          data["started_at"], batch_size=s["batch_size"], notes=tuple(s["notes"]), baseline=baseline)
 
 
-def test_a_baseline_folds_the_models_it_did_not_change(browser, shop_duckdb, tmp_path, capsys):
-    """The example's run rendered against a baseline where main had every verdict but one (a pull
-    request that made one model worse): the models as in the baseline are folded into one collapsed
-    block after the changed one, the overview says what each was, and the page is shorter for it
-    (both heights printed: the plain report is still far over the 6,000 px the issue asks for)."""
+def test_the_report_is_short_and_a_baseline_folds_the_models_it_did_not_change(browser, shop_duckdb, tmp_path,
+                                                                                 capsys):
+    """The example's report.html is under 6,000 px tall. Rendered against a baseline where main had
+    every verdict but one (a pull request that made one model worse), the models as in the baseline
+    are folded into one collapsed block after the changed one, the overview says what each was, and
+    the page is shorter still (both heights printed)."""
     from rerun_safety.report.html import HtmlRenderer
 
     height = "document.documentElement.scrollHeight"
     plain = browser.open((shop_duckdb["out"] / "report.html").as_uri()).evaluate(height)
+    assert plain < 6000  # the issue's limit: one block per model, its scenarios in one small table
     data = shop_duckdb["report"]
     verdicts = {m["name"]: m["verdict"] for m in data["models"]}
     unsafe = sorted(n for n, v in verdicts.items() if v != "safe")
@@ -497,7 +508,7 @@ def test_a_baseline_folds_the_models_it_did_not_change(browser, shop_duckdb, tmp
     with capsys.disabled():
         print(f"\nreport.html of the example: {plain:,} px tall; against a baseline with one model changed: "
               f"{folded_height:,} px")
-    assert folded_height < plain / 3, (folded_height, plain)
+    assert folded_height < plain, (folded_height, plain)
     shown = page.evaluate("[...document.querySelectorAll('h2 ~ section.model')].map(s => s.dataset.model)")
     folded = page.evaluate("[...document.querySelectorAll('details.as-in-baseline section.model')]"
                            ".map(s => s.dataset.model)")

@@ -352,14 +352,17 @@ def test_html_is_self_contained(written):
 
 def test_html_marks_exactly_the_differing_partitions(dom):
     diffs = [(a["data-partition"], a["data-reference"], a["data-rows"]) for a in dom.with_class("partition-diff")]
-    # Models worst first: sessions_watermark (loss) before orders_append (duplicates).
+    # Models worst first: sessions_watermark (loss) before orders_append (duplicates); within a model,
+    # the scenario that decided its verdict first (orders_append: rerun, 2 days doubled), then the others.
     assert diffs == [("2024-01-05", "100", "40"),                           # sessions_watermark partial
-                     ("2024-01-03", "100", "200"),                          # orders_append replay
-                     ("2024-01-03", "100", "200"), ("2024-01-04", "100", "200")]  # orders_append rerun
+                     ("2024-01-03", "100", "200"), ("2024-01-04", "100", "200"),  # orders_append rerun
+                     ("2024-01-03", "100", "200")]                          # orders_append replay
     assert len(dom.with_class("partition")) == 5 * 8  # 8 scenarios have partition counts
-    # Each scenario section names its scenario; unsafe ones are open.
+    # Each scenario section names its scenario; only the one that decided a model's verdict is open.
     sessions = [a for a in dom.with_class("scenario") if a.get("data-scenario") == "partial"]
     assert len(sessions) == 1 and "open" in sessions[0]
+    opened = [a.get("data-scenario") for a in dom.with_class("scenario") if "open" in a]
+    assert opened == ["replay", "determinism", "partial", "rerun", "rerun"], opened
 
 
 def test_html_lineage_highlights_root_cause_and_contamination(dom):
@@ -386,8 +389,10 @@ def test_html_summary_counts_and_sections_worst_first(dom):
     cards = dom.with_class("card")
     assert len(cards) == 9  # one per verdict, side_effect and untested included
     sections = [a["data-model"] for t, a in dom.tags if t == "section"]
+    # the safe model last, folded into one line with the other safe ones
     assert sections == ["broken_model", HOSTILE, "sessions_watermark", "orders_append", "daily_revenue",
-                        "stg_orders", "country_codes"]
+                        "country_codes", "stg_orders"]
+    assert "1 safe model(s)" in "".join(dom.text)
     assert "Binder Error: column \"amout\" not found" in "".join(dom.text)
 
 

@@ -47,7 +47,7 @@ def _anchor(index: int, model: ModelVerdict) -> str:
 # --------------------------------------------------------------------------------------------
 # Lineage: a layered left-to-right DAG (layer = longest path from a root).
 
-NODE_W, NODE_H, GAP_X, GAP_Y, PAD = 190, 40, 70, 16, 12
+NODE_W, NODE_H, GAP_X, GAP_Y, PAD = 190, 40, 70, 12, 12
 
 
 def _short_ref(ref: str) -> str:
@@ -166,7 +166,7 @@ def _node_svg(ref: str, m: ModelVerdict | None, x: float, y: float, index: int) 
 # --------------------------------------------------------------------------------------------
 # Rows per partition: grouped bars, reference (grey) and scenario (blue, red where it differs).
 
-PLOT_H, AXIS_W, LABEL_H, TOP = 150, 48, 64, 18
+PLOT_H, AXIS_W, LABEL_H, TOP = 120, 48, 64, 18
 
 
 def _tick(v: float) -> str:
@@ -233,7 +233,8 @@ def partition_chart(s: ScenarioResult) -> str:
         g.append("</g>")
         out.append("".join(g))
     out.append("</svg>")
-    legend = ('<div class="legend"><i style="background:var(--ref)"></i>reference'
+    legend = (f'<div class="legend">rows per {e(s.partition_column or "partition")}: '
+              '<i style="background:var(--ref)"></i>reference'
               f'<i style="background:var(--scn)"></i>{e(s.name)}'
               '<i style="background:var(--bad)"></i>differs</div>')
     return f'<div class="scroll">{"".join(out)}</div>{legend}'
@@ -246,47 +247,72 @@ def _num(v: int) -> str:
     return f'<td class="num{" nonzero" if v else ""}">{v:,}</td>'
 
 
-def _scenario_html(s: ScenarioResult) -> str:
-    opened = " open" if s.verdict in UNSAFE else ""
-    out = [f'<details class="scenario {_vclass(s.verdict)}" data-scenario="{e(s.name)}"{opened}>'
+_NUMBERS = (("reference_rows", "reference rows"), ("rows", "rows"), ("extra_rows", "extra"),
+            ("missing_rows", "missing"), ("duplicate_keys", "dup keys"), ("missing_keys", "missing keys"),
+            ("extra_keys", "extra keys"), ("changed_rows", "changed"))
+
+
+def _scenario_table(m: ModelVerdict) -> str:
+    """Every scenario of a model in one small table: a column per scenario, its verdict and its
+    numbers (rows that are zero in every scenario left out)."""
+    shown = [(f, label) for f, label in _NUMBERS
+             if f in ("reference_rows", "rows") or any(getattr(s, f) for s in m.scenarios)]
+    out = ['<table class="scenarios"><tr><th></th>'
+           + "".join(f'<th class="num">{e(s.name)}</th>' for s in m.scenarios) + "</tr>",
+           '<tr><th>verdict</th>' + "".join(f'<td class="num">{_badge(s.verdict)}</td>' for s in m.scenarios)
+           + "</tr>"]
+    for f, label in shown:
+        out.append(f"<tr><th>{e(label)}</th>" + "".join(
+            _num(getattr(s, f)) if f not in ("reference_rows", "rows") else f'<td class="num">{getattr(s, f):,}</td>'
+            for s in m.scenarios) + "</tr>")
+    out.append("</table>")
+    return "".join(out)
+
+
+def _folded(summary: str, body: list[str], cls: str) -> str:
+    return f'<details class="{cls}"><summary>{e(summary)}</summary>' + "\n".join(body) + "</details>"
+
+
+def _scenario_html(s: ScenarioResult, opened: bool = False) -> str:
+    """One scenario: its message, chart of rows per partition, and (folded) the differing partitions
+    and sample rows. Open only for the scenario that decided the model's verdict."""
+    out = [f'<details class="scenario {_vclass(s.verdict)}" data-scenario="{e(s.name)}"{" open" if opened else ""}>'
            f'<summary>{e(s.name)} {_badge(s.verdict)}</summary>']
     if s.message:
         out.append(f'<div class="message">{e(s.message)}</div>')
-    out.append('<table class="numbers"><tr><th class="num">reference rows</th><th class="num">rows</th>'
-               '<th class="num">extra rows</th><th class="num">missing rows</th>'
-               '<th class="num">duplicate keys</th><th class="num">missing keys</th>'
-               '<th class="num">extra keys</th><th class="num">changed rows</th></tr><tr>'
-               f'<td class="num">{s.reference_rows:,}</td><td class="num">{s.rows:,}</td>'
-               + "".join(_num(v) for v in (s.extra_rows, s.missing_rows, s.duplicate_keys,
-                                           s.missing_keys, s.extra_keys, s.changed_rows))
-               + "</tr></table>")
     if s.volatile_columns:
         out.append("<p>Volatile columns (differ between two identical builds): "
                    + ", ".join(f"<code>{e(c)}</code>" for c in s.volatile_columns) + "</p>")
     if s.differing_columns:
         out.append("<p>Differing columns: "
                    + ", ".join(f"<code>{e(c)}</code>" for c in s.differing_columns) + "</p>")
+    more: list[str] = []  # folded below the chart: the differing partitions, the sample rows
+    labels = []
     if s.partitions:
-        out.append(f"<h4>Rows per {e(s.partition_column or 'partition')}: reference vs {e(s.name)}</h4>")
         out.append(partition_chart(s))
         diff = s.differing_partitions
         if diff:
-            out.append('<table class="partitions"><tr><th>' + e(s.partition_column or "partition")
-                       + '</th><th class="num">reference</th><th class="num">' + e(s.name)
-                       + '</th><th class="num">difference</th></tr>')
+            rows = ['<table class="partitions"><tr><th>' + e(s.partition_column or "partition")
+                    + '</th><th class="num">reference</th><th class="num">' + e(s.name)
+                    + '</th><th class="num">difference</th></tr>']
             for p in diff:
-                out.append(f'<tr class="diff-row"><td class="mono">{e(p.partition)}</td>'
-                           f'<td class="num">{p.reference_rows:,}</td><td class="num">{p.rows:,}</td>'
-                           f'<td class="num nonzero">{p.rows - p.reference_rows:+,}</td></tr>')
-            out.append("</table>")
+                rows.append(f'<tr class="diff-row"><td class="mono">{e(p.partition)}</td>'
+                            f'<td class="num">{p.reference_rows:,}</td><td class="num">{p.rows:,}</td>'
+                            f'<td class="num nonzero">{p.rows - p.reference_rows:+,}</td></tr>')
+            rows.append("</table>")
+            more += rows
+            labels.append(f"{len(diff)} differing {s.partition_column or 'partition'}(s)")
     if s.sample:
         cols = sample_columns(s.sample)
-        out.append(f"<h4>Sample rows ({len(s.sample)})</h4><div class=\"scroll\"><table class=\"sample\"><tr>"
-                   + "".join(f"<th>{e(c)}</th>" for c in cols) + "</tr>")
+        more.append('<div class="scroll"><table class="sample"><tr>' + "".join(f"<th>{e(c)}</th>" for c in cols)
+                    + "</tr>")
         for row in s.sample:
-            out.append("<tr>" + "".join(f'<td class="mono">{e(cell(row.get(c), 200))}</td>' for c in cols)
-                       + "</tr>")
-        out.append("</table></div>")
+            more.append("<tr>" + "".join(f'<td class="mono">{e(cell(row.get(c), 200))}</td>' for c in cols)
+                        + "</tr>")
+        more.append("</table></div>")
+        labels.append(f"{len(s.sample)} sample rows")
+    if more:
+        out.append(_folded(", ".join(labels), more, "more"))
     out.append("</details>")
     return "\n".join(out)
 
@@ -309,7 +335,14 @@ def _model_html(index: int, m: ModelVerdict) -> str:
         out.append(f'<div class="message">{e(m.reason)}</div>')
     if m.notes:
         out.append('<ul class="notes">' + "".join(f"<li>{e(n)}</li>" for n in m.notes) + "</ul>")
-    out.extend(_scenario_html(s) for s in m.scenarios)
+    worst = m.worst_scenario if m.verdict in UNSAFE else None
+    # the scenarios' numbers beside the one that decided the verdict (its chart), side by side
+    out.append('<div class="model-body">' + _scenario_table(m)
+               + (_scenario_html(worst, opened=True) if worst is not None else "") + "</div>")
+    others = [s for s in m.scenarios if s is not worst]
+    if others:
+        out.append(_folded(f"{'other scenarios' if worst is not None else 'scenarios'}: "
+                           + ", ".join(s.name for s in others), [_scenario_html(s) for s in others], "others"))
     out.append("</section>")
     return "\n".join(out)
 
@@ -341,12 +374,15 @@ def _details(report: GamedayReport, order: list[ModelVerdict]) -> list[str]:
     come last, folded into one collapsed block (what a pull request did not change)."""
     index = {id(m): i for i, m in enumerate(report.models)}
     same = {id(m) for m in report.same_as_baseline}
-    changed = [_model_html(index[id(m)], m) for m in order if id(m) not in same]
+    shown = [m for m in order if id(m) not in same]
+    out = [_model_html(index[id(m)], m) for m in shown if m.verdict != "safe"]
+    safe = [_model_html(index[id(m)], m) for m in shown if m.verdict == "safe"]
+    if safe:  # nothing to look at: one line, opened on request
+        out.append(_folded(f"{len(safe)} safe model(s)", safe, "safe-models"))
     folded = [_model_html(index[id(m)], m) for m in order if id(m) in same]
-    if not folded:
-        return changed
-    return [*changed, f'<details class="as-in-baseline"><summary>{len(folded)} model(s) as in the baseline'
-                      "</summary>", *folded, "</details>"]
+    if folded:
+        out.append(_folded(f"{len(folded)} model(s) as in the baseline", folded, "as-in-baseline"))
+    return out
 
 
 class HtmlRenderer(Renderer):
