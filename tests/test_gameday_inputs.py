@@ -143,6 +143,31 @@ def test_a_string_agg_without_order_by_is_nondeterministic_and_contaminates_noth
     assert scenario(models["sales_ids_drift"], "replay")["verdict"] == "drift"
 
 
+def test_the_determinism_scenario_runs_duckdb_with_another_thread_count(tmp_path):
+    """Ties are also split between threads: the second build of the determinism scenario runs with
+    another DuckDB thread count than the reference (1 where it used more, else 2)."""
+    import yaml
+
+    project = tmp_path / "seed_only"
+    _write(project, {**SEED_PROJECT, "seeds/sales.csv": _sales_csv()})
+    import duckdb
+
+    duckdb.connect(str(project / "seed_only.duckdb")).close()
+    write_profiles(project, "seed_only", duckdb_profile("seed_only.duckdb"))
+    code, stderr, report = _gameday(project, project, tmp_path / "out", "--scenarios", "determinism",
+                                    "--keep-sandboxes")
+    assert code == 0, stderr  # (sales_broken fails only in incremental runs)
+    note = next(n for n in report["summary"]["notes"] if n.startswith("--keep-sandboxes"))
+    run_dir = Path(note.split("after that): ", 1)[1].split(", ")[0]).parent.parent
+    try:
+        profiles = {p.parent.name.rsplit("_", 1)[-1]: yaml.safe_load(p.read_text())["seed_only"]["outputs"]["dev"]
+                    for p in (run_dir / "profiles").glob("*/profiles.yml")}
+        reference = int(profiles["reference"].get("settings", {}).get("threads") or os.cpu_count() or 1)
+        assert profiles["determinism"]["settings"]["threads"] == (1 if reference > 1 else 2), profiles
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
 KEEP_ADDING = """{% materialization keep_adding, default %}
   {%- set target_relation = this.incorporate(type='table') -%}
   {%- set existing = adapter.get_relation(database=this.database, schema=this.schema, identifier=this.identifier) -%}

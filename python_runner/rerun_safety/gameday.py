@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import os
 import shutil
 import time
 import uuid
@@ -60,10 +61,21 @@ class Gameday:
         self.watch = StatementWatch()
 
     # ---------------------------------------------------------------- dbt in a sandbox
-    def _profiles_dir(self, sandbox: Sandbox) -> str:
+    def _profiles_dir(self, sandbox: Sandbox, other_threads: bool = False) -> str:
+        """`other_threads`: DuckDB runs with another thread count than the reference (1 where it
+        used more, else 2), so that a result depending on how rows are split between threads differs
+        in the determinism scenario."""
         assert self.engine and self.project
+        output = self.engine.profile_output(sandbox)
+        if other_threads and self.engine.dialect == "duckdb":
+            settings = dict(output.get("settings") or {})
+            try:
+                reference = int(settings.get("threads") or os.cpu_count() or 1)
+            except (TypeError, ValueError):
+                reference = 1
+            output["settings"] = {**settings, "threads": 1 if reference > 1 else 2}
         # every secret (password, pass, DuckDB settings and secrets) through the environment
-        out = secrets_through_env(self.engine.profile_output(sandbox))
+        out = secrets_through_env(output)
         folder = self.engine.run_dir / "profiles" / sandbox.name
         folder.mkdir(parents=True, exist_ok=True)
         doc = {self.project.profile_name: {"target": self.project.target_name,
@@ -203,7 +215,7 @@ class Gameday:
         try:
             if "determinism" in names:
                 self._reorder_inputs(plan, sb)
-            profiles = self._profiles_dir(sb)
+            profiles = self._profiles_dir(sb, other_threads="determinism" in names)
             errors: dict[str, str] = {}
             results = []
             runs: dict[str, int] = {}  # successful runs of each model so far (log tables: one row each)
