@@ -168,6 +168,31 @@ def test_the_determinism_scenario_runs_duckdb_with_another_thread_count(tmp_path
         shutil.rmtree(run_dir, ignore_errors=True)
 
 
+def test_coverage_counts_the_rows_each_decisive_step_brought_also_in_worker_processes(tmp_path):
+    """Each scenario of a replayed model carries the rows of its inputs in the scenario's decisive
+    step (report.json `input_rows`, the HTML's "input rows tested"), and the late scenario run in a
+    worker process (--threads 2) knows which rows arrive late: tested, not `untested`."""
+    project = tmp_path / "seed_only"
+    _write(project, {**SEED_PROJECT, "seeds/sales.csv": _sales_csv()})
+    import duckdb
+
+    duckdb.connect(str(project / "seed_only.duckdb")).close()
+    write_profiles(project, "seed_only", duckdb_profile("seed_only.duckdb"))
+    code, stderr, report = _gameday(project, project, tmp_path / "out", "--scenarios", "replay,backfill,late",
+                                    "--late-fraction", "0.3", "--threads", "2")
+    assert code == 1, stderr
+    merged = by_name(report)["sales_merged"]
+    rows = {s["name"]: s["input_rows"] for s in merged["scenarios"]}
+    # 120 hourly sales from 2026-01-01: the first build holds the first day, then 4 daily batches of 24
+    assert rows["reference"] is None and rows["replay"] == 4 * 24 and rows["backfill"] == 24, rows
+    assert rows["late"] > 0, rows
+    late = scenario(merged, "late")
+    # rows two days late fall outside its 6-hour lookback: exercised, and lost (not `untested`)
+    assert late["verdict"] == "loss" and late["missing_rows"] > 0, late
+    html = (tmp_path / "out" / "report.html").read_text()
+    assert '<tr class="coverage"><th' in html and "input rows tested" in html
+
+
 KEEP_ADDING = """{% materialization keep_adding, default %}
   {%- set target_relation = this.incorporate(type='table') -%}
   {%- set existing = adapter.get_relation(database=this.database, schema=this.schema, identifier=this.identifier) -%}

@@ -365,7 +365,7 @@ class Gameday:
                                key=m.key, ignore_columns=m.ignore_columns, where=current_versions(m, con.dialect),
                                partition_column=plan.time_columns.get(uid) or partition_column(m),
                                column_detail=(name == "determinism"), float_tolerance=tol)
-            r = scenario_result(name, d)
+            r = replace(scenario_result(name, d), input_rows=plan.decisive_rows(m, name))
             r = self._order_only(con, plan, m, r, lambda a, b: diff_relations(
                 con, a, b, key=m.key, ignore_columns=m.ignore_columns, where=current_versions(m, con.dialect),
                 float_tolerance=tol))
@@ -496,7 +496,7 @@ class Gameday:
                 "first_halves": plan.first_halves, "read_by_name": self._read_by_name,
                 "time_columns": plan.time_columns, "late": plan.late, "side": plan.side, "isolate": isolate,
                 "static": [src.unique_id for src in plan.static_sources], "statement_limit": self.watch.limit_s,
-                "unordered": plan.unordered}
+                "unordered": plan.unordered, "late_rows": plan.late_rows}
 
     def _execute(self, pool, plan: Plan, payloads: list[dict], template: Sandbox,
                  ref_errors: dict[str, str]) -> dict[str, tuple]:

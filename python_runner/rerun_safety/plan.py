@@ -181,6 +181,23 @@ class Plan:
                 return f"no row of its inputs ({names}) arrived after a later batch than its event time"
         return ""
 
+    def decisive_rows(self, m: Model, scenario: str) -> int | None:
+        """Rows of the model's timed inputs in the scenario's decisive step: every replayed batch
+        (replay, rerun), the half-committed batch (partial), batch 1 (backfill), the rows arriving
+        late (late). None for reference and determinism, and for a model with no timed input."""
+        inputs = self.inputs_of(m) if self.timeline is not None else []
+        if not inputs:
+            return None
+        if scenario in ("replay", "rerun"):
+            return sum(self.rows_in_batch(inputs, i) for i in range(1, self.timeline.steps + 1))
+        if scenario == "partial":
+            return self.rows_in_batch(inputs, self.timeline.half_committed)
+        if scenario == "backfill":
+            return self.rows_in_batch(inputs, 1)
+        if scenario == "late":
+            return sum(self.late_rows.get(s.unique_id, 0) for s in inputs)
+        return None
+
     def untested_reason(self, m: Model) -> str:
         inputs = self.inputs_of(m)
         if not inputs:

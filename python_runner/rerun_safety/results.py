@@ -56,6 +56,10 @@ class ScenarioResult:
     sample: tuple[dict[str, Any], ...] = ()
     partitions: tuple[PartitionCount, ...] = ()
     partition_column: str | None = None
+    # coverage: rows of the model's timed inputs in the scenario's decisive step (every replayed
+    # batch; the half-committed batch; the backfilled batch; the late rows); None where no step
+    # decides (reference, determinism) or the model has no timed input
+    input_rows: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -131,6 +131,7 @@ def _scenario_worker(payload: dict) -> tuple:
     plan.make_static(payload["static"])
     gd.watch.limit_s = payload["statement_limit"]
     plan.unordered = payload["unordered"]
+    plan.late_rows = payload["late_rows"]  # counted when the late scenario was planned: decides if it tested anything
     plan.judge_exercise()
     judged, results = gd.run_scenario(payload["scenario"], plan, payload["template"], payload["ref_errors"],
                                       isolate=payload.get("isolate"))

@@ -261,6 +261,11 @@ def _scenario_table(m: ModelVerdict) -> str:
            + "".join(f'<th class="num">{e(s.name)}</th>' for s in m.scenarios) + "</tr>",
            '<tr><th>verdict</th>' + "".join(f'<td class="num">{_badge(s.verdict)}</td>' for s in m.scenarios)
            + "</tr>"]
+    if any(s.input_rows is not None for s in m.scenarios):  # coverage: what each scenario's decisive step brought
+        out.append('<tr class="coverage"><th title="rows of its inputs in the scenario\'s decisive step: every '
+                   'replayed batch, the half-committed batch, the backfilled batch, the late rows">input rows tested</th>'
+                   + "".join(f'<td class="num">{"" if s.input_rows is None else f"{s.input_rows:,}"}</td>'
+                             for s in m.scenarios) + "</tr>")
     for f, label in shown:
         out.append(f"<tr><th>{e(label)}</th>" + "".join(
             _num(getattr(s, f)) if f not in ("reference_rows", "rows") else f'<td class="num">{getattr(s, f):,}</td>'
