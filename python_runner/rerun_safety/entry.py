@@ -18,8 +18,11 @@ def _early_stop(signum, frame) -> None:
     os._exit(143 if signum == _signal.SIGTERM else 130)
 
 
-# at import: this module is the console script's first import (nothing imports it in a library's process)
-_PREVIOUS = {sig: _signal.signal(sig, _early_stop) for sig in (_signal.SIGINT, _signal.SIGTERM)}
+# At import: this module is the console script's first import. Not in the game day's worker processes
+# (spawned, they run the console script again, as `__mp_main__`): they have handlers of their own and
+# leave the one line to the parent.
+_PREVIOUS = ({} if "__mp_main__" in sys.modules else
+             {sig: _signal.signal(sig, _early_stop) for sig in (_signal.SIGINT, _signal.SIGTERM)})
 
 
 def main() -> None:
