@@ -156,10 +156,10 @@ def test_the_determinism_scenario_runs_duckdb_with_another_thread_count(tmp_path
     write_profiles(project, "seed_only", duckdb_profile("seed_only.duckdb"))
     code, stderr, report = _gameday(project, project, tmp_path / "out", "--scenarios", "determinism",
                                     "--keep-sandboxes")
-    assert code == 0, stderr  # (sales_broken fails only in incremental runs)
-    note = next(n for n in report["summary"]["notes"] if n.startswith("--keep-sandboxes"))
+    note = next(n for n in (report or {}).get("summary", {}).get("notes", ()) if n.startswith("--keep-sandboxes"))
     run_dir = Path(note.split("after that): ", 1)[1].split(", ")[0]).parent.parent
-    try:
+    try:  # kept for a day otherwise
+        assert code == 0, stderr  # (sales_broken fails only in incremental runs)
         profiles = {p.parent.name.rsplit("_", 1)[-1]: yaml.safe_load(p.read_text())["seed_only"]["outputs"]["dev"]
                     for p in (run_dir / "profiles").glob("*/profiles.yml")}
         reference = int(profiles["reference"].get("settings", {}).get("threads") or os.cpu_count() or 1)
