@@ -162,7 +162,7 @@ class Gameday:
         self.progress.advance("reference: full refresh")
         errors = _node_errors(res, plan)
         self._trace_time_columns(plan, res)
-        self._find_unordered_aggregates(plan, res)
+        plan.unordered = order_only.unordered_in_results(res.raw, plan, self.engine.dialect)
         with self.engine.connect(sb) as con:
             con.create_schema(REFERENCE_SCHEMA)
             for m in plan.judged:
@@ -366,7 +366,7 @@ class Gameday:
                                partition_column=plan.time_columns.get(uid) or partition_column(m),
                                column_detail=(name == "determinism"), float_tolerance=tol)
             r = replace(scenario_result(name, d), input_rows=plan.decisive_rows(m, name))
-            r = self._order_only(con, plan, m, r, lambda a, b: diff_relations(
+            r = order_only.judge(con, plan, m, r, lambda a, b: diff_relations(
                 con, a, b, key=m.key, ignore_columns=m.ignore_columns, where=current_versions(m, con.dialect),
                 float_tolerance=tol))
             # (a snapshot of a table that never changes is exercised by every run: each is a rerun
@@ -417,7 +417,7 @@ class Gameday:
             elif o.threads > 1 and len(chains) > 1:
                 # workers start now: their start-up overlaps the snapshot and the reference build
                 pool = start_pool(self, min(o.threads, len(chains)))
-            self._drop_absent_hook_sources(engine, plan)
+            plan.drop_absent_hook_sources(engine)
             snapshot = engine.create_snapshot([*plan.timed_sources, *plan.static_sources])
             self._read_by_name = copy_read_by_name(engine, project, plan, snapshot, self._profiles_dir(snapshot))
             plan.notes.extend(getattr(engine, "notes", []))  # what the snapshot could not copy as it is
@@ -545,58 +545,6 @@ class Gameday:
                             differs(rs[p].verdict) for p in parents[uid] if p in rs):
                         out.setdefault(uid, set()).add(scenario)
         return out
-
-    def _find_unordered_aggregates(self, plan: Plan, res) -> None:
-        """Columns the judged models gather with string_agg/array_agg and no ORDER BY, read from the
-        SQL the reference build ran (see order_only)."""
-        judged = {m.unique_id for m in plan.judged}
-        for r in getattr(res.raw, "results", None) or ():
-            node = getattr(r, "node", None)
-            uid = getattr(node, "unique_id", "")
-            if uid in judged and getattr(node, "language", "sql") == "sql" and getattr(node, "compiled_code", None):
-                found = order_only.unordered_agg_columns(node.compiled_code, self.engine.dialect)
-                if found:
-                    plan.unordered[uid] = found
-
-    def _order_only(self, con: Connection, plan: Plan, m, r: ScenarioResult, compare) -> ScenarioResult:
-        """A difference that vanishes once the values of the model's unordered aggregates are sorted
-        is the model's own nondeterminism, not a rerun defect (see order_only)."""
-        aggs = plan.unordered.get(m.unique_id)
-        if not aggs or r.verdict in ("safe", "untested", "error", "skipped", "nondeterministic"):
-            return r
-        if r.differing_columns and not {c.lower() for c in r.differing_columns} <= set(aggs):
-            return r  # other columns differ too
-        names = (f"rerun_safety_sorted_ref_{plan.ref_names[m.unique_id]}", f"rerun_safety_sorted_{plan.ref_names[m.unique_id]}")
-        try:
-            if not (order_only.sorted_view(con, m.schema, (REFERENCE_SCHEMA, plan.ref_names[m.unique_id]), names[0], aggs)
-                    and order_only.sorted_view(con, m.schema, (m.schema, m.identifier), names[1], aggs)):
-                return r
-            d = compare((m.schema, names[0]), (m.schema, names[1]))
-        except Exception:  # noqa: BLE001 - a column the sorting cannot read (another type): the verdict stands
-            return r
-        finally:
-            for name in names:
-                con.drop_relation(m.schema, name)
-        if not d.identical:
-            return r
-        cols = ", ".join(sorted(c for c in aggs if c in {x.lower() for x in r.differing_columns}) or sorted(aggs))
-        return replace(r, verdict="nondeterministic", volatile_columns=tuple(r.differing_columns),
-                       message=f"differs only in the order of the values gathered by an aggregate without ORDER BY "
-                               f"({cols}): they come in the order the rows are read")
-
-    @staticmethod
-    def _drop_absent_hook_sources(engine, plan: Plan) -> None:
-        """A declared source that only a hook names (no model reads it) is copied if the target holds
-        it; if not (the hook creates it, or the name is a coincidence), there is nothing to copy."""
-        if not plan.from_hooks or not hasattr(engine, "user_relations"):
-            return
-        present = engine.user_relations()
-        absent = [s for s in plan.static_sources if s.unique_id in plan.from_hooks
-                  and (s.schema.lower(), s.identifier.lower()) not in present]
-        if absent:
-            plan.static_sources = [s for s in plan.static_sources if s not in absent]
-            plan.notes.append("sources a hook names, not in the target (nothing to copy): "
-                              + ", ".join(s.name for s in absent))
 
     def _seed(self, plan: Plan, snapshot: Sandbox) -> None:
         """Load the seeds into the snapshot; a timed seed's rows are kept aside to arrive batch by batch."""

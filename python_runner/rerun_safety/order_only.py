@@ -14,7 +14,8 @@ from typing import Any
 import sqlglot
 from sqlglot import exp
 
-from .sandbox.base import Connection, table
+from .results import ScenarioResult
+from .sandbox.base import REFERENCE_SCHEMA, Connection, table
 
 # string_agg / listagg / group_concat, and array_agg / list
 _AGGS = tuple(c for c in (getattr(exp, n, None) for n in ("GroupConcat", "ArrayAgg")) if isinstance(c, type))
@@ -76,3 +77,48 @@ def sorted_view(con: Connection, schema: str, source: tuple[str, str], name: str
     query = exp.select(*projections).from_(table(*source))
     con.execute(exp.Create(this=table(schema, name), kind="VIEW", expression=query, replace=True))
     return True
+
+
+def unordered_in_results(results: Any, plan: Any, dialect: str) -> dict[str, dict[str, str | None]]:
+    """Per judged model, its columns gathered without ORDER BY, read from the SQL a dbt invocation
+    (the reference build) ran."""
+    judged = {m.unique_id for m in plan.judged}
+    out = {}
+    for r in getattr(results, "results", None) or ():
+        node = getattr(r, "node", None)
+        uid = getattr(node, "unique_id", "")
+        if uid in judged and getattr(node, "language", "sql") == "sql" and getattr(node, "compiled_code", None):
+            found = unordered_agg_columns(node.compiled_code, dialect)
+            if found:
+                out[uid] = found
+    return out
+
+
+def judge(con: Connection, plan: Any, m: Any, r: ScenarioResult, compare) -> ScenarioResult:
+    """A difference that vanishes once the values of the model's unordered aggregates are sorted is
+    the model's own nondeterminism, not a rerun defect. `compare(left, right)` diffs two relations."""
+    from dataclasses import replace
+
+    aggs = plan.unordered.get(m.unique_id)
+    if not aggs or r.verdict in ("safe", "untested", "error", "skipped", "nondeterministic"):
+        return r
+    if r.differing_columns and not {c.lower() for c in r.differing_columns} <= set(aggs):
+        return r  # other columns differ too
+    ref = plan.ref_names[m.unique_id]
+    names = (f"rerun_safety_sorted_ref_{ref}", f"rerun_safety_sorted_{ref}")
+    try:
+        if not (sorted_view(con, m.schema, (REFERENCE_SCHEMA, ref), names[0], aggs)
+                and sorted_view(con, m.schema, (m.schema, m.identifier), names[1], aggs)):
+            return r
+        d = compare((m.schema, names[0]), (m.schema, names[1]))
+    except Exception:  # noqa: BLE001 - a column the sorting cannot read (another type): the verdict stands
+        return r
+    finally:
+        for name in names:
+            con.drop_relation(m.schema, name)
+    if not d.identical:
+        return r
+    cols = ", ".join(sorted(c for c in aggs if c in {x.lower() for x in r.differing_columns}) or sorted(aggs))
+    return replace(r, verdict="nondeterministic", volatile_columns=tuple(r.differing_columns),
+                   message=f"differs only in the order of the values gathered by an aggregate without ORDER BY "
+                           f"({cols}): they come in the order the rows are read")

@@ -181,6 +181,19 @@ class Plan:
                 return f"no row of its inputs ({names}) arrived after a later batch than its event time"
         return ""
 
+    def drop_absent_hook_sources(self, engine: Any) -> None:
+        """A declared source that only a hook names (no model reads it) is copied if the target holds
+        it; if not (the hook creates it, or the name is a coincidence), there is nothing to copy."""
+        if not self.from_hooks or not hasattr(engine, "user_relations"):
+            return
+        present = engine.user_relations()
+        absent = [s for s in self.static_sources if s.unique_id in self.from_hooks
+                  and (s.schema.lower(), s.identifier.lower()) not in present]
+        if absent:
+            self.static_sources = [s for s in self.static_sources if s not in absent]
+            self.notes.append("sources a hook names, not in the target (nothing to copy): "
+                              + ", ".join(s.name for s in absent))
+
     def decisive_rows(self, m: Model, scenario: str) -> int | None:
         """Rows of the model's timed inputs in the scenario's decisive step: every replayed batch
         (replay, rerun), the half-committed batch (partial), batch 1 (backfill), the rows arriving
