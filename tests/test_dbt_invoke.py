@@ -257,3 +257,26 @@ def test_a_statement_past_the_limit_is_stopped_and_the_model_says_why(tmp_path, 
         message = next(n.message for n in res.nodes if n.unique_id == "model.slow.slow")
         assert f"{STOPPED_MARKER} after 2 s" in message and "unique_key is not unique" in message, message
         assert took < 60, (engine, took)  # the statement alone runs for minutes
+
+
+def test_a_sandbox_database_in_a_dbt_error_reads_as_the_users_database():
+    """PostgreSQL names the relation it could not find with the sandbox database's name; the
+    report shows the user's, as the same error in production would (the caret, which no longer
+    points right, goes; a line without the name keeps its caret)."""
+    from rerun_safety.dbt_invoke import _whole_message
+
+    text = ("Database Error in model incremental_orders (models/incremental_orders.sql)\n"
+            '  relation "main.incremental_orders" does not exist\n'
+            '  LINE 18:     from "rerun_safety_sbx_73696dde2e5b_reference"."main"."i...\n'
+            "                    ^\n"
+            "  LINE 3: select x\n"
+            "                 ^\n"
+            "  compiled code at /tmp/rerun_safety_sbx_73696dde2e5b/reference/target/run/x.sql\n")
+    assert _whole_message(text, "analytics").splitlines() == [
+        "Database Error in model incremental_orders (models/incremental_orders.sql)",
+        '  relation "main.incremental_orders" does not exist',
+        '  LINE 18:     from "analytics"."main"."i...',
+        "  LINE 3: select x",
+        "                 ^"]
+    # without a user database (a DuckDB file's sandbox has the user's name already) nothing changes
+    assert "rerun_safety_sbx_73696dde2e5b_reference" in _whole_message(text, None)

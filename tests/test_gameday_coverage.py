@@ -60,6 +60,12 @@ def _load(execute, executemany) -> None:
     execute("create table raw.accounts (account_id integer, plan varchar(10), updated_at timestamp)")
     executemany("insert into raw.accounts values (%s, %s, %s)",
                 [(a, "pro" if a % 2 else "free", START + dt.timedelta(days=1.5 * a)) for a in range(20)])
+    # a connector's current-state table, not declared: 36 customers synced at once on day 1, and 4
+    # re-synced in the replayed days (updated in place: each row carries only its last sync)
+    execute("create table raw.customers (customer_id integer, segment varchar(10), _fivetran_synced timestamp)")
+    executemany("insert into raw.customers values (%s, %s, %s)",
+                [(c, "smb", START + dt.timedelta(days=1, minutes=c)) for c in range(36)]
+                + [(c, "enterprise", START + dt.timedelta(days=26.5 + (c - 36))) for c in range(36, 40)])
 
 
 MODELS = {
@@ -93,6 +99,13 @@ MODELS = {
                            "join {{ source('raw', 'accounts') }} a on a.account_id = d.id % 20\n"
                            "{% if is_incremental() %}where d.ts >= (select max(ts) from {{ this }}) - interval '1 day'"
                            "{% endif %}",
+    # the same over the undeclared current-state table: replayed by its sync time, the 4 customers
+    # re-synced late would be missing from the first build, and their older orders lost for good
+    "orders_by_customer.sql": "{{ config(materialized='incremental', unique_key='id', incremental_strategy='merge') }}\n"
+                              "select d.id, d.ts, c.segment from {{ source('raw', 'dense') }} d\n"
+                              "join {{ source('raw', 'customers') }} c on c.customer_id = (d.id * 7) % 40\n"
+                              "{% if is_incremental() %}where d.ts >= (select max(ts) from {{ this }}) - interval '1 day'"
+                              "{% endif %}",
 }
 
 
@@ -107,7 +120,8 @@ def coverage_run(request, tmp_path_factory):
         "name": "raw", "schema": "raw",
         "tables": [*({"name": t, "config": {"event_time": "ts"}} for t in ("sparse", "dense", "one_half")),
                    {"name": "countries", "loaded_at_field": "_fivetran_synced"},
-                   {"name": "accounts", "loaded_at_field": "updated_at"}]}]}))
+                   {"name": "accounts", "loaded_at_field": "updated_at"},
+                   {"name": "customers", "loaded_at_field": "_fivetran_synced"}]}]}))
     (project / "rerun_safety.yml").write_text("inputs:\n  raw.accounts: current_state\n")
     (project / "dbt_project.yml").write_text(yaml.safe_dump(
         {"name": "coverage", "version": "1.0", "config-version": 2, "profile": "coverage"}))
@@ -188,13 +202,17 @@ def test_a_model_a_scenario_did_not_build_is_untested_in_every_report(coverage_r
 def test_reference_and_current_state_tables_are_present_from_the_first_build(coverage_run):
     report = coverage_run["report"]
     assert by_name(report)["orders_enriched"]["verdict"] == "safe"
+    assert by_name(report)["orders_by_customer"]["verdict"] == "safe"
     notes = report["summary"]["notes"]
     static = next(n for n in notes if n.startswith("static inputs (present in full at every build"))
     assert static.endswith("): raw.countries (100% of its rows were loaded in one day (2025-03-03 00:00), before "
                            "the replayed batches: a table loaded at once)")
     current = next(n for n in notes if n.startswith("current-state inputs"))
     assert current.endswith("their history cannot be replayed): raw.accounts (declared in "
-                            f"{coverage_run['project'] / 'rerun_safety.yml'})")
+                            f"{coverage_run['project'] / 'rerun_safety.yml'}); raw.customers (90% of its rows "
+                            "were loaded in one day (2025-03-02 00:00), before the replayed batches, and 4 since: a "
+                            "table loaded at once and updated in place (declare it `inputs: raw.customers: "
+                            "loaded_log` in rerun_safety.yml if its later rows are new ones))")
     logs = next(n for n in notes if n.startswith("event logs"))
     assert logs.endswith(": raw.dense (by ts, from event_time); raw.one_half (by ts, from event_time); "
                          "raw.sparse (by ts, from event_time)")

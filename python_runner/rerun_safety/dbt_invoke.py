@@ -137,12 +137,27 @@ def _exception_text(text: str) -> str:
     return "\n".join(lines)
 
 
-def _whole_message(text: str) -> str:
+# A sandbox database's name (PostgreSQL: one database per sandbox), as a database error quotes it
+_SANDBOX_NAME = re.compile(r"rerun_safety_sbx_[0-9a-f]+_[A-Za-z0-9_]+")
+
+
+def _whole_message(text: str, user_database: str | None = None) -> str:
     """dbt's whole message for a node (a failing model's database error names the line and the
     cause over several lines), without blank lines, and without dbt's "compiled code at <path>":
-    that path is in a sandbox, removed when the game day ends."""
-    return "\n".join(ln.rstrip() for ln in str(text).strip().splitlines()
-                     if ln.strip() and not ln.strip().startswith("compiled code at "))
+    that path is in a sandbox, removed when the game day ends. A sandbox database's name reads as
+    the user's database, the name the same error would show in production (the caret under a line
+    so changed no longer points right, and goes)."""
+    out: list[str] = []
+    renamed = False
+    for ln in str(text).strip().splitlines():
+        if not ln.strip() or ln.strip().startswith("compiled code at "):
+            continue
+        if renamed and set(ln.strip()) <= {"^"}:
+            renamed = False
+            continue
+        renamed = bool(user_database) and bool(_SANDBOX_NAME.search(ln))
+        out.append(_SANDBOX_NAME.sub(user_database, ln.rstrip()) if renamed and user_database else ln.rstrip())
+    return "\n".join(out)
 
 
 # What dbt says of a node whose cause it logged elsewhere: a microbatch model's result reads "ERROR"
@@ -150,15 +165,17 @@ def _whole_message(text: str) -> str:
 _BARE_MESSAGE = re.compile(r"(?:ERROR|PARTIAL SUCCESS.*)", re.IGNORECASE)
 
 
-def _node_results(result: Any, causes: dict[str, str] | None = None) -> tuple[NodeResult, ...]:
+def _node_results(result: Any, causes: dict[str, str] | None = None,
+                  user_database: str | None = None) -> tuple[NodeResult, ...]:
     out = []
     for r in getattr(result, "results", None) or ():
         node = getattr(r, "node", None)
         status = getattr(r, "status", "")
         uid = getattr(node, "unique_id", "") if node is not None else ""
-        message = _whole_message(getattr(r, "message", "") or "")
+        message = _whole_message(getattr(r, "message", "") or "", user_database)
         if (causes or {}).get(uid) and (not message or _BARE_MESSAGE.fullmatch(message)):
-            message = f"{message}: {causes[uid]}" if message else causes[uid]
+            cause = _whole_message(causes[uid], user_database)
+            message = f"{message}: {cause}" if message else cause
         out.append(NodeResult(
             unique_id=uid,
             status=str(getattr(status, "value", status)),
@@ -301,6 +318,7 @@ class DbtSession:
         self.quiet = quiet
         self.manifest = None
         self.invocations: list[DbtResult] = []
+        self.user_database: str | None = None  # a sandbox database's name reads as this in messages
         _enable_dbt_caches()
 
     # dbt writes target/ and logs/ next to the project by default: keep both in our work dir so a
@@ -367,7 +385,7 @@ class DbtSession:
         wall = time.perf_counter() - started
         if isinstance(res.exception, KeyboardInterrupt):
             raise res.exception  # dbtRunner swallows Ctrl-C/SIGTERM: let the caller clean up
-        nodes = _node_results(res.result, causes)
+        nodes = _node_results(res.result, causes, self.user_database)
         if res.exception is not None:
             result = DbtResult(tuple(args), False, True, _first_line(str(res.exception)), nodes, wall, res.result,
                                clock_reads)

@@ -50,6 +50,8 @@ class Plan:
     time_columns: dict[str, str] = field(default_factory=dict)  # model -> its output's time column
     late: Lateness = field(default_factory=Lateness)
     late_rows: dict[str, int] = field(default_factory=dict)  # input id -> rows arriving after a later batch
+    # input id -> (rows of its fullest batch before the replayed ones, that batch's start): a bulk load
+    bulk: dict[str, tuple[int, dt.datetime | None]] = field(default_factory=dict)
     side: Any = None  # side_effects.SidePlan, once the reference has run
     side_found: dict[str, list] = field(default_factory=dict)  # scenario -> side relations that differ
     kinds: dict[str, tuple[str, str]] = field(default_factory=dict)  # input id -> (kind, why)
@@ -321,23 +323,55 @@ def _input_kind(src: SourceTable, config_origin: str) -> tuple[str, str]:
 
 
 def _loaded_at_once(plan: Plan, timeline: Timeline) -> Timeline:
-    """An input whose rows end before the replayed batches and mostly share its last batch was
-    loaded at once (a reference table synced a while ago, a dimension loaded by a connector), not
-    logged over time: it is static, present in full at every build. Replaying it over its own last
-    batches would leave the first build without it."""
+    """An input most of whose rows were loaded in one batch before the replayed ones was loaded at
+    once, not logged over time: a reference table a connector synced a while ago is *static*;
+    one whose rows keep being re-synced after that (a dimension updated in place, which carries only
+    its last sync time) is *current state*. Both are present in full at every build. Replaying them
+    by their time column would leave the first build without them, or without the keys updated
+    since (a false loss of those keys). A declared kind (rerun_safety.yml) is left as it is."""
     own = dict(timeline.own_bounds)
     static = []
     for src in list(plan.inputs):
         counts = plan.arrivals.get(src.unique_id, ())
         total = sum(counts)
-        if src.unique_id not in own or src.kind or not total or counts[-1] * 2 < total:
+        if src.kind or not total:
+            continue
+        top, start = plan.bulk.get(src.unique_id, (0, None))
+        since = sum(counts[1:])
+        if src.unique_id in own and counts[-1] * 2 >= total:
+            top, start, since = counts[-1], own[src.unique_id][-2], 0
+        elif top * 2 < total or start is None:
             continue
         static.append(src.unique_id)
-        plan.kinds[src.unique_id] = ("static", f"{counts[-1] * 100 // total}% of its rows were loaded in one "
-                                     f"{timeline.batch.label} ({own[src.unique_id][-2]:%Y-%m-%d %H:%M}), before the "
-                                     "replayed batches: a table loaded at once")
+        share = f"{top * 100 // total}% of its rows were loaded in one {timeline.batch.label} ({start:%Y-%m-%d %H:%M})"
+        plan.kinds[src.unique_id] = (
+            ("static", f"{share}, before the replayed batches: a table loaded at once") if not since else
+            ("current_state", f"{share}, before the replayed batches, and {since} since: a table loaded at once "
+                              "and updated in place (declare it `inputs: {name}: loaded_log` in rerun_safety.yml "
+                              "if its later rows are new ones)".replace("{name}", src.name)))
     plan.make_static(static)
     return replace(timeline, own_bounds=tuple((i, b) for i, b in timeline.own_bounds if i not in static))
+
+
+def _fullest_batch(con: Connection, src: SourceTable, plan: Plan, batch: Batch,
+                   before: dt.datetime) -> tuple[int, dt.datetime | None]:
+    """The rows of the input's fullest batch before `before` (by arrival time), and its start."""
+    when = arrival_expr(src, plan, con.dialect, late=False)
+    if batch.months:
+        bucket = exp.Add(this=exp.Mul(this=exp.Year(this=when), expression=exp.Literal.number(12)),
+                         expression=exp.Month(this=when))
+    else:
+        assert batch.delta is not None
+        bucket = exp.Floor(this=exp.Div(this=exp.TimeToUnix(this=when),
+                                        expression=exp.Literal.number(int(batch.delta.total_seconds()))))
+    per = (exp.select(exp.func("count", exp.Star()).as_("rs_n"), exp.func("min", when).as_("rs_at"))
+           .from_(table(SNAPSHOT_SCHEMA, snapshot_table(src)).as_("rs_row"))
+           .where(when < ts_literal(before)).group_by(bucket))
+    q = exp.select("rs_n", "rs_at").from_(per.subquery("rs_b")).order_by(exp.column("rs_n").desc()).limit(1)
+    row = con.fetchone(q)
+    if not row or row[0] is None:
+        return 0, None
+    return int(row[0]), batch.floor(_to_datetime(row[1], src.name) or before)
 
 
 def _attached_databases(target_output: dict) -> set[str]:
@@ -550,6 +584,8 @@ def plan_timeline(con: Connection, plan: Plan, batch: Batch, steps: int) -> Time
         plan.arrivals[src.unique_id] = tuple(values[:len(b)])
         plan.first_halves[src.unique_id] = (0, *values[len(b):])
         plan.late_rows[src.unique_id] = int(row[-1] or 0)
+        if not src.kind and values[0] * 2 >= sum(values[:len(b)]):
+            plan.bulk[src.unique_id] = _fullest_batch(con, src, plan, timeline.batch, b[0])
     timeline = plan.timeline = _choose_half_committed(plan, _loaded_at_once(plan, timeline))
     if timeline.steps < steps:
         plan.notes.append(f"--steps {steps} asked for more batches than the data holds: {timeline.steps} "

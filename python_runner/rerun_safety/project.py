@@ -300,6 +300,7 @@ class Project:
         self.adapter = self.target_output["type"]
         self.session = DbtSession(self.project_dir, self.profiles_dir, self.target_name, work_dir,
                                   vars_yaml=yaml.safe_dump(self.cli_vars) if self.cli_vars else None)
+        self.session.user_database = self.target_output.get("dbname") or self.target_output.get("database")
         if manifest is not None:
             self.manifest = self.session.manifest = manifest
         else:
