@@ -1,8 +1,10 @@
 """The game day on Apache Spark (dbt-spark `method: session`, Spark inside the test process).
 
-tests/fixtures/spark_gameday: plain parquet tables, dbt-spark's own strategies, a clock-relative
-window, a hook that names the source schema by hand. The verdicts must be those of the other
-engines' fixtures for the same shapes, the user's databases and tables unchanged, no sandbox left.
+tests/fixtures/spark_gameday: the conformance project's features that Spark has (parquet tables,
+dbt-spark's own strategies, an ephemeral chain under the incremental models, a seed, a custom schema
+and alias, vars, a hook that names the source schema by hand, `target.schema` written into a column
+and hashed into a key, a clock-relative window). The verdicts must be those of the other engines'
+fixtures for the same shapes, the user's databases and tables unchanged, no sandbox left.
 """
 from __future__ import annotations
 
@@ -86,7 +88,7 @@ def test_verdicts_match_the_other_engines(spark_run):
                 for n, m in models.items()}
     scenarios = {n: {s["name"]: s for s in m["scenarios"]} for n, m in models.items()}
     assert {n: m["verdict"] for n, m in models.items()} == {
-        "stg": "safe", "ev_overwrite": "safe", "ev_recent": "safe", "daily_safe": "safe",
+        "stg_relation": "safe", "ev_overwrite": "safe", "ev_recent": "safe", "daily_safe": "safe",
         "ev_append": "duplicates", "ev_watermark": "loss", "daily": "drift"}, messages
     summary = spark_run["report"]["summary"]
     assert sorted(summary["root_causes"]) == ["ev_append", "ev_watermark"]

@@ -42,6 +42,27 @@ from .spark_backends import (CLOSE_TIMEOUT_S, SessionBackend, ThriftBackend, _Ba
                              close_hive_connection, make_backend, thrift_socket)
 
 # ---------------------------------------------------------------------------------- names
+# A statement that names a bare schema (no table after it): the database DDL, USE, SHOW ... IN,
+# DESCRIBE DATABASE. Leading comments (dbt's query comment) are skipped.
+_LEAD = r"^(\s*(?:/\*.*?\*/\s*|--[^\n]*\n\s*)*"
+_BARE_SCHEMA = re.compile(
+    _LEAD + r"(?:(?:create|drop|alter)\s+(?:database|schema|namespace)\s+(?:if\s+(?:not\s+)?exists\s+)?"
+    r"|use\s+(?:(?:database|schema|namespace)\s+)?"
+    r"|(?:describe|desc)\s+(?:database|schema|namespace)\s+(?:extended\s+)?"
+    r"|show\s+(?:tables|views|functions|table\s+extended)\s+(?:in|from)\s+))"
+    r"(`?)([A-Za-z_][A-Za-z0-9_]*)\2(?=\s|;|$)", re.IGNORECASE | re.DOTALL)
+
+
+def map_bare_schema(sql: str, prefix: str, schemas: Iterable[str]) -> str:
+    """`sql` with the bare schema a database statement names (`create schema if not exists
+    analytics`, `show tables in analytics`, `use analytics`) written as the sandbox's copy, when it
+    is one of `schemas`: a hook that creates `{{ target.schema }}` creates the sandbox's."""
+    m = _BARE_SCHEMA.match(sql)
+    if not m or m.group(3).lower() not in {s.lower() for s in schemas}:
+        return sql
+    return f"{sql[:m.start(2)]}`{prefix}{m.group(3).lower()}`{sql[m.end():]}"
+
+
 def map_schemas(sql: str, prefix: str, schemas: Iterable[str]) -> str:
     """`sql` with every `schema.name` whose schema is one of `schemas` (case-insensitive, not
     already in a sandbox) written as `prefix+schema`.name; strings, comments and the rest of the
@@ -371,9 +392,10 @@ class SparkEngine(Engine):
         return failed
 
     def profile_output(self, sandbox: Sandbox) -> dict:
-        out = dict(self.target_output)
-        out["schema"] = f"{self.prefix(sandbox)}{str(self.target_output.get('schema') or '').lower()}"
-        return out
+        # The user's schema: `target.schema` renders as in production (a connector package writes it
+        # into `source_relation` and hashes it into keys). Every relation is the sandbox's through
+        # the manifest (prepare_manifest), and a name the SQL spells by hand through sql_rewriter.
+        return dict(self.target_output)
 
     def prepare_manifest(self, manifest: Any, sandbox: Sandbox) -> None:
         # Every node and source of the project lives in the sandbox's copy of its schema; the
@@ -394,7 +416,7 @@ class SparkEngine(Engine):
         """What dbt's statements go through in this sandbox: names the project's SQL writes by hand
         (`analytics.log`) pointed at the sandbox's copy of the schema."""
         prefix = self.prefix(sandbox)
-        return lambda sql: map_schemas(sql, prefix, self.schemas)
+        return lambda sql: map_bare_schema(map_schemas(sql, prefix, self.schemas), prefix, self.schemas)
 
     def sweep(self) -> int:
         """Drop the databases of dead runs of this machine (their run folder is here, unlocked, or
