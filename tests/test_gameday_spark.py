@@ -1,8 +1,8 @@
 """The game day on Apache Spark (dbt-spark `method: session`, Spark inside the test process).
 
 tests/fixtures/spark_gameday: the conformance project's features that Spark has (parquet tables,
-dbt-spark's own strategies, an ephemeral chain under the incremental models, a seed, a custom schema
-and alias, vars, a hook that names the source schema by hand, `target.schema` written into a column
+dbt-spark's own strategies and microbatch, an ephemeral chain under the incremental models, a seed,
+a custom schema and alias, a generate_schema_name override, a local package, vars, a hook that names the source schema by hand, `target.schema` written into a column
 and hashed into a key, a clock-relative window). The verdicts must be those of the other engines'
 fixtures for the same shapes, the user's databases and tables unchanged, no sandbox left.
 """
@@ -14,7 +14,7 @@ import pytest
 
 from _spark import require_spark, spark_profile, spark_query, unique_schema
 from _support import FIXTURES, write_profiles
-from gameday_support import copy_project, run_cli
+from gameday_support import copy_project, dbt_deps, run_cli
 
 pytestmark = pytest.mark.slow
 
@@ -45,6 +45,7 @@ def _gameday(tmp, query, profile, threads: int) -> dict:
     raw, target = unique_schema("raw"), unique_schema("analytics")
     _load(query, raw)
     write_profiles(project, "spark_gameday", profile(target))
+    dbt_deps(project, project)
     before_dbs, before = _databases(query), _fingerprint(query, raw)
     out = tmp / "out"
     code, stdout, stderr = run_cli(["gameday", "--project-dir", str(project), "--profiles-dir", str(project),
@@ -88,7 +89,7 @@ def test_verdicts_match_the_other_engines(spark_run):
                 for n, m in models.items()}
     scenarios = {n: {s["name"]: s for s in m["scenarios"]} for n, m in models.items()}
     assert {n: m["verdict"] for n, m in models.items()} == {
-        "stg_relation": "safe", "ev_overwrite": "safe", "ev_recent": "safe", "daily_safe": "safe",
+        "stg_relation": "safe", "ev_microbatch": "safe", "ev_overwrite": "safe", "ev_recent": "safe", "daily_safe": "safe",
         "ev_append": "duplicates", "ev_watermark": "loss", "daily": "drift"}, messages
     summary = spark_run["report"]["summary"]
     assert sorted(summary["root_causes"]) == ["ev_append", "ev_watermark"]
