@@ -276,12 +276,46 @@ HELD_OUT: list[tuple[str, list[str], str]] = [
     ("ho_top_customer_per_day", ["dedup-order-not-total"], TABLE + "select * from (select cast(ordered_at as date) "
      "as day, customer_id, sum(amount) as spent, row_number() over (partition by cast(ordered_at as date) order by "
      "sum(amount) desc) as rn from {od} group by 1, 2) x where rn = 1\n"),
+    # ---- shapes of public projects met on 2026-12-03 (dagster-dbt's and SQLMesh's test projects),
+    # written here in our own words, labelled before the first lint run, never tuned on
+    # the watermark of {{ this }} read in a CTE outside the incremental block, `>=`, append
+    ("ho_pub_append_watermark_cte", ["append-reread"], INC.format(cfg="incremental_strategy='append'") +
+     "with hi as (select max(ordered_at) as last_seen from {{{{ this }}}})\nselect order_id, ordered_at from {od}\n"
+     "{{% if is_incremental() %}}where ordered_at >= (select last_seen from hi){{% endif %}}\n"),
+    # a daily rollup keyed by a day kept as text, `>` on it, the default strategy (append here)
+    ("ho_pub_text_day_watermark", ["watermark-strict-gt"], INC.format(cfg="on_schema_change='ignore'") +
+     "select customer_id, sum(amount) as revenue, cast(cast(ordered_at as date) as varchar) as day from {od}\n"
+     "{{% if is_incremental() %}}where cast(cast(ordered_at as date) as varchar) > (select max(day) from "
+     "{{{{ this }}}}){{% endif %}}\ngroup by customer_id, cast(cast(ordered_at as date) as varchar)\n"),
+    # no filter of its own over an ephemeral model whose is_incremental() block never applies there
+    ("ho_pub_filter_left_in_ephemeral", ["append-reread"], INC.format(cfg="incremental_strategy='append'") +
+     "select order_id, customer_id, amount from {{{{ ref('stg_orders_windowed') }}}}\n"),
+    # a window from run_started_at in the incremental branch of a merge: a warning, not an error
+    ("ho_pub_run_started_window_merge", [], INC.format(cfg="incremental_strategy='merge', unique_key='order_id'") +
+     "select * from {od}\n{{% if is_incremental() %}}where updated_at >= cast('{{{{ run_started_at.strftime(\"%Y-%m-%d\") "
+     "}}}}' as date) - interval '2 days'{{% endif %}}\n"),
+    # the same window appended: each run reads two days again and inserts them again
+    ("ho_pub_run_started_window_append", ["append-reread", "clock-window"], INC.format(cfg="incremental_strategy='append'") +
+     "select * from {od}\n{{% if is_incremental() %}}where updated_at >= cast('{{{{ run_started_at.strftime(\"%Y-%m-%d\") "
+     "}}}}' as date) - interval '2 days'{{% endif %}}\n"),
+    # another tool's strategy name, which no dbt macro implements
+    ("ho_pub_foreign_strategy", ["unknown-strategy"], INC.format(cfg="incremental_strategy='incremental_by_time_range'") +
+     "select * from {od}\n{{% if is_incremental() %}}where updated_at >= (select max(updated_at) from {{{{ this }}}})"
+     "{{% endif %}}\n"),
+    # delete+insert without a unique_key (an append on dbt-duckdb) after a strict watermark
+    ("ho_pub_delete_insert_no_key", ["watermark-strict-gt"], INC.format(cfg="incremental_strategy='delete+insert'") +
+     "select customer_id, cast(ordered_at as date) as day, sum(amount) as revenue from {od}\n"
+     "{{% if is_incremental() %}}where cast(ordered_at as date) > (select max(day) from {{{{ this }}}}){{% endif %}}\n"
+     "group by 1, 2\n"),
 ]
 
 STAGING = {
     "stg_events": "select event_id, event_ts, event_type, loaded_at from {{ source('raw', 'events') }}\n",
     "stg_orders": "select order_id, customer_id, amount, ordered_at, updated_at from {{ source('raw', 'orders') }}\n",
     "stg_customers": "select customer_id, name from {{ source('raw', 'customers') }}\n",
+    # an ephemeral model with an is_incremental() block (false there: it is not incremental)
+    "stg_orders_windowed": "{{ config(materialized='ephemeral') }}\nselect * from {{ ref('stg_orders') }}\n"
+                           "{% if is_incremental() %}where updated_at >= current_date - 1{% endif %}\n",
     "stg_late_events": "select event_id, event_ts, event_type, loaded_at from {{ source('raw', 'late_events') }}\n",
 }
 SCHEMA = """version: 2
