@@ -1,0 +1,118 @@
+"""What a game day costs against one plain `dbt build` of the same project, side by side in one run.
+
+    .venv/bin/python benchmarks/gameday_vs_build.py [--threads 1] [--models 200] [--incremental 20]
+
+Two DuckDB projects: the example (examples/shop) and a generated one of --models models, --incremental
+of them incremental (merge by key over a one-day lookback: safe), each followed by a chain of views and
+tables that read it. For each, as a user runs them (CLI processes): `dbt build`, then `rerun-safety
+gameday` with --threads; printed: both wall times and their ratio (the target is <= 3x), the game day's
+dbt invocations and model executions (report.json), and the bytes its sandboxes held (the run's folder
+kept with --keep-sandboxes, measured, then removed).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import datetime as dt
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+from gameday_support import SHOP, copy_project, dbt_deps, shop_generator  # noqa: E402
+
+BIN = Path(sys.executable).parent
+
+
+def generated_project(root: Path, n_models: int, n_incremental: int, days: int = 30, per_day: int = 2000) -> Path:
+    """n_incremental incremental models over raw.events, the others views and tables in chains below them."""
+    import duckdb
+
+    (root / "models").mkdir(parents=True)
+    (root / "dbt_project.yml").write_text("name: gen\nversion: '1.0'\nconfig-version: 2\nprofile: gen\n"
+                                          "models:\n  gen:\n    +materialized: view\n")
+    (root / "profiles.yml").write_text(f"gen:\n  target: dev\n  outputs:\n    dev:\n      type: duckdb\n"
+                                       f"      path: {root / 'gen.duckdb'}\n      schema: analytics\n      threads: 1\n")
+    (root / "models" / "sources.yml").write_text(
+        "version: 2\nsources:\n  - name: raw\n    schema: raw\n    tables:\n"
+        "      - name: events\n        config: {event_time: event_time}\n")
+    per_chain = max((n_models - n_incremental) // n_incremental, 0)
+    for i in range(n_incremental):
+        (root / "models" / f"inc_{i:02d}.sql").write_text(
+            "{{ config(materialized='incremental', unique_key='event_id', incremental_strategy='merge') }}\n"
+            f"select event_id, user_id, amount * {i + 1} as amount, event_time from {{{{ source('raw', 'events') }}}}\n"
+            f"where user_id % {n_incremental} = {i}\n"
+            "{% if is_incremental() %}and event_time >= (select max(event_time) - interval '1 day' from {{ this }})"
+            "{% endif %}\n")
+        parent = f"inc_{i:02d}"
+        for j in range(per_chain):
+            name = f"m_{i:02d}_{j:02d}"
+            body = (f"select user_id, count(*) as n, sum(amount) as amount from {{{{ ref('{parent}') }}}} group by 1\n"
+                    if j == 0 else f"select user_id, n, amount * 2 as amount from {{{{ ref('{parent}') }}}}\n")
+            config = "{{ config(materialized='table') }}\n" if j % 3 == 0 else ""
+            (root / "models" / f"{name}.sql").write_text(config + body)
+            parent = name
+    start = dt.datetime(2026, 1, 1)
+    with duckdb.connect(str(root / "gen.duckdb")) as con:
+        con.execute("create schema raw")
+        con.execute(f"create table raw.events as select i as event_id, i % 997 as user_id, (i % 89) * 1.5 as amount, "
+                    f"timestamp '{start:%Y-%m-%d}' + to_seconds(cast(i * 86400 / {per_day} as bigint)) as event_time "
+                    f"from range({days * per_day}) t(i)")
+    return root
+
+
+def measure(label: str, project: Path, threads: int, tmp: Path) -> dict:
+    dbt = [str(BIN / "dbt"), "build", "--project-dir", str(project), "--profiles-dir", str(project), "--quiet",
+           "--target-path", str(tmp / f"{label}_build_target"), "--log-path", str(tmp / f"{label}_logs")]
+    t = time.perf_counter()
+    build = subprocess.run(dbt, capture_output=True, text=True)
+    build_wall = time.perf_counter() - t
+    out, work = tmp / f"{label}_out", tmp / f"{label}_work"
+    game = [str(BIN / "rerun-safety"), "gameday", "--project-dir", str(project), "--profiles-dir", str(project),
+            "--output-dir", str(out), "--threads", str(threads), "--keep-sandboxes"]
+    work.mkdir()
+    t = time.perf_counter()
+    # the sandboxes live under $TMPDIR/rerun_safety-<uid>: here, to be measured
+    run = subprocess.run(game, capture_output=True, text=True, cwd=project, env={**os.environ, "TMPDIR": str(work)})
+    game_wall = time.perf_counter() - t
+    report = json.loads((out / "report.json").read_text())
+    held = sum(f.stat().st_size for f in work.rglob("*") if f.is_file()) if work.exists() else 0
+    shutil.rmtree(work, ignore_errors=True)
+    return {"label": label, "build_rc": build.returncode, "build_s": build_wall, "gameday_rc": run.returncode,
+            "gameday_s": game_wall, "invocations": report["summary"]["dbt_invocations"],
+            "model_runs": sum(i["nodes"] for i in report["extra"]["invocations"]),
+            "models": report["summary"]["models"], "unsafe": report["summary"]["unsafe"], "bytes": held}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--models", type=int, default=200)
+    ap.add_argument("--incremental", type=int, default=20)
+    args = ap.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="rs_bench_vs_build_"))
+    shop = copy_project(SHOP, tmp / "shop")
+    shop_generator().load_duckdb(str(shop / "shop.duckdb"))
+    dbt_deps(shop, shop)
+    gen = generated_project(tmp / "gen", args.models, args.incremental)
+    rows = [measure("example", shop, args.threads, tmp), measure(f"generated {args.models}", gen, args.threads, tmp)]
+    print(f"threads {args.threads}; DuckDB; each `dbt build` and game day a CLI process, one run each")
+    print(f"{'project':>14} {'models':>6} {'dbt build s':>11} {'game day s':>10} {'ratio':>6} "
+          f"{'dbt calls':>9} {'model runs':>10} {'sandbox MB':>10} {'unsafe':>6}")
+    for r in rows:
+        print(f"{r['label']:>14} {r['models']:>6} {r['build_s']:>11.1f} {r['gameday_s']:>10.1f} "
+              f"{r['gameday_s'] / r['build_s']:>5.1f}x {r['invocations']:>9} {r['model_runs']:>10} "
+              f"{r['bytes'] / 1e6:>10.1f} {r['unsafe']:>6}")
+        if r["build_rc"] not in (0,) or r["gameday_rc"] not in (0, 1):
+            print(f"  exit codes: dbt build {r['build_rc']}, game day {r['gameday_rc']}")
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
