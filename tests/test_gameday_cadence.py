@@ -87,9 +87,10 @@ def test_schedule_is_the_users_cadence(full_run):
     assert summary["cutoffs"] == ["2026-05-07 00:00:00", "2026-05-08 00:00:00", "2026-05-09 00:00:00",
                                   "2026-05-10 00:00:00", "2026-05-11 00:00:00"]
     assert summary["notes"][0].startswith("simulated schedule: 4 day batches from 2026-05-07 00:00:00")
-    # reference 1, replay 5 (+1 backfill in the same sandbox), rerun 9, partial 6, determinism 1,
-    # and orders_dup_rollup replayed in isolation in the 4 scenarios where its parent differs: 5 + 9 + 6 + 6
-    assert summary["dbt_invocations"] == 1 + 5 + 1 + 9 + 6 + 1 + (5 + 9 + 6 + 6)
+    # reference 1, the shared first build 1, replay 4 (+1 backfill in the same sandbox), rerun 8, partial 5,
+    # determinism 1, and orders_dup_rollup replayed in isolation in the 4 scenarios where its parent
+    # differs (each from its own first build): 5 + 9 + 6 + 6
+    assert summary["dbt_invocations"] == 1 + 1 + 4 + 1 + 8 + 5 + 1 + (5 + 9 + 6 + 6)
 
 
 def test_a_clock_window_is_replayed_at_the_batch_time(full_run):

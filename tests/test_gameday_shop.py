@@ -154,9 +154,10 @@ def test_summary(shop_run):
         "events_partition_overwrite_unaligned", "events_scored", "events_summarised"])
     assert sorted(summary["contaminated"]) == ["audit_daily", "daily_revenue", "daily_volume_monitor"]
     assert summary["exit_code"] == 1
-    # --steps 4 daily batches: reference 1, replay 5 and backfill 1 more in the same sandbox, rerun 9,
-    # partial 6, determinism 1; no isolation run (the contaminated marts are tables); `late` is not run
-    # (no --late-fraction: the events arrive by their load time in every scenario)
-    assert summary["dbt_invocations"] == 1 + 5 + 1 + 9 + 6 + 1
+    # --steps 4 daily batches: reference 1; the first build that replay, rerun and partial share 1; then
+    # replay 4 and backfill 1 more in the same sandbox, rerun 8, partial 5; determinism 1; no isolation
+    # run (the contaminated marts are tables); `late` is not run (no --late-fraction: the events arrive by
+    # their load time in every scenario)
+    assert summary["dbt_invocations"] == 1 + 1 + 4 + 1 + 8 + 5 + 1
     assert summary["cutoffs"] == ["2026-03-03 00:00:00", "2026-03-04 00:00:00", "2026-03-05 00:00:00",
                                   "2026-03-06 00:00:00", "2026-03-07 00:00:00"]

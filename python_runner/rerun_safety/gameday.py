@@ -40,6 +40,10 @@ class _NoProgress:
     def scenario(self, name: str) -> None: ...
 
 
+# Scenarios whose chain begins with the same first build (same data, clock and models): it runs once.
+SHARED_START = ("replay", "rerun", "partial", "backfill")
+
+
 def _chains(scenarios: list[str]) -> list[list[str]]:
     """Scenarios that continue one another share a sandbox: backfill is replay plus one more run,
     so replay is judged on the way."""
@@ -56,6 +60,7 @@ class Gameday:
         self.engine: Engine | None = None
         self.project: Project | None = None
         self._clocks: dict[str, dt.datetime] = {}  # sandbox -> the time its clock row holds
+        self._shared: list[Sandbox] = []  # sandboxes scenarios clone (the shared first build), dropped at the end
         self._read_by_name = ByName()
         # statements timed in the reference build, stopped past a limit in the scenarios after it
         self.watch = StatementWatch()
@@ -200,31 +205,37 @@ class Gameday:
                 known[m.identifier.lower()] = column
 
     def run_scenario(self, name: str, plan: Plan, template: Sandbox, ref_errors: dict[str, str],
-                     isolate: dict | None = None) -> tuple[dict, list]:
+                     isolate: dict | None = None, start: dict | None = None) -> tuple[dict, list]:
         """Run one chain of scenarios ('replay+backfill' or one name) in one sandbox and judge each.
         `isolate`: {'broken': uids rebuilt in full at every run (or, in determinism, replaced by
-        their reference output), 'models': the uids to build, 'judge': the uids to judge}."""
+        their reference output), 'models': the uids to build, 'judge': the uids to judge}.
+        `start`: the first build shared by the scenarios that begin alike (see _first_build): its
+        sandbox is cloned instead of the template, and its steps, errors and runs count as done."""
         assert self.engine and plan.timeline
         names = name.split("+")
         self.progress.scenario(name if not isolate else f"{name} (isolation)")
         # the template outlives every scenario, which only reads its reference outputs and the rows
         # inputs arrive from
-        sb = self.engine.clone(template, name.replace("+", "_") if not isolate else f"iso{isolate['level']}_{names[-1]}",
+        sb = self.engine.clone(start["sandbox"] if start else template,
+                               name.replace("+", "_") if not isolate else f"iso{isolate['level']}_{names[-1]}",
                                read_only=(REFERENCE_SCHEMA, SNAPSHOT_SCHEMA, side_effects.PREHOOK_SCHEMA))
         judged_all: dict[str, dict] = {}
         try:
             if "determinism" in names:
                 self._reorder_inputs(plan, sb)
             profiles = self._profiles_dir(sb, other_threads="determinism" in names)
-            errors: dict[str, str] = {}
+            errors: dict[str, str] = dict(start["errors"]) if start else {}
             results = []
-            runs: dict[str, int] = {}  # successful runs of each model so far (log tables: one row each)
-            skipped: dict[str, str] = {}  # models dbt skipped in a run, and where
-            stopped: set[str] = set()  # models whose statement ran past the limit (see StatementWatch)
+            # successful runs of each model so far (log tables: one row each)
+            runs: dict[str, int] = dict(start["runs"]) if start else {}
+            # models dbt skipped in a run, and where
+            skipped: dict[str, str] = dict(start["skipped"]) if start else {}
+            # models whose statement ran past the limit (see StatementWatch)
+            stopped: set[str] = set(start["stopped"]) if start else set()
             only = set(isolate["models"]) if isolate else None
             broken = set(isolate["broken"]) if isolate else set()
             judge_ids = set(isolate["judge"]) if isolate else None
-            done = 0
+            done = start["done"] if start else 0
             snapshots = [m for m in plan.judged if m.snapshot and (only is None or m.unique_id in only)]
             reopened: dict[str, int] = {}  # snapshot -> versions that reruns of an unchanged batch added
             for scenario in names:
@@ -282,6 +293,36 @@ class Gameday:
         finally:
             if not self.options.keep_sandboxes:
                 self.engine.drop(sb)
+
+    def _first_build(self, plan: Plan, template: Sandbox) -> tuple[dict, object]:
+        """The first build (the data before the first replayed batch, built in full at its start)
+        is the same in replay, rerun and partial: it runs once, in a sandbox of its own that those
+        scenarios clone (a file copy on DuckDB, CREATE DATABASE ... TEMPLATE on PostgreSQL)."""
+        assert self.engine and plan.timeline
+        steps = scenario_steps("replay", plan.timeline)
+        reset, run = steps[0], steps[1]
+        assert isinstance(reset, Reset) and isinstance(run, Run) and run.full_refresh
+        self.progress.scenario("first build")
+        sb = self.engine.clone(template, "first_build",
+                               read_only=(REFERENCE_SCHEMA, SNAPSHOT_SCHEMA, side_effects.PREHOOK_SCHEMA))
+        self._shared.append(sb)
+        with self.engine.connect(sb) as con:
+            self._apply(con, plan, reset)
+            self._set_clock(con, sb, run.clock)
+        res = self._dbt(plan, sb, self._profiles_dir(sb), run, final=False)
+        errors, runs, skipped, stopped = {}, {}, {}, set()
+        for n in res.nodes:
+            if n.status == "success":
+                runs[n.unique_id] = runs.get(n.unique_id, 0) + 1
+            elif n.status == "skipped":
+                skipped.setdefault(n.unique_id, f"not built at {run.label}: an upstream model failed")
+        for uid, msg in _node_errors(res, plan).items():
+            errors.setdefault(uid, f"{run.label}: {msg}")
+            if STOPPED_MARKER in msg:
+                stopped.add(uid)
+        self.progress.advance(f"first build: {run.label}")
+        return {"sandbox": sb, "done": 2, "errors": errors, "runs": runs, "skipped": skipped,
+                "stopped": sorted(stopped)}, res
 
     def _reorder_inputs(self, plan: Plan, sandbox: Sandbox) -> None:
         """Determinism: every input is written again in another physical order (by a hash of each
@@ -431,7 +472,10 @@ class Gameday:
                     cut_slice(con, plan, o.since, o.until)
                 plan.timeline = plan_timeline(con, plan, o.batch_size, o.steps)
             plan.judge_exercise()
-            self.progress.start(1 + sum(count_runs([c.split("+")[-1]], plan.timeline) for c in chains), "game day")
+            n_shared = len([c for c in chains if c.split("+")[0] in SHARED_START])
+            saved = n_shared - 1 if n_shared > 1 and engine.dialect in ("duckdb", "postgres") else 0
+            self.progress.start(1 + sum(count_runs([c.split("+")[-1]], plan.timeline) for c in chains) - saved,
+                                "game day")
             template, ref_errors, invocations = self._build_reference(plan, snapshot)
             engine.drop(snapshot)  # the reference sandbox holds the snapshot's tables too
             by_model: dict[str, dict[str, ScenarioResult]] = {m.unique_id: {} for m in plan.judged}
@@ -441,7 +485,12 @@ class Gameday:
                 by_model[uid]["reference"] = (
                     self._failed(plan, uid, "reference", ref_errors[uid]) if uid in ref_errors else
                     ScenarioResult("reference", "safe", reference_rows=rows, rows=rows))
-            payloads = [self._payload(plan, c, template, ref_errors)
+            shared = [c for c in chains if c.split("+")[0] in SHARED_START]
+            start = None
+            if len(shared) > 1 and engine.dialect in ("duckdb", "postgres"):
+                start, first = self._first_build(plan, template)
+                invocations.append(first)
+            payloads = [self._payload(plan, c, template, ref_errors, start=start if c in shared else None)
                         for c in sorted(chains, key=lambda n: -count_runs(n.split("+"), plan.timeline))]
             side_found: dict[str, list] = {}
             for judged, results in self._execute(pool, plan, payloads, template, ref_errors).values():
@@ -451,6 +500,9 @@ class Gameday:
                     for uid, r in rs.items():
                         by_model[uid][scenario] = r
             plan.side_found = side_found
+            if not o.keep_sandboxes:
+                for sb in self._shared:
+                    engine.drop(sb)
             isolated = self._isolate(pool, plan, by_model, template, ref_errors, invocations)
             if o.keep_sandboxes:
                 kept = engine.keep()
@@ -489,9 +541,9 @@ class Gameday:
             raise SandboxError(f"{cause}; then {err}") from failure
 
     def _payload(self, plan: Plan, chain: str, template: Sandbox, ref_errors: dict[str, str],
-                 isolate: dict | None = None) -> dict:
+                 isolate: dict | None = None, start: dict | None = None) -> dict:
         key = chain if not isolate else f"{chain} (isolation {isolate['level'] + 1})"
-        return {"key": key, "scenario": chain, "template": template,
+        return {"key": key, "scenario": chain, "template": template, "start": start,
                 "ref_errors": ref_errors, "timeline": plan.timeline, "arrivals": plan.arrivals,
                 "first_halves": plan.first_halves, "read_by_name": self._read_by_name,
                 "time_columns": plan.time_columns, "late": plan.late, "side": plan.side, "isolate": isolate,
@@ -502,7 +554,8 @@ class Gameday:
                  ref_errors: dict[str, str]) -> dict[str, tuple]:
         if pool is not None and len(payloads) > 1:
             return run_parallel(pool, payloads, self.progress)
-        return {p["key"]: self.run_scenario(p["scenario"], plan, template, ref_errors, isolate=p["isolate"])
+        return {p["key"]: self.run_scenario(p["scenario"], plan, template, ref_errors, isolate=p["isolate"],
+                                            start=p.get("start"))
                 for p in payloads}
 
     def _isolate(self, pool, plan: Plan, by_model: dict[str, dict[str, ScenarioResult]], template: Sandbox,

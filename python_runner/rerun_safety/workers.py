@@ -134,5 +134,5 @@ def _scenario_worker(payload: dict) -> tuple:
     plan.late_rows = payload["late_rows"]  # counted when the late scenario was planned: decides if it tested anything
     plan.judge_exercise()
     judged, results = gd.run_scenario(payload["scenario"], plan, payload["template"], payload["ref_errors"],
-                                      isolate=payload.get("isolate"))
+                                      isolate=payload.get("isolate"), start=payload.get("start"))
     return payload["key"], judged, [dataclasses.replace(r, raw=None) for r in results]
