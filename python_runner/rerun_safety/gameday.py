@@ -17,7 +17,7 @@ from . import clock, order_only, side_effects
 from .assemble import build_report
 from .by_name import ByName, copy_read_by_name
 from .diff import diff_relations
-from .dbt_invoke import STOPPED_MARKER, StatementWatch, scrub_dbt_environment, scrub_note
+from .dbt_invoke import STOPPED_MARKER, StatementWatch, release_duckdb, scrub_dbt_environment, scrub_note
 from .errors import ConfigError, RerunSafetyError, SandboxError, first_line
 from .options import GamedayOptions  # noqa: F401 - the public import path
 from .plan import (Lateness, Plan, arrival_expr, arrives_out_of_order, batch_condition, cut_slice, late_superset, make_plan,
@@ -320,6 +320,8 @@ class Gameday:
             errors.setdefault(uid, f"{run.label}: {msg}")
             if STOPPED_MARKER in msg:
                 stopped.add(uid)
+        if self.engine.dialect == "duckdb":
+            release_duckdb()  # dbt keeps the file open (keep_open): worker processes copy it next
         self.progress.advance(f"first build: {run.label}")
         return {"sandbox": sb, "done": 2, "errors": errors, "runs": runs, "skipped": skipped,
                 "stopped": sorted(stopped)}, res
