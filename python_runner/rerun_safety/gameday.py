@@ -44,6 +44,29 @@ class _NoProgress:
 SHARED_START = ("replay", "rerun", "partial", "backfill")
 
 
+def _sharing_first_build(chains: list[str], engine: Engine) -> list[str]:
+    """The chains that clone one shared first build: two or more, on an engine that clones a
+    sandbox cheaply (DuckDB, PostgreSQL); none otherwise."""
+    shared = [c for c in chains if c.split("+")[0] in SHARED_START]
+    return shared if len(shared) > 1 and engine.dialect in ("duckdb", "postgres") else []
+
+
+def _tally(res, plan: Plan, label: str, errors: dict[str, str], runs: dict[str, int],
+           skipped: dict[str, str], stopped: set[str]) -> None:
+    """What one dbt run of a scenario leaves to judge it by: successful runs of each model (log
+    tables: one row each), the first error of each (and whether the statement limit stopped it),
+    and where dbt skipped it (what it holds is an earlier run's output)."""
+    for n in res.nodes:
+        if n.status == "success":
+            runs[n.unique_id] = runs.get(n.unique_id, 0) + 1
+        elif n.status == "skipped":
+            skipped.setdefault(n.unique_id, f"not built at {label}: an upstream model failed")
+    for uid, msg in _node_errors(res, plan).items():
+        errors.setdefault(uid, f"{label}: {msg}")
+        if STOPPED_MARKER in msg:
+            stopped.add(uid)
+
+
 def _chains(scenarios: list[str]) -> list[list[str]]:
     """Scenarios that continue one another share a sandbox: backfill is replay plus one more run,
     so replay is judged on the way."""
@@ -255,16 +278,7 @@ class Gameday:
                             res = self._dbt(plan, sb, profiles, step, final=(i == last_run), only=only,
                                             exclude=exclude)
                         results.append(res)
-                        for n in res.nodes:
-                            if n.status == "success":
-                                runs[n.unique_id] = runs.get(n.unique_id, 0) + 1
-                        for uid, msg in _node_errors(res, plan).items():
-                            errors.setdefault(uid, f"{step.label}: {msg}")
-                            if STOPPED_MARKER in msg:
-                                stopped.add(uid)
-                        for n in res.nodes:
-                            if n.status == "skipped":  # what it holds is an earlier run's output
-                                skipped.setdefault(n.unique_id, f"not built at {step.label}: an upstream model failed")
+                        _tally(res, plan, step.label, errors, runs, skipped, stopped)
                         for uid, count in self._versions(sb, snapshots).items() if repeat else ():
                             if uid in before and count > before[uid]:
                                 reopened[uid] = reopened.get(uid, 0) + count - before[uid]
@@ -310,16 +324,11 @@ class Gameday:
             self._apply(con, plan, reset)
             self._set_clock(con, sb, run.clock)
         res = self._dbt(plan, sb, self._profiles_dir(sb), run, final=False)
-        errors, runs, skipped, stopped = {}, {}, {}, set()
-        for n in res.nodes:
-            if n.status == "success":
-                runs[n.unique_id] = runs.get(n.unique_id, 0) + 1
-            elif n.status == "skipped":
-                skipped.setdefault(n.unique_id, f"not built at {run.label}: an upstream model failed")
-        for uid, msg in _node_errors(res, plan).items():
-            errors.setdefault(uid, f"{run.label}: {msg}")
-            if STOPPED_MARKER in msg:
-                stopped.add(uid)
+        errors: dict[str, str] = {}
+        runs: dict[str, int] = {}
+        skipped: dict[str, str] = {}
+        stopped: set[str] = set()
+        _tally(res, plan, run.label, errors, runs, skipped, stopped)
         if self.engine.dialect == "duckdb":
             release_duckdb()  # dbt keeps the file open (keep_open): worker processes copy it next
         self.progress.advance(f"first build: {run.label}")
@@ -474,10 +483,9 @@ class Gameday:
                     cut_slice(con, plan, o.since, o.until)
                 plan.timeline = plan_timeline(con, plan, o.batch_size, o.steps)
             plan.judge_exercise()
-            n_shared = len([c for c in chains if c.split("+")[0] in SHARED_START])
-            saved = n_shared - 1 if n_shared > 1 and engine.dialect in ("duckdb", "postgres") else 0
-            self.progress.start(1 + sum(count_runs([c.split("+")[-1]], plan.timeline) for c in chains) - saved,
-                                "game day")
+            shared = _sharing_first_build(chains, engine)
+            self.progress.start(1 + sum(count_runs([c.split("+")[-1]], plan.timeline) for c in chains)
+                                - max(len(shared) - 1, 0), "game day")
             template, ref_errors, invocations = self._build_reference(plan, snapshot)
             engine.drop(snapshot)  # the reference sandbox holds the snapshot's tables too
             by_model: dict[str, dict[str, ScenarioResult]] = {m.unique_id: {} for m in plan.judged}
@@ -487,9 +495,8 @@ class Gameday:
                 by_model[uid]["reference"] = (
                     self._failed(plan, uid, "reference", ref_errors[uid]) if uid in ref_errors else
                     ScenarioResult("reference", "safe", reference_rows=rows, rows=rows))
-            shared = [c for c in chains if c.split("+")[0] in SHARED_START]
             start = None
-            if len(shared) > 1 and engine.dialect in ("duckdb", "postgres"):
+            if shared:
                 start, first = self._first_build(plan, template)
                 invocations.append(first)
             payloads = [self._payload(plan, c, template, ref_errors, start=start if c in shared else None)
