@@ -1,13 +1,15 @@
 """What a game day costs against one plain `dbt build` of the same project, side by side in one run.
 
-    .venv/bin/python benchmarks/gameday_vs_build.py [--threads 1] [--models 200] [--incremental 20]
+    .venv/bin/python benchmarks/gameday_vs_build.py [--threads 1 ...] [--models 200] [--incremental 20]
 
 Two DuckDB projects: the example (examples/shop) and a generated one of --models models, --incremental
 of them incremental (merge by key over a one-day lookback: safe), each followed by a chain of views and
-tables that read it. For each, as a user runs them (CLI processes): `dbt build`, then `rerun-safety
-gameday` with --threads; printed: both wall times and their ratio (the target is <= 3x), the game day's
-dbt invocations and model executions (report.json), and the bytes its sandboxes held (the run's folder
-kept with --keep-sandboxes, measured, then removed).
+tables that read it. For each, as a user runs them (CLI processes, in a copy of the project): `dbt
+build` (which leaves its target/ folder, as a user's does), then `rerun-safety gameday` as it comes
+(--threads: the machine's CPU count) and with each --threads given; printed: the wall times and their
+ratio to the build (the target is <= 3x), the game day's dbt invocations and model executions
+(report.json), and the bytes its sandboxes held (the run's folder kept with --keep-sandboxes,
+measured, then removed).
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 from gameday_support import SHOP, copy_project, dbt_deps, shop_generator  # noqa: E402
+from rerun_safety.options import default_threads  # noqa: E402
 
 BIN = Path(sys.executable).parent
 
@@ -67,15 +70,18 @@ def generated_project(root: Path, n_models: int, n_incremental: int, days: int =
     return root
 
 
-def measure(label: str, project: Path, threads: int, tmp: Path) -> dict:
-    dbt = [str(BIN / "dbt"), "build", "--project-dir", str(project), "--profiles-dir", str(project), "--quiet",
-           "--target-path", str(tmp / f"{label}_build_target"), "--log-path", str(tmp / f"{label}_logs")]
+def dbt_build(project: Path) -> tuple[int, float]:
+    dbt = [str(BIN / "dbt"), "build", "--project-dir", str(project), "--profiles-dir", str(project), "--quiet"]
     t = time.perf_counter()
-    build = subprocess.run(dbt, capture_output=True, text=True)
-    build_wall = time.perf_counter() - t
-    out, work = tmp / f"{label}_out", tmp / f"{label}_work"
+    build = subprocess.run(dbt, capture_output=True, text=True, cwd=project)
+    return build.returncode, time.perf_counter() - t
+
+
+def measure(label: str, project: Path, threads: int | None, tmp: Path, build: tuple[int, float]) -> dict:
+    tag = f"{label.replace(' ', '_')}_{threads or 'default'}"
+    out, work = tmp / f"{tag}_out", tmp / f"{tag}_work"
     game = [str(BIN / "rerun-safety"), "gameday", "--project-dir", str(project), "--profiles-dir", str(project),
-            "--output-dir", str(out), "--threads", str(threads), "--keep-sandboxes"]
+            "--output-dir", str(out), "--keep-sandboxes", *(["--threads", str(threads)] if threads else [])]
     work.mkdir()
     t = time.perf_counter()
     # the sandboxes live under $TMPDIR/rerun_safety-<uid>: here, to be measured
@@ -84,7 +90,8 @@ def measure(label: str, project: Path, threads: int, tmp: Path) -> dict:
     report = json.loads((out / "report.json").read_text())
     held = sum(f.stat().st_size for f in work.rglob("*") if f.is_file()) if work.exists() else 0
     shutil.rmtree(work, ignore_errors=True)
-    return {"label": label, "build_rc": build.returncode, "build_s": build_wall, "gameday_rc": run.returncode,
+    return {"label": label, "threads": threads or f"{default_threads()} (default)", "build_rc": build[0],
+            "build_s": build[1], "gameday_rc": run.returncode,
             "gameday_s": game_wall, "invocations": report["summary"]["dbt_invocations"],
             "model_runs": sum(i["nodes"] for i in report["extra"]["invocations"]),
             "models": report["summary"]["models"], "unsafe": report["summary"]["unsafe"], "bytes": held}
@@ -92,7 +99,8 @@ def measure(label: str, project: Path, threads: int, tmp: Path) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--threads", type=int, nargs="*", default=[1],
+                    help="game days with these --threads too, beside the default (none: the default only)")
     ap.add_argument("--models", type=int, default=200)
     ap.add_argument("--incremental", type=int, default=20)
     args = ap.parse_args()
@@ -101,12 +109,15 @@ def main() -> None:
     shop_generator().load_duckdb(str(shop / "shop.duckdb"))
     dbt_deps(shop, shop)
     gen = generated_project(tmp / "gen", args.models, args.incremental)
-    rows = [measure("example", shop, args.threads, tmp), measure(f"generated {args.models}", gen, args.threads, tmp)]
-    print(f"threads {args.threads}; DuckDB; each `dbt build` and game day a CLI process, one run each")
-    print(f"{'project':>14} {'models':>6} {'dbt build s':>11} {'game day s':>10} {'ratio':>6} "
+    rows = []
+    for label, project in (("example", shop), (f"generated {args.models}", gen)):
+        build = dbt_build(project)  # a user's build: it leaves target/ (and dbt's partial-parse state)
+        rows += [measure(label, project, threads, tmp, build) for threads in [None, *args.threads]]
+    print("DuckDB; each `dbt build` and game day a CLI process, one run each; the build with the profile's threads")
+    print(f"{'project':>14} {'models':>6} {'threads':>11} {'dbt build s':>11} {'game day s':>10} {'ratio':>6} "
           f"{'dbt calls':>9} {'model runs':>10} {'sandbox MB':>10} {'unsafe':>6}")
     for r in rows:
-        print(f"{r['label']:>14} {r['models']:>6} {r['build_s']:>11.1f} {r['gameday_s']:>10.1f} "
+        print(f"{r['label']:>14} {r['models']:>6} {r['threads']:>11} {r['build_s']:>11.1f} {r['gameday_s']:>10.1f} "
               f"{r['gameday_s'] / r['build_s']:>5.1f}x {r['invocations']:>9} {r['model_runs']:>10} "
               f"{r['bytes'] / 1e6:>10.1f} {r['unsafe']:>6}")
         if r["build_rc"] not in (0,) or r["gameday_rc"] not in (0, 1):

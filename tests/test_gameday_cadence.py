@@ -87,10 +87,16 @@ def test_schedule_is_the_users_cadence(full_run):
     assert summary["cutoffs"] == ["2026-05-07 00:00:00", "2026-05-08 00:00:00", "2026-05-09 00:00:00",
                                   "2026-05-10 00:00:00", "2026-05-11 00:00:00"]
     assert summary["notes"][0].startswith("simulated schedule: 4 day batches from 2026-05-07 00:00:00")
-    # reference 1, the shared first build 1, replay 4 (+1 backfill in the same sandbox), rerun 8, partial 5,
-    # determinism 1, and orders_dup_rollup replayed in isolation in the 4 scenarios where its parent
-    # differs (each from its own first build): 5 + 9 + 6 + 6
-    assert summary["dbt_invocations"] == 1 + 1 + 4 + 1 + 8 + 5 + 1 + (5 + 9 + 6 + 6)
+    # reference 1, the shared first build 1, replay 4 (+1 backfill in the same sandbox), rerun 8, partial 5;
+    # at the end of those 4 scenarios orders_dup_daily is built, as orders_dup differs (rebuild.py): 4;
+    # determinism 0 (no model's SQL depends on the order of rows: nothing to build again); and
+    # orders_dup_rollup replayed in isolation in the 4 scenarios where its parent differs (each from its
+    # own first build): 5 + 9 + 6 + 6
+    assert summary["dbt_invocations"] == 1 + 1 + 4 + 1 + 8 + 5 + 4 + 0 + (5 + 9 + 6 + 6)
+    determinism = [s for m in full_run["report"]["models"] for s in m["scenarios"] if s["name"] == "determinism"]
+    assert len(determinism) == 9 and {s["verdict"] for s in determinism} == {"safe"}
+    assert all(s["message"].startswith("not built again: its SQL has nothing whose result depends on the order")
+               for s in determinism)
 
 
 def test_a_clock_window_is_replayed_at_the_batch_time(full_run):
@@ -121,10 +127,20 @@ def test_every_model_is_exercised_or_called_untested(full_run):
     assert untested["reason"].startswith("no timed input feeds it")
 
 
-def test_float_sums_equal_up_to_the_order_of_addition(full_run):
-    m = by_name(full_run["report"])["revenue_daily"]
+def test_a_table_below_a_safe_model_is_judged_from_the_reference_and_below_a_broken_one_is_built(full_run):
+    from rerun_safety.rebuild import CARRIED, CARRIED_ORDER
+
+    models = by_name(full_run["report"])
+    # revenue_daily reads orders_recent, safe in every scenario: never built again, its output is the reference's
+    m = models["revenue_daily"]
     assert [s["verdict"] for s in m["scenarios"]] == ["safe"] * 6
-    assert all(s["changed_rows"] == 0 for s in m["scenarios"])
+    assert {s["name"]: s["message"] for s in m["scenarios"] if s["name"] != "reference"} == {
+        "replay": CARRIED, "rerun": CARRIED, "partial": CARRIED, "backfill": CARRIED, "determinism": CARRIED_ORDER}
+    # orders_dup_daily reads orders_dup, which differs: built at the end of each scenario and compared
+    below = {s["name"]: s for s in models["orders_dup_daily"]["scenarios"]}
+    for name in ("replay", "rerun", "partial", "backfill"):
+        assert below[name]["verdict"] == "drift" and below[name]["changed_rows"] > 0, name
+        assert below[name]["message"] != CARRIED
 
 
 def test_batch_size_steps_and_slice_change_exactly_what_the_report_says(cadence):

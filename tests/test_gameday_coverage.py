@@ -183,7 +183,7 @@ def test_a_model_a_scenario_did_not_build_is_untested_in_every_report(coverage_r
     out: Path = coverage_run["out"]
     md = (out / "report.md").read_text()
     line = next(ln for ln in md.splitlines() if ln.startswith("| below\\_breaks |"))
-    assert line.startswith("| below\\_breaks | untested | not built at batch 4: an upstream model failed |")
+    assert line.startswith("| below\\_breaks | untested | not built at batch 4: an upstream model failed (breaks) |")
     html = (out / "report.html").read_text()
     assert 'data-model="below_breaks" data-verdict="untested"' in html
     assert 'data-model="below_breaks" data-verdict="safe"' not in html
@@ -191,9 +191,11 @@ def test_a_model_a_scenario_did_not_build_is_untested_in_every_report(coverage_r
     import xml.etree.ElementTree as ET
 
     cases = [c for c in ET.fromstring(junit).iter("testcase") if c.get("classname") == "model.coverage.below_breaks"]
-    untested = {c.get("name") for c in cases if (sk := c.find("skipped")) is not None
-                and sk.get("message", "").startswith("untested: not built at batch 4")}
-    assert untested == {"replay", "rerun", "partial", "backfill"}
+    untested = {c.get("name"): sk.get("message", "") for c in cases if (sk := c.find("skipped")) is not None}
+    # named by each scenario's last run
+    assert untested == {s: f"untested: not built at {run}: an upstream model failed (breaks)" for s, run in (
+        ("replay", "batch 4"), ("rerun", "batch 4, again"), ("partial", "batch 4"),
+        ("backfill", "backfill of batch 1"))}
     terminal = next(ln for ln in coverage_run["stdout"].splitlines() if ln.strip().startswith("below_breaks"))
     assert "untested" in terminal and " safe " not in terminal
     assert coverage_run["code"] == 1

@@ -133,8 +133,8 @@ def main(ctx: click.Context, debug: bool) -> None:
               help="Comma-separated: reference,replay,rerun,partial,backfill,late,determinism.")
 @click.option("--output-dir", default=None, type=click.Path(file_okay=False),
               help="Where the reports go (default: <project>/target/rerun_safety).")
-@click.option("--threads", default=1, show_default=True, type=click.IntRange(1, 64),
-              help="Scenarios run in this many worker processes.")
+@click.option("--threads", default=None, type=click.IntRange(1, 64),
+              help="Scenarios run in this many worker processes (default: the machine's CPU count, at most 8).")
 @click.option("--keep-sandboxes", is_flag=True, help="Keep the sandboxes for a day (for debugging): the report's notes say where; other game days' sweeps leave them until then.")
 @click.option("--state", default=None, type=click.Path(file_okay=False),
               help="Folder of a previous manifest.json, for state: selectors (e.g. --select state:modified+).")
@@ -149,6 +149,7 @@ def gameday(ctx, project_dir, profiles_dir, target, select, exclude, vars_yaml, 
             baseline):
     """Replay every incremental model in sandboxes and diff it against a clean reference build."""
     from .gameday import GamedayOptions, run_gameday
+    from .options import default_threads
     from .report import write_reports
     from .report.terminal import TerminalProgress, print_summary
 
@@ -164,7 +165,8 @@ def gameday(ctx, project_dir, profiles_dir, target, select, exclude, vars_yaml, 
         options = GamedayOptions.build(
             project_dir=project_dir, profiles_dir=profiles_dir, target=target, select=select,
             exclude=exclude, vars_yaml=vars_yaml, steps=steps, scenarios=scenarios,
-            output_dir=output_dir, threads=threads, keep_sandboxes=keep_sandboxes, batch_size=batch_size,
+            output_dir=output_dir, threads=threads or default_threads(), keep_sandboxes=keep_sandboxes,
+            batch_size=batch_size,
             since=since, until=until, float_tolerance=float_tolerance, state=state, baseline=baseline,
             late_fraction=late_fraction, late_by=late_by)
         with TerminalProgress() as progress:

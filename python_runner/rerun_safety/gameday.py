@@ -23,6 +23,7 @@ from .options import GamedayOptions  # noqa: F401 - the public import path
 from .plan import (Lateness, Plan, arrival_expr, arrives_out_of_order, batch_condition, cut_slice, late_superset, make_plan,
                    partition_column, plan_timeline, row_hash_predicate, row_order, time_expr)
 from .preflight import check_columns, check_config
+from .rebuild import CARRIED, CARRIED_ORDER, determinism_ids, final_rebuild, first_ids, order_sensitive
 from .project import Project
 from .results import GamedayReport, ScenarioResult
 from .sandbox import Engine, Sandbox, engine_for
@@ -65,6 +66,22 @@ def _tally(res, plan: Plan, label: str, errors: dict[str, str], runs: dict[str, 
         errors.setdefault(uid, f"{label}: {msg}")
         if STOPPED_MARKER in msg:
             stopped.add(uid)
+
+
+def _counts(con: Connection, tables: dict[str, exp.Table], per_query: int = 100) -> dict[str, int]:
+    """Rows of each table, a hundred tables a query."""
+    out: dict[str, int] = {}
+    items = list(tables.items())
+    for i in range(0, len(items), per_query):
+        chunk = items[i:i + per_query]
+        selects = [exp.select(exp.Literal.number(j), exp.func("count", exp.Star())).from_(t)
+                   for j, (_uid, t) in enumerate(chunk)]
+        query = selects[0]
+        for sel in selects[1:]:
+            query = exp.union(query, sel, distinct=False)
+        for j, n in con.fetchall(query):
+            out[chunk[int(j)][0]] = int(n)
+    return out
 
 
 def _chains(scenarios: list[str]) -> list[list[str]]:
@@ -114,10 +131,12 @@ class Gameday:
         return str(folder)
 
     def _run_args(self, plan: Plan, step: Run, final: bool, only: set[str] | None = None,
-                  exclude: set[str] | None = None) -> tuple[list[str], str | None]:
+                  exclude: set[str] | None = None, models: list | None = None) -> tuple[list[str], str | None]:
         # Between the first and the last run of a scenario only state matters: incremental models
-        # and the tables they read. Views need no rerun, and other tables are rebuilt at the end.
-        models = plan.build if (final or step.full_refresh) else plan.stateful
+        # and the tables they read. Views need no rerun, and other tables are rebuilt at the end
+        # (`models`: the caller's choice, see rebuild.py).
+        if models is None:
+            models = plan.build if (final or step.full_refresh) else plan.stateful
         models = [m for m in models if (only is None or m.unique_id in only) and m.unique_id not in (exclude or ())]
         # snapshots run where the user's `dbt build` runs them: in order with the models
         command = (["build", "--resource-type", "model", "--resource-type", "snapshot"]
@@ -134,13 +153,13 @@ class Gameday:
         return args, (yaml.safe_dump(merged) if merged else None)
 
     def _dbt(self, plan: Plan, sandbox: Sandbox, profiles_dir: str, step: Run, final: bool = True,
-             only: set[str] | None = None, exclude: set[str] | None = None):
+             only: set[str] | None = None, exclude: set[str] | None = None, models: list | None = None):
         assert self.engine and self.project
         self.engine.prepare_manifest(self.project.manifest, sandbox)
         if self._clocks.get(sandbox.name) != step.clock:
             with self.engine.connect(sandbox) as con:
                 self._set_clock(con, sandbox, step.clock)
-        args, vars_yaml = self._run_args(plan, step, final, only, exclude)
+        args, vars_yaml = self._run_args(plan, step, final, only, exclude, models)
         return self.project.session.invoke(args, profiles_dir=profiles_dir, vars_yaml=vars_yaml or "",
                                            clock=step.clock, dialect=self.engine.dialect,
                                            rewrite_sql=self.engine.sql_rewriter(sandbox),
@@ -189,26 +208,27 @@ class Gameday:
         self.watch.limit_s = self.watch.limit_from_reference()
         self.progress.advance("reference: full refresh")
         errors = _node_errors(res, plan)
-        self._trace_time_columns(plan, res)
+        compiled = self._trace_time_columns(plan, res)
+        plan.order_sensitive = order_sensitive(plan, compiled, self.engine.dialect)
         plan.unordered = order_only.unordered_in_results(res.raw, plan, self.engine.dialect)
         with self.engine.connect(sb) as con:
             con.create_schema(REFERENCE_SCHEMA)
+            with con.catalog_cached():
+                built = {m.unique_id: [c for c, _ in con.columns(m.schema, m.identifier)] for m in plan.judged
+                         if m.unique_id not in errors and con.relation_kind(m.schema, m.identifier)}
             for m in plan.judged:
-                if m.unique_id not in errors and con.relation_kind(m.schema, m.identifier):
-                    check_columns(m, [c for c, _ in con.columns(m.schema, m.identifier)])
+                if m.unique_id in built:
+                    check_columns(m, built[m.unique_id])
                     con.copy_table(m.schema, m.identifier, REFERENCE_SCHEMA, plan.ref_names[m.unique_id])
-                    count = con.fetchone(exp.select(exp.func("count", exp.Star()))
-                                         .from_(table(REFERENCE_SCHEMA, plan.ref_names[m.unique_id])))
-                    plan.reference_rows[m.unique_id] = int(count[0])
                 elif m.unique_id not in errors:
                     errors[m.unique_id] = "the reference build did not create it"
+            plan.reference_rows.update(_counts(con, {u: table(REFERENCE_SCHEMA, plan.ref_names[u]) for u in built}))
             side_effects.after_reference(con, plan, side, existing)
-            for m in reversed(plan.build):
-                con.drop_relation(m.schema, m.identifier)
+            con.drop_relations([(m.schema, m.identifier) for m in reversed(plan.build)])
         plan.side = side
         return sb, errors, [res]
 
-    def _trace_time_columns(self, plan: Plan, res) -> None:
+    def _trace_time_columns(self, plan: Plan, res) -> dict[str, str]:
         """The time column of each model without an event_time or partition_key config, traced
         through its compiled SQL from its inputs' time columns, for the per-day counts."""
         from .lineage import output_time_column
@@ -226,6 +246,7 @@ class Gameday:
             if column:
                 plan.time_columns[m.unique_id] = column
                 known[m.identifier.lower()] = column
+        return compiled
 
     def run_scenario(self, name: str, plan: Plan, template: Sandbox, ref_errors: dict[str, str],
                      isolate: dict | None = None, start: dict | None = None) -> tuple[dict, list]:
@@ -265,6 +286,15 @@ class Gameday:
                 steps = scenario_steps(scenario, plan.timeline)
                 todo = steps[done:]
                 last_run = max(i for i, st in enumerate(todo) if isinstance(st, Run))
+                # lean (see rebuild.py): stateful models (and what they read, in the first build) at
+                # every run, the models below them at the end where their output differs; in
+                # determinism the models whose SQL may depend on row order, and what they read
+                lean = isolate is None
+                current = first = set()
+                if lean and scenario == "determinism":
+                    current = first = determinism_ids(plan, plan.order_sensitive)
+                elif lean:
+                    current, first = {m.unique_id for m in plan.stateful}, first_ids(plan)
                 for i, step in enumerate(todo):
                     if isinstance(step, Run):
                         repeat = i > 0 and isinstance(todo[i - 1], Run) and todo[i - 1].clock == step.clock
@@ -275,10 +305,16 @@ class Gameday:
                                 exclude = (exclude or set()) | stopped
                             if exclude:
                                 self._place_reference(plan, sb, broken)
-                            res = self._dbt(plan, sb, profiles, step, final=(i == last_run), only=only,
-                                            exclude=exclude)
-                        results.append(res)
-                        _tally(res, plan, step.label, errors, runs, skipped, stopped)
+                            models = None
+                            if lean:
+                                models = ([m for m in plan.build if m.unique_id in first]
+                                          if step.full_refresh else plan.stateful)
+                            res = None if models == [] else self._dbt(
+                                plan, sb, profiles, step, final=(i == last_run), only=only, exclude=exclude,
+                                models=models)
+                        if res is not None:
+                            results.append(res)
+                            _tally(res, plan, step.label, errors, runs, skipped, stopped)
                         for uid, count in self._versions(sb, snapshots).items() if repeat else ():
                             if uid in before and count > before[uid]:
                                 reopened[uid] = reopened.get(uid, 0) + count - before[uid]
@@ -290,8 +326,16 @@ class Gameday:
                             if isinstance(following, Run):  # one connection for the rows and the clock
                                 self._set_clock(con, sb, following.clock)
                 done = len(steps)
+                if lean:
+                    final_step = todo[last_run]
+                    assert isinstance(final_step, Run)
+                    judged_all[scenario] = self._judge_lean(
+                        plan, sb, profiles, scenario, final_step, current, first, errors, ref_errors, runs, skipped,
+                        stopped, results)
                 with self.engine.connect(sb) as con:
-                    judged_all[scenario] = self._judge(con, scenario, plan, errors, ref_errors, judge_ids, skipped)
+                    if not lean:
+                        judged_all[scenario] = self._judge(con, scenario, plan, errors, ref_errors, judge_ids,
+                                                           skipped)
                     for uid, added in reopened.items():
                         r = judged_all[scenario].get(uid)
                         if r is not None and r.verdict in ("safe", "untested", "drift"):
@@ -308,6 +352,38 @@ class Gameday:
             if not self.options.keep_sandboxes:
                 self.engine.drop(sb)
 
+    def _judge_lean(self, plan: Plan, sb: Sandbox, profiles: str, scenario: str, step: Run, current: set[str],
+                    first: set[str], errors: dict[str, str], ref_errors: dict[str, str], runs: dict[str, int],
+                    skipped: dict[str, str], stopped: set[str], results: list) -> dict[str, ScenarioResult]:
+        """The end of a lean scenario: judge the models its last run built (`current`), build what
+        reads the ones that differ (and the models with hooks), judge those and the rest of what it
+        built (`first`: its first build), and judge the others from the reference."""
+        assert self.engine and self.project
+        with self.engine.connect(sb) as con:
+            out = self._judge(con, scenario, plan, errors, ref_errors, current, skipped)
+        differing = {u for u, r in out.items() if differs(r.verdict)}
+        failed = {**ref_errors, **skipped, **errors}
+        opaque = current if scenario != "determinism" else current & plan.order_sensitive
+        rebuild, blocked = final_rebuild(plan, differing, failed, current, opaque, step.label)
+        if rebuild:
+            res = self._dbt(plan, sb, profiles, step, models=[self.project.models[u] for u in rebuild],
+                            exclude=set(stopped) or None)
+            results.append(res)
+            _tally(res, plan, f"{step.label} (the models below)", errors, runs, skipped, stopped)
+        built = set(rebuild) | (first - current)
+        rest = {m.unique_id for m in plan.judged} - current
+        with self.engine.connect(sb) as con:
+            out.update(self._judge(con, scenario, plan, errors, ref_errors,
+                                   {u for u in rest if u in built or u in ref_errors or u in errors}, skipped))
+        for uid in sorted(rest - set(out)):
+            if uid in blocked:
+                out[uid] = ScenarioResult(scenario, "untested", message=blocked[uid])
+            else:
+                rows = plan.reference_rows.get(uid, 0)
+                out[uid] = ScenarioResult(scenario, "safe", reference_rows=rows, rows=rows,
+                                          message=CARRIED_ORDER if scenario == "determinism" else CARRIED)
+        return out
+
     def _first_build(self, plan: Plan, template: Sandbox) -> tuple[dict, object]:
         """The first build (the data before the first replayed batch, built in full at its start)
         is the same in replay, rerun and partial: it runs once, in a sandbox of its own that those
@@ -323,7 +399,8 @@ class Gameday:
         with self.engine.connect(sb) as con:
             self._apply(con, plan, reset)
             self._set_clock(con, sb, run.clock)
-        res = self._dbt(plan, sb, self._profiles_dir(sb), run, final=False)
+        res = self._dbt(plan, sb, self._profiles_dir(sb), run, final=False,
+                        models=[m for m in plan.build if m.unique_id in first_ids(plan)])
         errors: dict[str, str] = {}
         runs: dict[str, int] = {}
         skipped: dict[str, str] = {}
@@ -396,40 +473,41 @@ class Gameday:
                ref_errors: dict[str, str], only: set[str] | None = None,
                skipped: dict[str, str] | None = None) -> dict[str, ScenarioResult]:
         out: dict[str, ScenarioResult] = {}
-        for m in plan.judged:
-            uid = m.unique_id
-            if only is not None and uid not in only:
-                continue
-            if uid in ref_errors:
-                out[uid] = (self._failed(plan, uid, name, ref_errors[uid]) if name == "reference" else
-                            ScenarioResult(name, "skipped", message=f"reference build failed: {ref_errors[uid]}"))
-                continue
-            if uid in errors:
-                out[uid] = self._failed(plan, uid, name, errors[uid])
-                continue
-            # not built, or not in every run: never shown safe
-            if not con.relation_kind(m.schema, m.identifier) or uid in (skipped or {}):
-                why = (skipped or {}).get(uid) or "not built in this scenario (an upstream model failed)"
-                out[uid] = ScenarioResult(name, "untested", message=why)
-                continue
-            tol = m.float_tolerance if m.float_tolerance is not None else self.options.float_tolerance
-            d = diff_relations(con, (REFERENCE_SCHEMA, plan.ref_names[uid]), (m.schema, m.identifier),
-                               key=m.key, ignore_columns=m.ignore_columns, where=current_versions(m, con.dialect),
-                               partition_column=plan.time_columns.get(uid) or partition_column(m),
-                               column_detail=(name == "determinism"), float_tolerance=tol)
-            r = replace(scenario_result(name, d), input_rows=plan.decisive_rows(m, name))
-            r = order_only.judge(con, plan, m, r, lambda a, b: diff_relations(
-                con, a, b, key=m.key, ignore_columns=m.ignore_columns, where=current_versions(m, con.dialect),
-                float_tolerance=tol))
-            # (a snapshot of a table that never changes is exercised by every run: each is a rerun
-            # of the same input, which must open no version)
-            if r.verdict == "safe" and (m.incremental or m.custom) and name != "determinism" \
-                    and not plan.exercised.get(uid, True):
-                r = replace(r, verdict="untested", message=plan.untested_reason(m))
-            elif r.verdict == "safe" and (m.incremental or m.custom) and (why := plan.unexercised(m, name)):
-                r = replace(r, verdict="untested", message=f"{name}: {why}")
-            out[uid] = r
+        with con.catalog_cached():
+            for m in plan.judged:
+                if only is None or m.unique_id in only:
+                    out[m.unique_id] = self._judge_one(con, name, plan, m, errors, ref_errors, skipped)
         return out
+
+    def _judge_one(self, con: Connection, name: str, plan: Plan, m, errors: dict[str, str],
+                   ref_errors: dict[str, str], skipped: dict[str, str] | None) -> ScenarioResult:
+        uid = m.unique_id
+        if uid in ref_errors:
+            return (self._failed(plan, uid, name, ref_errors[uid]) if name == "reference" else
+                    ScenarioResult(name, "skipped", message=f"reference build failed: {ref_errors[uid]}"))
+        if uid in errors:
+            return self._failed(plan, uid, name, errors[uid])
+        # not built, or not in every run: never shown safe
+        if not con.relation_kind(m.schema, m.identifier) or uid in (skipped or {}):
+            why = (skipped or {}).get(uid) or "not built in this scenario (an upstream model failed)"
+            return ScenarioResult(name, "untested", message=why)
+        tol = m.float_tolerance if m.float_tolerance is not None else self.options.float_tolerance
+        d = diff_relations(con, (REFERENCE_SCHEMA, plan.ref_names[uid]), (m.schema, m.identifier),
+                           key=m.key, ignore_columns=m.ignore_columns, where=current_versions(m, con.dialect),
+                           partition_column=plan.time_columns.get(uid) or partition_column(m),
+                           column_detail=(name == "determinism"), float_tolerance=tol)
+        r = replace(scenario_result(name, d), input_rows=plan.decisive_rows(m, name))
+        r = order_only.judge(con, plan, m, r, lambda a, b: diff_relations(
+            con, a, b, key=m.key, ignore_columns=m.ignore_columns, where=current_versions(m, con.dialect),
+            float_tolerance=tol))
+        # (a snapshot of a table that never changes is exercised by every run: each is a rerun
+        # of the same input, which must open no version)
+        if r.verdict == "safe" and (m.incremental or m.custom) and name != "determinism" \
+                and not plan.exercised.get(uid, True):
+            r = replace(r, verdict="untested", message=plan.untested_reason(m))
+        elif r.verdict == "safe" and (m.incremental or m.custom) and (why := plan.unexercised(m, name)):
+            r = replace(r, verdict="untested", message=f"{name}: {why}")
+        return r
 
     # ---------------------------------------------------------------- main
     def run(self) -> GamedayReport:
@@ -557,7 +635,8 @@ class Gameday:
                 "first_halves": plan.first_halves, "read_by_name": self._read_by_name,
                 "time_columns": plan.time_columns, "late": plan.late, "side": plan.side, "isolate": isolate,
                 "static": [src.unique_id for src in plan.static_sources], "statement_limit": self.watch.limit_s,
-                "unordered": plan.unordered, "late_rows": plan.late_rows}
+                "unordered": plan.unordered, "late_rows": plan.late_rows, "reference_rows": plan.reference_rows,
+                "order_sensitive": plan.order_sensitive}
 
     def _execute(self, pool, plan: Plan, payloads: list[dict], template: Sandbox,
                  ref_errors: dict[str, str]) -> dict[str, tuple]:

@@ -25,6 +25,11 @@ def _timestamp_option(value: Any, option: str) -> dt.datetime | None:
     return parsed.astimezone(dt.timezone.utc).replace(tzinfo=None) if parsed.tzinfo else parsed
 
 
+def default_threads() -> int:
+    """Worker processes for the scenarios when --threads is not given: one per CPU, at most 8."""
+    return max(1, min(os.cpu_count() or 1, 8))
+
+
 @dataclass(frozen=True)
 class GamedayOptions:
     project_dir: Path

@@ -59,6 +59,8 @@ class Plan:
     unordered: dict[str, dict[str, str | None]] = field(default_factory=dict)
     # static sources no model reads, copied because a hook names them (may be absent: see gameday)
     from_hooks: set[str] = field(default_factory=set)
+    # built models whose output may depend on the order of their inputs' rows (rebuild.order_sensitive)
+    order_sensitive: set[str] = field(default_factory=set)
 
     @property
     def timed_sources(self) -> list[SourceTable]:
@@ -291,9 +293,10 @@ def make_plan(project: Project, select: tuple[str, ...], exclude: tuple[str, ...
     _missing_time_columns(project, build)
     incremental = [m.unique_id for m in build if m.keeps_state]
     feeding = project.ancestors(incremental)
-    # On PostgreSQL a view that an incremental model reads is made again too: dbt-postgres drops
-    # dependent views (CASCADE) when it rebuilds a table under them. DuckDB and Spark keep them.
-    rebuilt = ("table", "external", "view") if project.adapter == "postgres" else ("table", "external")
+    # A view that an incremental model reads is made again at every run too, as a user's every run
+    # makes it (its SQL may hold the invocation's id or start time; and dbt-postgres drops dependent
+    # views, CASCADE, when it rebuilds a table under them).
+    rebuilt = ("table", "external", "view")
     stateful = [m for m in build if m.keeps_state or (m.unique_id in feeding and m.materialized in rebuilt)]
     plan = Plan(project, judged, build, seeds, timed, [s for s in sources if s not in timed], None,
                 {m.unique_id: f"m{i}" for i, m in enumerate(judged)}, stateful, kinds=kinds,

@@ -298,7 +298,9 @@ class Project:
         self.profile_name, self.target_name, self.target_output = load_target_output(
             self.project_dir, self.profiles_dir, target, self.cli_vars)
         self.adapter = self.target_output["type"]
-        self.session = DbtSession(self.project_dir, self.profiles_dir, self.target_name, work_dir,
+        # the target as the user named it (None: the profile's own, as dbt picks it): naming it when
+        # the user did not would make dbt discard the partial-parse state of their last run
+        self.session = DbtSession(self.project_dir, self.profiles_dir, target, work_dir,
                                   vars_yaml=yaml.safe_dump(self.cli_vars) if self.cli_vars else None)
         self.session.user_database = self.target_output.get("dbname") or self.target_output.get("database")
         if manifest is not None:

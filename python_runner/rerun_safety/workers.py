@@ -131,6 +131,8 @@ def _scenario_worker(payload: dict) -> tuple:
     plan.make_static(payload["static"])
     gd.watch.limit_s = payload["statement_limit"]
     plan.unordered = payload["unordered"]
+    plan.reference_rows = payload["reference_rows"]
+    plan.order_sensitive = payload["order_sensitive"]  # what a model judged from the reference holds
     plan.late_rows = payload["late_rows"]  # counted when the late scenario was planned: decides if it tested anything
     plan.judge_exercise()
     judged, results = gd.run_scenario(payload["scenario"], plan, payload["template"], payload["ref_errors"],

@@ -226,6 +226,8 @@ def _is_base_table(side: Side) -> bool:
 def columns_of(con: Connection, table: exp.Table) -> list[tuple[str, str]]:
     if con.dialect == "spark":  # no information_schema: DESCRIBE
         return con.columns(table.db or "default", table.name)
+    if con._caching and not table.catalog:  # see Connection.catalog_cached
+        return con.columns(table.db or ("main" if con.dialect == "duckdb" else "public"), table.name)
     conds = [exp.column("table_schema").eq(exp.Literal.string(table.db or ("main" if con.dialect == "duckdb" else "public"))),
              exp.column("table_name").eq(exp.Literal.string(table.name))]
     if table.catalog:

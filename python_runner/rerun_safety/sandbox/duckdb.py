@@ -59,6 +59,7 @@ class DuckDBConnection(Connection):
         return self._catalog_is_a_schema
 
     def execute(self, sql, params: Sequence[Any] | None = None) -> None:
+        self._touched(sql)
         self._con.execute(self.sql(sql), params or [])
 
     def fetchall(self, sql) -> list[tuple]:

@@ -97,6 +97,7 @@ class PgConnection(Connection):
         return out
 
     def execute(self, sql, params: Sequence[Any] | None = None) -> None:
+        self._touched(sql)
         self._run(sql, params, lambda cur: None)
 
     def fetchall(self, sql) -> list[tuple]:

@@ -217,8 +217,8 @@ class SparkConnection(Connection):
         names = [str(r[0]).lower() for r in rows]
         return sorted(n[len(self.prefix):] for n in names if n.startswith(self.prefix))
 
-    def drop_relation(self, schema: str, name: str) -> None:
-        kind = self.relation_kind(schema, name)
+    def drop_relation(self, schema: str, name: str, kind: str | None = None) -> None:
+        kind = kind or self.relation_kind(schema, name)
         if kind:
             self._raw(f"drop {kind} if exists {self._q(schema, name)}")
 
