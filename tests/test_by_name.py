@@ -2,7 +2,7 @@
 in the conformance project)."""
 from __future__ import annotations
 
-from rerun_safety.by_name import relations_read
+from rerun_safety.gameday.by_name import relations_read
 
 
 def test_qualified_relations_are_read_and_ctes_are_not():

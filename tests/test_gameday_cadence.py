@@ -128,7 +128,7 @@ def test_every_model_is_exercised_or_called_untested(full_run):
 
 
 def test_a_table_below_a_safe_model_is_judged_from_the_reference_and_below_a_broken_one_is_built(full_run):
-    from rerun_safety.rebuild import CARRIED, CARRIED_ORDER
+    from rerun_safety.gameday.rebuild import CARRIED, CARRIED_ORDER
 
     models = by_name(full_run["report"])
     # revenue_daily reads orders_recent, safe in every scenario: never built again, its output is the reference's

@@ -85,12 +85,21 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_graph_sees_function_level_imports_and_package_inits():
     graph = import_graph()
-    assert "rerun_safety.diff" in graph["rerun_safety.gameday"]  # from .diff import diff_relations
-    # from .sandbox.base import ...: the sandbox package's __init__ runs first
-    assert {"rerun_safety.sandbox", "rerun_safety.sandbox.base"} <= graph["rerun_safety.gameday"]
+    assert "rerun_safety.diff" in graph["rerun_safety.gameday.core"]  # from ..diff import diff_relations
+    # from ..sandbox.base import ...: the sandbox package's __init__ runs first
+    assert {"rerun_safety.sandbox", "rerun_safety.sandbox.base"} <= graph["rerun_safety.gameday.core"]
+    assert "rerun_safety.gameday.core" in graph["rerun_safety.gameday"]  # the package's public face
     assert "rerun_safety.clock" in graph["rerun_safety.dbt_invoke"]  # imported inside DbtSession.invoke
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
 def test_no_import_circle():
     assert cycles(import_graph()) == []
+
+
+def test_only_the_cli_reads_the_game_day():
+    """The game day sits on top: no lower layer (diff, sandbox, lint, project, report, results) imports it."""
+    graph = import_graph()
+    readers = {m for m, deps in graph.items() if not m.startswith("rerun_safety.gameday")
+               and any(d == "rerun_safety.gameday" or d.startswith("rerun_safety.gameday.") for d in deps)}
+    assert readers == {"rerun_safety.cli"}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rerun_safety.lineage import output_time_column
+from rerun_safety.gameday.lineage import output_time_column
 
 ORDERS = '"warehouse"."main"."stg_orders"'
 CUSTOMERS = '"warehouse"."main"."dim_customers"'

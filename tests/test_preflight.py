@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rerun_safety.errors import ConfigError
-from rerun_safety.preflight import check_columns, check_config, partition_key_columns
+from rerun_safety.gameday.preflight import check_columns, check_config, partition_key_columns
 from rerun_safety.project import Model
 
 

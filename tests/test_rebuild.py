@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from rerun_safety.project import Model
-from rerun_safety.rebuild import (CARRIED, determinism_ids, final_rebuild, first_ids, order_sensitive,
+from rerun_safety.gameday.rebuild import (CARRIED, determinism_ids, final_rebuild, first_ids, order_sensitive,
                                   order_sensitive_sql)
 
 

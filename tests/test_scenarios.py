@@ -4,7 +4,7 @@ import datetime as dt
 import pytest
 
 from rerun_safety.errors import ConfigError
-from rerun_safety.scenarios import Arrive, Batch, Reset, Run, count_runs, make_timeline, scenario_steps
+from rerun_safety.gameday.scenarios import Arrive, Batch, Reset, Run, count_runs, make_timeline, scenario_steps
 
 D = dt.datetime
 

@@ -4,7 +4,7 @@ import datetime as dt
 import pytest
 
 from rerun_safety.diff import DiffResult
-from rerun_safety.verdict import model_verdict, root_causes, scenario_verdict
+from rerun_safety.gameday.verdict import model_verdict, root_causes, scenario_verdict
 
 
 def d(**kw):

@@ -148,8 +148,7 @@ def gameday(ctx, project_dir, profiles_dir, target, select, exclude, vars_yaml, 
             float_tolerance, late_fraction, late_by, scenarios, output_dir, threads, keep_sandboxes, state, defer,
             baseline):
     """Replay every incremental model in sandboxes and diff it against a clean reference build."""
-    from .gameday import GamedayOptions, run_gameday
-    from .options import default_threads
+    from .gameday import GamedayOptions, default_threads, run_gameday
     from .report import write_reports
     from .report.terminal import TerminalProgress, print_summary
 

@@ -18,7 +18,7 @@ from typing import Any
 import sqlglot
 from sqlglot import exp
 
-from .project import Model, Project, SourceTable
+from ..project import Model, Project, SourceTable
 
 # Jinja that names a relation without source() or ref(), in a model or in a macro it calls
 _BY_NAME_CALL = re.compile(r"\bRelation\s*\.\s*create\b|\bget_relation\s*\(|\bload_(?:cached_)?relation\s*\(")

@@ -10,7 +10,7 @@ import datetime as dt
 import re
 from dataclasses import dataclass
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 ALL_SCENARIOS = ("reference", "replay", "rerun", "partial", "backfill", "late", "determinism")
 

@@ -7,8 +7,8 @@ from typing import Mapping
 
 from sqlglot import exp
 
-from .diff import DiffResult
-from .results import UNSAFE, PartitionCount, ScenarioResult, worst
+from ..diff import DiffResult
+from ..results import UNSAFE, PartitionCount, ScenarioResult, worst
 
 
 def scenario_verdict(scenario: str, diff: DiffResult) -> str:

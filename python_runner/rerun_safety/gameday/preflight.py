@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from .errors import ConfigError
-from .project import Model
+from ..errors import ConfigError
+from ..project import Model
 
 GRANULARITIES = ("hour", "day", "month", "year")
 STRATEGY = "partition_overwrite"

@@ -13,25 +13,27 @@ from typing import Iterator
 import yaml
 from sqlglot import exp
 
-from . import clock, order_only, side_effects
+from .. import clock
+
+from . import order_only, side_effects
 from .assemble import build_report
 from .by_name import ByName, copy_read_by_name
-from .diff import diff_relations
-from .dbt_invoke import STOPPED_MARKER, StatementWatch, release_duckdb, scrub_dbt_environment, scrub_note
-from .errors import ConfigError, RerunSafetyError, SandboxError, first_line
+from ..diff import diff_relations
+from ..dbt_invoke import STOPPED_MARKER, StatementWatch, release_duckdb, scrub_dbt_environment, scrub_note
+from ..errors import ConfigError, RerunSafetyError, SandboxError, first_line
 from .options import GamedayOptions  # noqa: F401 - the public import path
 from .plan import (Lateness, Plan, arrival_expr, arrives_out_of_order, batch_condition, cut_slice, late_superset, make_plan,
                    partition_column, plan_timeline, row_hash_predicate, row_order, time_expr)
 from .preflight import check_columns, check_config
 from .rebuild import CARRIED, CARRIED_ORDER, determinism_ids, final_rebuild, first_ids, order_sensitive
-from .project import Project
-from .results import GamedayReport, ScenarioResult
-from .sandbox import Engine, Sandbox, engine_for
-from .sandbox.base import (PARSE_PREFIX, REFERENCE_SCHEMA, SNAPSHOT_SCHEMA, Connection, check_writable_dir,
+from ..project import Project
+from ..results import GamedayReport, ScenarioResult
+from ..sandbox import Engine, Sandbox, engine_for
+from ..sandbox.base import (PARSE_PREFIX, REFERENCE_SCHEMA, SNAPSHOT_SCHEMA, Connection, check_writable_dir,
                            make_locked_dir, private_work_root, snapshot_table, table,
                            ts_literal)
 from .scenarios import Arrive, Reset, Run, count_runs, scenario_steps
-from .secrets import secrets_through_env
+from ..secrets import secrets_through_env
 from .verdict import current_versions, differs, failed_result, levels, scenario_result
 from .workers import kill_pool, run_parallel, start_pool
 

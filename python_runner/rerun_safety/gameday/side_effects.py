@@ -15,8 +15,8 @@ from typing import Any
 
 from sqlglot import exp
 
-from .clock import CLOCK_SCHEMA
-from .sandbox.base import REFERENCE_SCHEMA, SNAPSHOT_SCHEMA, Connection, table
+from ..clock import CLOCK_SCHEMA
+from ..sandbox.base import REFERENCE_SCHEMA, SNAPSHOT_SCHEMA, Connection, table
 
 PREHOOK_SCHEMA = "rerun_safety_prehook"
 LEDGER_TABLE = "rerun_safety_ledger"  # the package's own run ledger: one row per run by design

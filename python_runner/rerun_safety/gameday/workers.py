@@ -13,7 +13,7 @@ _WORKER: dict[str, Any] = {}
 def start_pool(gameday, workers: int) -> ProcessPoolExecutor:
     """Worker processes for the scenarios. Each gets the parsed manifest instead of parsing the
     project again, and is spawned at once (their start overlaps the snapshot and the reference)."""
-    from .dbt_invoke import dump_manifest
+    from ..dbt_invoke import dump_manifest
 
     assert gameday.project
     ctx = multiprocessing.get_context("spawn")
@@ -86,10 +86,10 @@ def _worker_ready() -> None:
 def _worker_init(gameday_class, options, run_id: str, parent_pid: int | None = None,
                  manifest: bytes | None = None, queue=None) -> None:
     """Runs once per worker process: load the parent's manifest (or parse), attach to its run."""
-    from .dbt_invoke import load_manifest
+    from ..dbt_invoke import load_manifest
     from .plan import make_plan
-    from .project import Project
-    from .sandbox import PREFIX, engine_for
+    from ..project import Project
+    from ..sandbox import PREFIX, engine_for
 
     if parent_pid is not None:
         _die_with_parent(parent_pid)

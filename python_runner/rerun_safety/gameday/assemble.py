@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import time
 
-from . import clock
+from .. import clock
 from .options import GamedayOptions
 from .plan import Plan
-from .project import Project
-from .results import VERDICT_ORDER, GamedayReport, ModelVerdict
+from ..project import Project
+from ..results import VERDICT_ORDER, GamedayReport, ModelVerdict
 from .verdict import model_verdict, root_causes
 
 

@@ -12,10 +12,10 @@ from typing import Any
 
 from sqlglot import exp
 
-from .dbt_invoke import selection_terms, selects_by_state
-from .errors import ConfigError, NothingToCheck, first_line
-from .project import Model, Project, SourceTable
-from .sandbox.base import SNAPSHOT_SCHEMA, Connection, snapshot_table, table, ts_literal
+from ..dbt_invoke import selection_terms, selects_by_state
+from ..errors import ConfigError, NothingToCheck, first_line
+from ..project import Model, Project, SourceTable
+from ..sandbox.base import SNAPSHOT_SCHEMA, Connection, snapshot_table, table, ts_literal
 from .scenarios import Batch, Timeline, make_timeline
 
 

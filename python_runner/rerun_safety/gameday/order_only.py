@@ -14,8 +14,8 @@ from typing import Any
 import sqlglot
 from sqlglot import exp
 
-from .results import ScenarioResult
-from .sandbox.base import REFERENCE_SCHEMA, Connection, table
+from ..results import ScenarioResult
+from ..sandbox.base import REFERENCE_SCHEMA, Connection, table
 
 # string_agg / listagg / group_concat, and array_agg / list
 _AGGS = tuple(c for c in (getattr(exp, n, None) for n in ("GroupConcat", "ArrayAgg")) if isinstance(c, type))
