@@ -280,3 +280,40 @@ def test_a_sandbox_database_in_a_dbt_error_reads_as_the_users_database():
         "                 ^"]
     # without a user database (a DuckDB file's sandbox has the user's name already) nothing changes
     assert "rerun_safety_sbx_73696dde2e5b_reference" in _whole_message(text, None)
+
+
+def test_the_users_partial_parse_state_is_copied_and_still_sees_what_changed_since(tmp_path):
+    """dbt's partial_parse.msgpack from the user's last run is copied into our target folder (theirs is
+    never written), and a model changed after that run is read as it is now: dbt checks the files."""
+    import hashlib
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from rerun_safety.project import Project
+
+    project = tmp_path / "p"
+    (project / "models").mkdir(parents=True)
+    (project / "models" / "m.sql").write_text("select 1 as id")
+    (project / "models" / "n.sql").write_text("select id from {{ ref('m') }}")
+    (project / "dbt_project.yml").write_text(yaml.safe_dump(
+        {"name": "p", "version": "1.0", "config-version": 2, "profile": "p"}))
+    write_profiles(project, "p", {"type": "duckdb", "path": str(tmp_path / "p.duckdb"), "schema": "main"})
+    dbt = Path(sys.executable).parent / "dbt"
+    done = subprocess.run([str(dbt), "parse", "--project-dir", str(project), "--profiles-dir", str(project)],
+                          capture_output=True, text=True, cwd=project)
+    assert done.returncode == 0, done.stdout
+    state = project / "target" / "partial_parse.msgpack"
+    before = hashlib.sha256(state.read_bytes()).hexdigest()
+    (project / "models" / "m.sql").write_text("select 2 as id, 'x' as tag")  # changed after the user's parse
+    p = Project(project, str(project), None, None, tmp_path / "work")
+    assert (tmp_path / "work" / "dbt_target" / "partial_parse.msgpack").is_file()
+    import json
+
+    # dbt parsed only the changed file (a full parse reads both models)
+    perf = json.loads((tmp_path / "work" / "dbt_target" / "perf_info.json").read_text())
+    assert (perf["is_partial_parse_enabled"], perf["parsed_path_count"]) == (True, 1)
+    assert p.manifest.nodes["model.p.m"].raw_code == "select 2 as id, 'x' as tag"
+    assert p.manifest.nodes["model.p.n"].depends_on.nodes == ["model.p.m"]
+    assert hashlib.sha256(state.read_bytes()).hexdigest() == before  # the user's file as it was
+    assert p.session.target is None  # the profile's own target: naming it would set dbt's state aside

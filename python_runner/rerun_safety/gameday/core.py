@@ -19,7 +19,7 @@ from . import order_only, side_effects
 from .assemble import build_report
 from .by_name import ByName, copy_read_by_name
 from ..diff import diff_relations
-from ..dbt_invoke import STOPPED_MARKER, StatementWatch, release_duckdb, scrub_dbt_environment, scrub_note
+from ..dbt_invoke import STOPPED_MARKER, StatementWatch, scrub_dbt_environment, scrub_note
 from ..errors import ConfigError, RerunSafetyError, SandboxError, first_line
 from .options import GamedayOptions  # noqa: F401 - the public import path
 from .plan import (Lateness, Plan, arrival_expr, arrives_out_of_order, batch_condition, cut_slice, late_superset, make_plan,
@@ -44,13 +44,13 @@ class _NoProgress:
 
 
 # Scenarios whose chain begins with the same first build (same data, clock and models): it runs once.
-SHARED_START = ("replay", "rerun", "partial", "backfill")
-
-
-def _sharing_first_build(chains: list[str], engine: Engine) -> list[str]:
-    """The chains that clone one shared first build: two or more, on an engine that clones a
+def _sharing_first_build(chains: list[str], engine: Engine, timeline) -> list[str]:
+    """The chains that clone one shared first build: those whose first scenario starts with the
+    same steps as replay (the reset of the inputs and the first build: replay, rerun, partial,
+    backfill; not late, whose rows arrive otherwise), two or more, on an engine that clones a
     sandbox cheaply (DuckDB, PostgreSQL); none otherwise."""
-    shared = [c for c in chains if c.split("+")[0] in SHARED_START]
+    head = scenario_steps("replay", timeline)[:2]
+    shared = [c for c in chains if scenario_steps(c.split("+")[0], timeline)[:2] == head]
     return shared if len(shared) > 1 and engine.dialect in ("duckdb", "postgres") else []
 
 
@@ -408,8 +408,7 @@ class Gameday:
         skipped: dict[str, str] = {}
         stopped: set[str] = set()
         _tally(res, plan, run.label, errors, runs, skipped, stopped)
-        if self.engine.dialect == "duckdb":
-            release_duckdb()  # dbt keeps the file open (keep_open): worker processes copy it next
+        self.engine.release(sb)  # worker processes copy it next
         self.progress.advance(f"first build: {run.label}")
         return {"sandbox": sb, "done": 2, "errors": errors, "runs": runs, "skipped": skipped,
                 "stopped": sorted(stopped)}, res
@@ -563,7 +562,7 @@ class Gameday:
                     cut_slice(con, plan, o.since, o.until)
                 plan.timeline = plan_timeline(con, plan, o.batch_size, o.steps)
             plan.judge_exercise()
-            shared = _sharing_first_build(chains, engine)
+            shared = _sharing_first_build(chains, engine, plan.timeline)
             self.progress.start(1 + sum(count_runs([c.split("+")[-1]], plan.timeline) for c in chains)
                                 - max(len(shared) - 1, 0), "game day")
             template, ref_errors, invocations = self._build_reference(plan, snapshot)

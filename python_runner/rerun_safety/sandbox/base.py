@@ -212,6 +212,9 @@ class Engine(abc.ABC):
     @abc.abstractmethod
     def drop(self, sandbox: Sandbox) -> None: ...
 
+    def release(self, sandbox: Sandbox) -> None:
+        """Let go of what this process holds open in `sandbox`, so that other processes can copy it."""
+
     @abc.abstractmethod
     def connect(self, sandbox: Sandbox) -> Connection: ...
 

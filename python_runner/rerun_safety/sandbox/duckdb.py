@@ -206,6 +206,9 @@ class DuckDBEngine(Engine):
         self.sandboxes.append(sandbox)
         return sandbox
 
+    def release(self, sandbox: Sandbox) -> None:
+        release_duckdb()  # dbt-duckdb keeps a sandbox's file open between invocations (keep_open)
+
     def drop(self, sandbox: Sandbox) -> None:
         release_duckdb()
         shutil.rmtree(Path(sandbox.location).parent, ignore_errors=True)
