@@ -523,10 +523,11 @@ def test_package_keeps_every_import():
                                    compare, diff_relations, parse_where, row_hash)
     from rerun_safety.errors import RerunSafetyError
 
-    users = {name: importlib.import_module(f"rerun_safety.{name}") for name in ("diff_command", "verdict", "gameday")}
+    users = {name: importlib.import_module(f"rerun_safety.{name}")
+             for name in ("diff_command", "gameday.verdict", "gameday.core")}
     assert users["diff_command"].compare is compare and users["diff_command"].DiffError is DiffError
-    assert users["verdict"].DiffResult is DiffResult is pkg.results.DiffResult
-    assert users["gameday"].diff_relations is diff_relations is pkg.core.diff_relations
+    assert users["gameday.verdict"].DiffResult is DiffResult is pkg.results.DiffResult
+    assert users["gameday.core"].diff_relations is diff_relations is pkg.core.diff_relations
     assert issubclass(DiffError, RerunSafetyError) and Side is pkg.results.Side
     assert (columns_of, parse_where, row_hash) == (pkg.sql.columns_of, pkg.sql.parse_where, pkg.sql.row_hash)
     assert (DEFAULT_FLOAT_TOLERANCE, SAMPLE_ROWS) == (1e-9, 5)

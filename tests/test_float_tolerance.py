@@ -97,6 +97,35 @@ def test_real_differences_beside_noise_are_found(env):
     assert (code, out["only_left"], out["only_right"], out["changed"]) == (1, 0, 1, 0)
 
 
+def test_the_unmatched_keys_filter_the_float_pairing_and_give_the_same_answer(env, monkeypatch):
+    """Keyed on one integer column, the float pairing and the column search read the rows of the
+    unmatched keys only (not whole buckets): the answer is the one the buckets give."""
+    from rerun_safety.diff import limits, rows
+
+    a, b = summed_twice()  # every sum in another order: noise, a few rows across a rounding boundary
+    b[10] = (10, 5, b[10][2])  # grp changed (from 3)
+    b[20] = (20, 20 % 7, b[20][2] * (1 + 1e-6))  # x beyond the tolerance
+    b.append((N, 3, 1.5))  # a row added
+    load(env, "a", a)
+    load(env, "b", b)
+    seen: list = []
+    loose = rows._loose_rows_same
+
+    def spy(plan, buckets, keys=None):
+        seen.append(keys)
+        return loose(plan, buckets, keys)
+
+    monkeypatch.setattr(rows, "_loose_rows_same", spy)
+    code, by_keys = env.json("a", "b", "--key", "id")
+    assert (code, by_keys["only_left"], by_keys["only_right"], by_keys["changed"]) == (1, 0, 1, 2)
+    assert by_keys["differing_columns"] == ["grp", "x"]
+    assert seen and seen[-1] is not None and {10, 20, N} <= set(seen[-1]) and len(seen[-1]) < 50
+    monkeypatch.setattr(limits, "MAX_LISTED_KEYS", 0)  # too many keys: the buckets filter
+    code, by_buckets = env.json("a", "b", "--key", "id")
+    assert seen[-1] is None
+    assert (code, by_buckets) == (1, by_keys)
+
+
 def _rounded(env: Env, values: list[float]) -> list[float]:
     d = "duckdb" if env.engine == "duckdb" else "postgres"
     expr = diffmod.round_float_sql("x", d, DEFAULT_FLOAT_TOLERANCE)

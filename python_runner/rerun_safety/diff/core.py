@@ -190,8 +190,11 @@ def _changed_columns(plan, buckets: list[int] | None) -> list[str]:
     keys = ", ".join(f"{k} as k{i}" for i, k in enumerate(plan.keys_sql))
     hashed = d != "postgres"
 
+    listed = plan.extra.get("unmatched_keys")  # every changed key is among them (rows._rows_same)
+
     def side(s: Side, b: str, h: str, which: int) -> str:
-        cond = _in_list(b, buckets, d) if buckets is not None else None
+        cond = (_in_list(plan.keys_sql[0], listed, d) if listed is not None else
+                _in_list(b, buckets, d) if buckets is not None else None)
         values = ", ".join(f"{exprs[c][which]} as c{j}" for j, c in enumerate(cols))
         return f"select {keys}, {f'{h} as h, ' if hashed else ''}{values} from {plan.src(s, cond)}"
 

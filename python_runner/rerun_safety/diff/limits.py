@@ -10,6 +10,7 @@ RANGE_ROWS_PER_BUCKET = 256
 PG_RANGE_ROWS_PER_BUCKET = 64
 HASH_ROWS_PER_BUCKET = 128
 MAX_LISTED_BUCKETS = 50_000  # more differing buckets than this: compare every row instead
+MAX_LISTED_KEYS = 20_000  # unmatched keys read back to filter the float pairing and column search, at most
 CHUNK_ROWS = 200_000  # two connections: rows per side held in memory at once
 MAX_TOLERANCE_ROWS = 200_000  # unmatched rows read back for the float pairing, at most
 SPARK_CHUNK_ROWS = 2_000_000  # Spark: rows of differing buckets per query (each one a scan; only unmatched groups return)

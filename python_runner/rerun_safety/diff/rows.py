@@ -68,6 +68,13 @@ def _rows_same(plan: _Plan, buckets: list[int] | None) -> tuple[dict, list, list
         selects.append(f"select * from (select '{kind}', {z}, {z}, {z}, {z}, {z}, {z}, {z}, {z}, {z}, "
                        f"cast(b as {wide_type(d)}), h{', t' + kind if pg else ''} "
                        f"from p where {cond} order by b, h limit {limits.SAMPLE_ROWS}) x{kind}")
+    int_key = _int_key(plan)
+    if int_key:
+        # A single integer key: the keys of the unmatched groups (a few thousand at most) filter
+        # the float pairing and the column search below far better than their buckets do.
+        selects.append(f"select * from (select distinct 'u', {z}, {z}, {z}, {z}, {z}, {z}, {z}, {z}, {z}, "
+                       f"cast(k0 as {wide_type(d)}), cast(null as {ht}){nt} from p where lc <> rc "
+                       f"limit {limits.MAX_LISTED_KEYS + 1}) xu")
     if plan.floats:
         # Buckets holding a left-unmatched and a right-unmatched group with the same exact
         # columns: only there may rows pair (their floats are then compared one by one).
@@ -79,10 +86,12 @@ def _rows_same(plan: _Plan, buckets: list[int] | None) -> tuple[dict, list, list
                        f"limit {limits.MAX_LISTED_BUCKETS + 1}) xc")
     rows = plan.left.con.fetchall(sql + " union all ".join(selects))
     out = dict.fromkeys(_COUNT_FIELDS, 0)
-    lsample, rsample, near_buckets = [], [], []
+    lsample, rsample, near_buckets, keys = [], [], [], []
     for kind, a1, a2, a3, a4, a5, a6, a7, a8, a9, b, h, *tid in rows:
         if kind == "c":
             near_buckets.append(int(b))
+        elif kind == "u":
+            keys.append(None if b is None else int(b))
         elif kind == "rows":
             out.update(only_l=int(a1), only_r=int(a2), copies_r=int(a3))
         elif kind == "keys":
@@ -92,9 +101,13 @@ def _rows_same(plan: _Plan, buckets: list[int] | None) -> tuple[dict, list, list
             lsample.append((int(b), int(h), *tid))
         else:
             rsample.append((int(b), int(h), *tid))
+    # the keys of every unmatched group, when they are few (see _int_key)
+    # (a NULL key matches no list: then the buckets filter)
+    plan.extra["unmatched_keys"] = (keys if int_key and len(keys) <= limits.MAX_LISTED_KEYS and None not in keys
+                                    else None)
     if near_buckets:
         within = buckets if len(near_buckets) > limits.MAX_LISTED_BUCKETS else near_buckets
-        loose = _loose_rows_same(plan, within)
+        loose = _loose_rows_same(plan, within, plan.extra["unmatched_keys"])
         if loose is not None:
             lrest, rrest = _pair_floats(plan, loose, out)
             # samples: the rows that stay unmatched, also those outside the buckets read here
@@ -105,11 +118,18 @@ def _rows_same(plan: _Plan, buckets: list[int] | None) -> tuple[dict, list, list
     return out, lsample, rsample
 
 
-def _loose_rows_same(plan: _Plan, buckets: list[int] | None) -> list[_Loose] | None:
+def _int_key(plan: _Plan) -> bool:
+    """Keyed on one integer column (as range buckets are): its values fit the bucket column."""
+    return len(plan.key) == 1 and plan.key[0] in (plan.extra.get("range_candidates") or ())
+
+
+def _loose_rows_same(plan: _Plan, buckets: list[int] | None, keys: list[int] | None = None) -> list[_Loose] | None:
     """The rows left unmatched by the row hash, with their exact floats (None: too many).
 
     Within a (bucket, key, row hash) group the rows on the side with more of them are numbered in
-    float order; those past the other side's count are the unmatched ones.
+    float order; those past the other side's count are the unmatched ones. `keys`: the keys of
+    every unmatched group (a single integer key), read instead of whole buckets: every row of an
+    unmatched group, and of its key, has one of them.
     """
     d = plan.dialect
     ks = plan.keys_sql
@@ -120,7 +140,8 @@ def _loose_rows_same(plan: _Plan, buckets: list[int] | None) -> list[_Loose] | N
     pg = d == "postgres"
     parts = []
     for s, side, b, h, nh in ((0, plan.left, plan.lb, plan.lh, plan.lnh), (1, plan.right, plan.rb, plan.rh, plan.rnh)):
-        cond = _in_list(b, buckets, d) if buckets is not None else None
+        cond = (_in_list(ks[0], keys, d) if keys is not None else
+                _in_list(b, buckets, d) if buckets is not None else None)
         tid = (", cast(ctid as text) as t" if _is_base_table(side) else ", cast(null as text) as t") if pg else ""
         parts.append(f"select {s} as s, {b} as b, {h} as h, {nh} as nh{kcols}, {fcols}{tid} from {plan.src(side, cond)}")
     group = f"partition by b, {knames}h"

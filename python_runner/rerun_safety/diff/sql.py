@@ -143,8 +143,9 @@ def _in_list(expr: str, ints: Iterable[int], dialect: str) -> str:
         cast = wide_type(dialect)
         return f"cast({expr} as {cast}) in ({values})" if any(v >= 2**63 or v < -2**63 for v in ints) \
             else f"{expr} in ({values})"
-    if dialect == "duckdb":
-        return f"{expr} in (select unnest([{values}]::hugeint[]))"
+    if dialect == "duckdb":  # 64-bit when the values fit: comparing every row as a hugeint costs more
+        wide = any(v >= 2**63 or v < -2**63 for v in ints)
+        return f"{expr} in (select unnest([{values}]::{'hugeint' if wide else 'bigint'}[]))"
     if dialect == "spark":  # a constant list becomes a hash set (InSet)
         wide = any(v >= 2**63 or v < -2**63 for v in ints)
         return f"{f'cast({expr} as decimal(38,0))' if wide else expr} in ({values})"
