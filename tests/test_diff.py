@@ -606,3 +606,27 @@ def test_the_cli_shows_a_changed_key_once_with_what_changed(tmp_path):
     assert "| key | column | left | right |" in res.output
     first = min(keys)
     assert f"| id={first} | c77 | {first + 77} | {first + 78} |" in res.output
+
+
+def test_duckdb_sides_whose_counts_differ_skip_the_totals_pass(tmp_path, monkeypatch):
+    """DuckDB knows both row counts at once: sides of different counts cannot be identical, so the
+    diff goes to the buckets without the totals pass; equal counts still get it first (an identical
+    table costs that one pass). The answers are the same either way."""
+    import rerun_safety.diff.core as core
+
+    path = tmp_path / "c.duckdb"
+    with duckdb.connect(str(path)) as con:
+        con.execute("create table a as select i as id, i % 7 as grp, i * 0.5 as x from range(5000) t(i)")
+        con.execute("create table dup as select * from a union all select * from a where id % 500 = 3")
+        con.execute("create table same as select * from a")
+    calls: list[str] = []
+    totals = core._totals
+    monkeypatch.setattr(core, "_totals", lambda plan, same: calls.append("totals") or totals(plan, same))
+    con = DuckDBConnection(str(path))
+    try:
+        dup = diff_relations(con, ("main", "a"), ("main", "dup"), key=("id",))
+        assert calls == [] and (dup.extra_rows, dup.duplicate_keys, dup.bucketing) == (10, 10, "range")
+        same = diff_relations(con, ("main", "a"), ("main", "same"), key=("id",))
+        assert calls == ["totals"] and same.identical
+    finally:
+        con.close()

@@ -40,16 +40,20 @@ def compare(left: Side, right: Side, *, key: Sequence[str] = (), ignore_columns:
     if plan.mode in ("hash", "rowhash"):
         # Identical tables cost one checksum scan: a plain count(*), sum(row hash) of both sides
         # first. On PostgreSQL range buckets are as cheap as that scan (a parallel aggregate), so
-        # they go first there; on DuckDB grouping 10M rows into range buckets costs ~1.8x the
-        # scan, so the plain totals (and only then the min/max of the candidate keys) come first.
-        ranged = False if d != "postgres" else _set_range_buckets(plan)
-        if not ranged:
+        # they go first there. On DuckDB the range of the key and the row counts come first (from
+        # its metadata: ~1 ms for 10M rows): sides whose counts differ cannot be identical and go
+        # to the buckets without the totals pass; equal counts get the totals first, as grouping
+        # into buckets costs 10-25% more than the plain scan.
+        # (Spark reads the key's range with the totals.)
+        tried = d in ("postgres", "duckdb")
+        ranged = _set_range_buckets(plan) if tried else False
+        if not ranged or (d == "duckdb" and plan.counts[0] == plan.counts[1]):
             lt, rt, ls, rs = _totals(plan, same)
             plan.counts = (lt, rt)
             if lt == rt and ls == rs and not plan.schema_message:
                 return DiffResult(lt, rt, True, keyed=bool(plan.key), type_changes=plan.type_changes,
                                   bucketing=plan.mode, buckets=1, float_tolerance=plan.tolerance)
-            if d == "postgres" or not _set_range_buckets(plan):
+            if not ranged and (tried or not _set_range_buckets(plan)):
                 _set_hash_buckets(plan)
     lt, rt, nj, listed = (_differing_buckets_same if same else _differing_buckets_across)(plan)
     result = dict(reference_rows=lt, rows=rt, keyed=bool(plan.key), schema_message=plan.schema_message,
