@@ -404,36 +404,14 @@ class DbtSession:
         file from the user's last run is copied (not used in place: dbt writes it back) into our
         target folder, so only what changed since is parsed again; dbt checks it and parses in
         full when it does not fit (another dbt version, other vars, a changed profile)."""
-        self._reuse_partial_parse()
+        from .partial_parse import copy_partial_parse
+
+        copy_partial_parse(Path(self.project_dir), self.work_dir / "dbt_target")
         res = self.invoke(["parse"], use_manifest=False)
         if not res.success or res.raw is None:
             raise _parse_error(res.error or "dbt parse failed")
         self.manifest = res.raw
         return self.manifest
-
-
-    def _reuse_partial_parse(self) -> None:
-        import shutil
-
-        import yaml
-
-        name = "partial_parse.msgpack"
-        target = os.environ.get("DBT_TARGET_PATH")
-        if not target:
-            try:
-                doc = yaml.safe_load((Path(self.project_dir) / "dbt_project.yml").read_text()) or {}
-            except (OSError, yaml.YAMLError):
-                return
-            target = (doc.get("target-path") if isinstance(doc, dict) else None) or "target"
-        found = Path(self.project_dir) / str(target) / name
-        if not found.is_file():
-            return
-        ours = self.work_dir / "dbt_target"
-        try:
-            ours.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(found, ours / name)
-        except OSError:
-            return  # unreadable: dbt parses in full
 
 
 def reset_compiled_state(manifest: Any) -> None:

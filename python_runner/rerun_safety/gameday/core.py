@@ -19,7 +19,7 @@ from . import order_only, side_effects
 from .assemble import build_report
 from .by_name import ByName, copy_read_by_name
 from ..diff import diff_relations
-from ..dbt_invoke import STOPPED_MARKER, StatementWatch, scrub_dbt_environment, scrub_note
+from ..dbt_invoke import StatementWatch, scrub_dbt_environment, scrub_note
 from ..errors import ConfigError, RerunSafetyError, SandboxError, first_line
 from .options import GamedayOptions  # noqa: F401 - the public import path
 from .plan import (Lateness, Plan, arrival_expr, arrives_out_of_order, batch_condition, cut_slice, late_superset, make_plan,
@@ -32,6 +32,7 @@ from ..sandbox import Engine, Sandbox, engine_for
 from ..sandbox.base import (PARSE_PREFIX, REFERENCE_SCHEMA, SNAPSHOT_SCHEMA, Connection, check_writable_dir,
                            make_locked_dir, private_work_root, snapshot_table, table,
                            ts_literal)
+from .runs import _chains, _counts, _node_errors, _sharing_first_build, _tally
 from .scenarios import Arrive, Reset, Run, count_runs, scenario_steps
 from ..secrets import secrets_through_env
 from .verdict import current_versions, differs, failed_result, levels, scenario_result
@@ -44,56 +45,6 @@ class _NoProgress:
 
 
 # Scenarios whose chain begins with the same first build (same data, clock and models): it runs once.
-def _sharing_first_build(chains: list[str], engine: Engine, timeline) -> list[str]:
-    """The chains that clone one shared first build: those whose first scenario starts with the
-    same steps as replay (the reset of the inputs and the first build: replay, rerun, partial,
-    backfill; not late, whose rows arrive otherwise), two or more, on an engine that clones a
-    sandbox cheaply (DuckDB, PostgreSQL); none otherwise."""
-    head = scenario_steps("replay", timeline)[:2]
-    shared = [c for c in chains if scenario_steps(c.split("+")[0], timeline)[:2] == head]
-    return shared if len(shared) > 1 and engine.dialect in ("duckdb", "postgres") else []
-
-
-def _tally(res, plan: Plan, label: str, errors: dict[str, str], runs: dict[str, int],
-           skipped: dict[str, str], stopped: set[str]) -> None:
-    """What one dbt run of a scenario leaves to judge it by: successful runs of each model (log
-    tables: one row each), the first error of each (and whether the statement limit stopped it),
-    and where dbt skipped it (what it holds is an earlier run's output)."""
-    for n in res.nodes:
-        if n.status == "success":
-            runs[n.unique_id] = runs.get(n.unique_id, 0) + 1
-        elif n.status == "skipped":
-            skipped.setdefault(n.unique_id, f"not built at {label}: an upstream model failed")
-    for uid, msg in _node_errors(res, plan).items():
-        errors.setdefault(uid, f"{label}: {msg}")
-        if STOPPED_MARKER in msg:
-            stopped.add(uid)
-
-
-def _counts(con: Connection, tables: dict[str, exp.Table], per_query: int = 100) -> dict[str, int]:
-    """Rows of each table, a hundred tables a query."""
-    out: dict[str, int] = {}
-    items = list(tables.items())
-    for i in range(0, len(items), per_query):
-        chunk = items[i:i + per_query]
-        selects = [exp.select(exp.Literal.number(j), exp.func("count", exp.Star())).from_(t)
-                   for j, (_uid, t) in enumerate(chunk)]
-        query = selects[0]
-        for sel in selects[1:]:
-            query = exp.union(query, sel, distinct=False)
-        for j, n in con.fetchall(query):
-            out[chunk[int(j)][0]] = int(n)
-    return out
-
-
-def _chains(scenarios: list[str]) -> list[list[str]]:
-    """Scenarios that continue one another share a sandbox: backfill is replay plus one more run,
-    so replay is judged on the way."""
-    chains = [[s] for s in scenarios if s not in ("replay", "backfill")]
-    tail = [s for s in ("replay", "backfill") if s in scenarios]
-    return ([tail] if tail else []) + chains
-
-
 class Gameday:
     def __init__(self, options: GamedayOptions, progress=None, run_id: str | None = None):
         self.options = options
@@ -706,14 +657,6 @@ class Gameday:
                     con.copy_table(s.schema, s.identifier, SNAPSHOT_SCHEMA, snapshot_table(s))
 
 SIDE_KEY = "__side_effects__"  # in run_scenario's result: scenario -> side relations that differ
-
-
-def _node_errors(res, plan: Plan) -> dict[str, str]:
-    judged = {m.unique_id for m in plan.build}
-    if res.crashed:
-        return {uid: res.error for uid in judged}
-    return {n.unique_id: n.message or n.status for n in res.nodes
-            if n.unique_id in judged and n.status in ("error", "runtime error", "partial success")}
 
 
 def run_gameday(options: GamedayOptions, progress=None) -> GamedayReport:
