@@ -608,25 +608,47 @@ def test_the_cli_shows_a_changed_key_once_with_what_changed(tmp_path):
     assert f"| id={first} | c77 | {first + 77} | {first + 78} |" in res.output
 
 
-def test_duckdb_sides_whose_counts_differ_skip_the_totals_pass(tmp_path, monkeypatch):
-    """DuckDB knows both row counts at once: sides of different counts cannot be identical, so the
-    diff goes to the buckets without the totals pass; equal counts still get it first (an identical
-    table costs that one pass). The answers are the same either way."""
+def test_duckdb_range_buckets_go_first_and_leave_nothing_behind(tmp_path, monkeypatch):
+    """DuckDB, a key with an integer range: the range buckets decide identity in one pass (no
+    totals pass first, identical or not), with a perfect hash table whose setting is put back; the
+    rows of the unmatched keys are read once into temporary tables, dropped at the end. A key
+    without an integer range still gets the totals pass first."""
     import rerun_safety.diff.core as core
+    from rerun_safety.diff import limits
 
+    monkeypatch.setattr(limits, "RANGE_ROWS_PER_BUCKET", 8)  # 6,250 buckets: past the default 4,096
     path = tmp_path / "c.duckdb"
     with duckdb.connect(str(path)) as con:
-        con.execute("create table a as select i as id, i % 7 as grp, i * 0.5 as x from range(5000) t(i)")
+        con.execute("create table a as select i as id, 'k' || i as name, i % 7 as grp, cast(i as double) * 0.5 as x "
+                    "from range(50000) t(i)")
         con.execute("create table dup as select * from a union all select * from a where id % 500 = 3")
         con.execute("create table same as select * from a")
+        con.execute("create table changed as select id, name, case when id % 1000 = 7 then grp + 1 else grp end "
+                    "as grp, case when id % 1000 = 9 then x + 1 else x * (1 + 1e-12) end as x from a "
+                    "where id % 5000 <> 11")
     calls: list[str] = []
     totals = core._totals
     monkeypatch.setattr(core, "_totals", lambda plan, same: calls.append("totals") or totals(plan, same))
+    import rerun_safety.diff.rows as rows
+
+    narrow = rows._narrow_to_keys
+    monkeypatch.setattr(rows, "_narrow_to_keys", lambda plan, keys: calls.append(len(keys)) or narrow(plan, keys))
     con = DuckDBConnection(str(path))
     try:
         dup = diff_relations(con, ("main", "a"), ("main", "dup"), key=("id",))
-        assert calls == [] and (dup.extra_rows, dup.duplicate_keys, dup.bucketing) == (10, 10, "range")
+        assert calls == [100] and (dup.extra_rows, dup.duplicate_keys, dup.bucketing) == (100, 100, "range")
+        calls.clear()
         same = diff_relations(con, ("main", "a"), ("main", "same"), key=("id",))
-        assert calls == ["totals"] and same.identical
+        assert calls == [] and same.identical and same.bucketing == "range" and same.buckets > 4096
+        ch = diff_relations(con, ("main", "a"), ("main", "changed"), key=("id",))
+        assert calls[:1] == [110] and not ch.identical  # the unmatched keys, read once
+        calls.clear()
+        # 50 keys with grp changed, 50 with x changed beyond the tolerance (the rest within it), 10 gone
+        assert (ch.changed_rows, ch.missing_keys, ch.extra_keys, ch.missing_rows, ch.extra_rows) == (100, 10, 0, 110, 100)
+        assert ch.differing_columns == ("grp", "x")
+        assert con.fetchone("select current_setting('perfect_ht_threshold')")[0] == 12
+        assert con.fetchone("select count(*) from duckdb_tables() where temporary")[0] == 0
+        by_name = diff_relations(con, ("main", "a"), ("main", "same"), key=("name",))
+        assert calls == ["totals"] and by_name.identical
     finally:
         con.close()

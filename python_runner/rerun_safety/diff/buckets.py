@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from typing import Sequence
 
 from . import limits
@@ -58,6 +59,26 @@ def _pg_differing_buckets_same(plan: _Plan) -> tuple[int, int, int, list[tuple]]
     return lt, rt, nj, [(r[4], r[5], int(r[6]), int(r[7])) for r in rows if r[4] is not None]
 
 
+@contextmanager
+def _perfect_hash(plan: _Plan, con):
+    """DuckDB, range buckets: let the bucket aggregate use a perfect hash table (an array indexed
+    by the bucket, whose range DuckDB knows from the key's statistics) instead of a hash table:
+    0.22 s against 0.24-0.30 s per 10M rows. DuckDB does so only for ranges of up to
+    `perfect_ht_threshold` bits (12 by default: 4,096 buckets); the setting is raised for this
+    query (at most MAX_BUCKETS, 2^18 entries of a few dozen bytes) and put back."""
+    con = plan.left.con
+    bits = max(1, plan.buckets).bit_length() + 1
+    if plan.dialect != "duckdb" or plan.mode != "range" or bits <= 12:
+        yield
+        return
+    before = con.fetchone("select current_setting('perfect_ht_threshold')")[0]
+    con.execute(f"set perfect_ht_threshold = {max(int(before), bits)}")
+    try:
+        yield
+    finally:
+        con.execute(f"set perfect_ht_threshold = {int(before)}")
+
+
 def _differing_buckets_same(plan: _Plan) -> tuple[int, int, int, list[tuple]]:
     """One query: both sides' bucket checksums, joined in the warehouse; returns the differing ones."""
     if plan.dialect == "postgres":
@@ -73,7 +94,8 @@ def _differing_buckets_same(plan: _Plan) -> tuple[int, int, int, list[tuple]]:
            f"(select coalesce(sum(c), 0) from l) as lt, (select coalesce(sum(c), 0) from r) as rt, "
            f"(select count(*) from l) + (select count(*) from r) as nb, (select count(*) from j) as nj) t "
            f"left join (select * from j order by b limit {limits.MAX_LISTED_BUCKETS + 1}) j on true")
-    rows = plan.left.con.fetchall(sql)
+    with _perfect_hash(plan, plan.left.con):
+        rows = plan.left.con.fetchall(sql)
     lt, rt, nb, nj = (int(v) for v in rows[0][:4])
     if plan.mode == "column":
         plan.buckets = nb // 2
@@ -87,7 +109,9 @@ def _differing_buckets_across(plan: _Plan) -> tuple[int, int, int, list[tuple]]:
             sql = f"select b, p, lc, ls from ({_pg_bucket_groups(plan, [(0, side, b, h, p)])}) x"
         else:
             sql = _bucket_query(plan, side, b, h, p)
-        return {r[0]: (r[1], int(r[2]), r[3]) for r in side.con.fetchall(sql)}
+        with _perfect_hash(plan, side.con):
+            found = side.con.fetchall(sql)
+        return {r[0]: (r[1], int(r[2]), r[3]) for r in found}
 
     if plan.dialect == "spark":
         return _spark_differing_buckets(plan)

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import heapq
+import uuid
 from collections import Counter
 from typing import Iterable
+
+from sqlglot import exp
 
 from . import limits
 from .floats import _Loose, _pair_floats, _sort_key, floats_close, round_float_sql
 from .plan import _pair, _Plan
 from .results import Side, _jsonable
+from ..sandbox.base import ident
 from .sql import _TID, _hash_type, _in_list, _is_base_table, _q, materialized, wide_type
 
 
@@ -105,9 +109,13 @@ def _rows_same(plan: _Plan, buckets: list[int] | None) -> tuple[dict, list, list
     # (a NULL key matches no list: then the buckets filter)
     plan.extra["unmatched_keys"] = (keys if int_key and len(keys) <= limits.MAX_LISTED_KEYS and None not in keys
                                     else None)
+    narrowed = d == "duckdb" and bool(plan.extra["unmatched_keys"])
+    if narrowed:
+        _narrow_to_keys(plan, plan.extra["unmatched_keys"])
     if near_buckets:
-        within = buckets if len(near_buckets) > limits.MAX_LISTED_BUCKETS else near_buckets
-        loose = _loose_rows_same(plan, within, plan.extra["unmatched_keys"])
+        # narrowed: the tables hold exactly the rows of the unmatched keys, all read here
+        within = None if narrowed else buckets if len(near_buckets) > limits.MAX_LISTED_BUCKETS else near_buckets
+        loose = _loose_rows_same(plan, within, None if narrowed else plan.extra["unmatched_keys"])
         if loose is not None:
             lrest, rrest = _pair_floats(plan, loose, out)
             # samples: the rows that stay unmatched, also those outside the buckets read here
@@ -116,6 +124,27 @@ def _rows_same(plan: _Plan, buckets: list[int] | None) -> tuple[dict, list, list
                                        key=lambda p: p[:2])[:limits.SAMPLE_ROWS]
                                 for picks, rest in ((lsample, lrest), (rsample, rrest)))
     return out, lsample, rsample
+
+
+def _narrow_to_keys(plan: _Plan, keys: list[int]) -> None:
+    """DuckDB, a single integer key whose unmatched keys are all listed: copy every row of those
+    keys, of both sides, into a temporary table per side (one scan of each), and point the plan at
+    them. The float pairing, the samples, the other halves of changed keys and the column search
+    then read those few rows instead of scanning both sides again each (10M rows, 1,000
+    differences: 0.35 s of scans -> 0.1 s). `compare` drops the tables."""
+    con = plan.left.con
+    made = plan.extra.setdefault("temp_tables", [])
+    for attr in ("left", "right"):
+        side = getattr(plan, attr)
+        temp = exp.Table(this=ident(f"rs_diff_{attr}_{uuid.uuid4().hex[:12]}"), db=ident("main"),
+                         catalog=ident("temp"))
+        con.execute_temp(f"create temp table {temp.sql(dialect='duckdb')} as select * from "
+                         f"{plan.src(side, _in_list(plan.keys_sql[0], keys, 'duckdb'))}")
+        made.append(temp)
+        # a few rows: filtered directly, no late materialization (and no catalog query to know)
+        con.__dict__.setdefault("_rs_base_tables", {})[temp.sql(dialect="duckdb")] = False
+        setattr(plan, attr, Side(con, temp, None, side.label))
+    plan.extra["narrowed"] = True
 
 
 def _int_key(plan: _Plan) -> bool:

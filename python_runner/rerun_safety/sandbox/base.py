@@ -12,13 +12,15 @@ import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import sqlglot
 from sqlglot import exp
 
 from ..errors import ConfigError, SandboxError
-from ..project import SourceTable
+
+if TYPE_CHECKING:  # the diff imports this module without the project's parsing (yaml, dbt)
+    from ..project import SourceTable
 
 # Every sandbox (file, folder or database) starts with this, so a later run can find leftovers.
 PREFIX = "rerun_safety_sbx_"

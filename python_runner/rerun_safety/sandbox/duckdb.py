@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 import shutil
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import duckdb
 import sqlglot
@@ -13,14 +13,17 @@ from sqlglot import exp
 
 from ..dbt_invoke import release_duckdb
 from ..errors import ConfigError, SandboxError
-from ..project import SourceTable
 from .base import SNAPSHOT_SCHEMA, Connection, Engine, Sandbox, ident, snapshot_table, table
+
+if TYPE_CHECKING:
+    from ..project import SourceTable
 
 
 class DuckDBConnection(Connection):
     dialect = "duckdb"
 
     def __init__(self, path: str, read_only: bool = False):
+        self._path = path
         try:
             # shares the instance dbt-duckdb keeps open on this file, if any (same process)
             self._con = duckdb.connect(path, read_only=read_only)
@@ -62,6 +65,10 @@ class DuckDBConnection(Connection):
         self._touched(sql)
         self._con.execute(self.sql(sql), params or [])
 
+    def execute_temp(self, sql: str) -> None:
+        """DDL of this session's temporary tables alone: they are not in the cached catalog."""
+        self._con.execute(sql)
+
     def fetchall(self, sql) -> list[tuple]:
         return self._con.execute(self.sql(sql)).fetchall()
 
@@ -72,7 +79,8 @@ class DuckDBConnection(Connection):
 
     def close(self) -> None:
         try:
-            self._con.execute("checkpoint")
+            if self._path != ":memory:":  # the diff's own connection holds nothing to write
+                self._con.execute("checkpoint")
         except duckdb.Error:
             pass
         self._con.close()
