@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from rerun_safety.gameday.plan import row_hash_predicate
+from rerun_safety.gameday.timeline import row_hash_predicate
 
 from _support import duckdb_profile, load_duckdb_with, load_postgres_with, postgres_profile, write_profiles
 from gameday_support import by_name, load_report, run_cli

@@ -10,7 +10,7 @@ from typing import Iterable
 from sqlglot import exp
 
 from . import limits
-from .floats import _Loose, _pair_floats, _sort_key, floats_close, round_float_sql
+from .floats import _Loose, _pair_floats, _sort_key, floats_close
 from .plan import _pair, _Plan
 from .results import Side, _jsonable
 from ..sandbox.base import ident

@@ -6,6 +6,7 @@ import time
 from .. import clock
 from .options import GamedayOptions
 from .plan import Plan
+from .timeline import late_delay
 from ..project import Project
 from ..results import VERDICT_ORDER, GamedayReport, ModelVerdict
 from .verdict import model_verdict, root_causes
@@ -40,7 +41,6 @@ def build_report(options: GamedayOptions, project: Project, plan: Plan, by_model
     run_notes = [f"simulated schedule: {t.steps} {t.batch.label} batches from {t.bounds[0]} to {t.end} "
                  f"(the first build holds everything before {t.bounds[0]}); each run sees the clock at the "
                  "end of its batch", *plan.notes]
-    from .plan import late_delay
 
     for src in plan.inputs:
         if src.load_column:

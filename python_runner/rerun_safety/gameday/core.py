@@ -18,12 +18,12 @@ from .. import clock
 from . import order_only, side_effects
 from .assemble import build_report
 from .by_name import ByName, copy_read_by_name
+from .judge import failed, judge
 from ..diff import diff_relations
 from ..dbt_invoke import StatementWatch, scrub_dbt_environment, scrub_note
 from ..errors import ConfigError, RerunSafetyError, SandboxError, first_line
 from .options import GamedayOptions  # noqa: F401 - the public import path
-from .plan import (Lateness, Plan, arrival_expr, arrives_out_of_order, batch_condition, cut_slice, late_superset, make_plan,
-                   partition_column, plan_timeline, row_hash_predicate, row_order, time_expr)
+from .plan import Lateness, Plan, make_plan, partition_column
 from .preflight import check_columns, check_config
 from .rebuild import CARRIED, CARRIED_ORDER, determinism_ids, final_rebuild, first_ids, order_sensitive
 from ..project import Project
@@ -34,8 +34,10 @@ from ..sandbox.base import (PARSE_PREFIX, REFERENCE_SCHEMA, SNAPSHOT_SCHEMA, Con
                            ts_literal)
 from .runs import _chains, _counts, _node_errors, _sharing_first_build, _tally
 from .scenarios import Arrive, Reset, Run, count_runs, scenario_steps
+from .timeline import (arrival_expr, arrives_out_of_order, batch_condition, cut_slice, late_superset, plan_timeline,
+                       row_hash_predicate, row_order, time_expr)
 from ..secrets import secrets_through_env
-from .verdict import current_versions, differs, failed_result, levels, scenario_result
+from .verdict import differs, levels
 from .workers import kill_pool, run_parallel, start_pool
 
 class _NoProgress:
@@ -287,8 +289,8 @@ class Gameday:
                         stopped, results)
                 with self.engine.connect(sb) as con:
                     if not lean:
-                        judged_all[scenario] = self._judge(con, scenario, plan, errors, ref_errors, judge_ids,
-                                                           skipped)
+                        judged_all[scenario] = judge(con, scenario, plan, errors, ref_errors,
+                                                     self.options.float_tolerance, judge_ids, skipped)
                     for uid, added in reopened.items():
                         r = judged_all[scenario].get(uid)
                         if r is not None and r.verdict in ("safe", "untested", "drift"):
@@ -313,7 +315,7 @@ class Gameday:
         built (`first`: its first build), and judge the others from the reference."""
         assert self.engine and self.project
         with self.engine.connect(sb) as con:
-            out = self._judge(con, scenario, plan, errors, ref_errors, current, skipped)
+            out = judge(con, scenario, plan, errors, ref_errors, self.options.float_tolerance, current, skipped)
         differing = {u for u, r in out.items() if differs(r.verdict)}
         failed = {**ref_errors, **skipped, **errors}
         opaque = current if scenario != "determinism" else current & plan.order_sensitive
@@ -326,8 +328,8 @@ class Gameday:
         built = set(rebuild) | (first - current)
         rest = {m.unique_id for m in plan.judged} - current
         with self.engine.connect(sb) as con:
-            out.update(self._judge(con, scenario, plan, errors, ref_errors,
-                                   {u for u in rest if u in built or u in ref_errors or u in errors}, skipped))
+            out.update(judge(con, scenario, plan, errors, ref_errors, self.options.float_tolerance,
+                             {u for u in rest if u in built or u in ref_errors or u in errors}, skipped))
         for uid in sorted(rest - set(out)):
             if uid in blocked:
                 out[uid] = ScenarioResult(scenario, "untested", message=blocked[uid])
@@ -416,51 +418,6 @@ class Gameday:
                     con.drop_relation(m.schema, m.identifier)
                     con.copy_table(REFERENCE_SCHEMA, plan.ref_names[m.unique_id], m.schema, m.identifier)
 
-    @staticmethod
-    def _failed(plan: Plan, uid: str, scenario: str, message: str) -> ScenarioResult:
-        hooks = side_effects.hook_texts(plan.project.manifest, [uid])[0].get(uid, "")
-        return failed_result(scenario, message, hooks)
-
-    def _judge(self, con: Connection, name: str, plan: Plan, errors: dict[str, str],
-               ref_errors: dict[str, str], only: set[str] | None = None,
-               skipped: dict[str, str] | None = None) -> dict[str, ScenarioResult]:
-        out: dict[str, ScenarioResult] = {}
-        with con.catalog_cached():
-            for m in plan.judged:
-                if only is None or m.unique_id in only:
-                    out[m.unique_id] = self._judge_one(con, name, plan, m, errors, ref_errors, skipped)
-        return out
-
-    def _judge_one(self, con: Connection, name: str, plan: Plan, m, errors: dict[str, str],
-                   ref_errors: dict[str, str], skipped: dict[str, str] | None) -> ScenarioResult:
-        uid = m.unique_id
-        if uid in ref_errors:
-            return (self._failed(plan, uid, name, ref_errors[uid]) if name == "reference" else
-                    ScenarioResult(name, "skipped", message=f"reference build failed: {ref_errors[uid]}"))
-        if uid in errors:
-            return self._failed(plan, uid, name, errors[uid])
-        # not built, or not in every run: never shown safe
-        if not con.relation_kind(m.schema, m.identifier) or uid in (skipped or {}):
-            why = (skipped or {}).get(uid) or "not built in this scenario (an upstream model failed)"
-            return ScenarioResult(name, "untested", message=why)
-        tol = m.float_tolerance if m.float_tolerance is not None else self.options.float_tolerance
-        d = diff_relations(con, (REFERENCE_SCHEMA, plan.ref_names[uid]), (m.schema, m.identifier),
-                           key=m.key, ignore_columns=m.ignore_columns, where=current_versions(m, con.dialect),
-                           partition_column=plan.time_columns.get(uid) or partition_column(m),
-                           column_detail=(name == "determinism"), float_tolerance=tol)
-        r = replace(scenario_result(name, d), input_rows=plan.decisive_rows(m, name))
-        r = order_only.judge(con, plan, m, r, lambda a, b: diff_relations(
-            con, a, b, key=m.key, ignore_columns=m.ignore_columns, where=current_versions(m, con.dialect),
-            float_tolerance=tol))
-        # (a snapshot of a table that never changes is exercised by every run: each is a rerun
-        # of the same input, which must open no version)
-        if r.verdict == "safe" and (m.incremental or m.custom) and name != "determinism" \
-                and not plan.exercised.get(uid, True):
-            r = replace(r, verdict="untested", message=plan.untested_reason(m))
-        elif r.verdict == "safe" and (m.incremental or m.custom) and (why := plan.unexercised(m, name)):
-            r = replace(r, verdict="untested", message=f"{name}: {why}")
-        return r
-
     # ---------------------------------------------------------------- main
     def run(self) -> GamedayReport:
         started = time.perf_counter()
@@ -523,7 +480,7 @@ class Gameday:
                 uid = m.unique_id
                 rows = plan.reference_rows.get(uid, 0)
                 by_model[uid]["reference"] = (
-                    self._failed(plan, uid, "reference", ref_errors[uid]) if uid in ref_errors else
+                    failed(plan, uid, "reference", ref_errors[uid]) if uid in ref_errors else
                     ScenarioResult("reference", "safe", reference_rows=rows, rows=rows))
             start = None
             if shared:

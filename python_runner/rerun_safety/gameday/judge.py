@@ -1,0 +1,61 @@
+"""Judging a scenario's sandbox: each model's output diffed against its reference, as a verdict."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..diff import diff_relations
+from ..results import ScenarioResult
+from ..sandbox.base import REFERENCE_SCHEMA, Connection
+from . import order_only, side_effects
+from .plan import Plan, partition_column
+from .verdict import current_versions, failed_result, scenario_result
+
+
+def failed(plan: Plan, uid: str, scenario: str, message: str) -> ScenarioResult:
+    """A model whose build failed, with the hooks it runs (a failing hook is named as such)."""
+    hooks = side_effects.hook_texts(plan.project.manifest, [uid])[0].get(uid, "")
+    return failed_result(scenario, message, hooks)
+
+
+def judge(con: Connection, name: str, plan: Plan, errors: dict[str, str], ref_errors: dict[str, str],
+          float_tolerance: float | None, only: set[str] | None = None,
+          skipped: dict[str, str] | None = None) -> dict[str, ScenarioResult]:
+    """The verdicts of scenario `name` for the judged models (those in `only`, if given)."""
+    out: dict[str, ScenarioResult] = {}
+    with con.catalog_cached():
+        for m in plan.judged:
+            if only is None or m.unique_id in only:
+                out[m.unique_id] = judge_one(con, name, plan, m, errors, ref_errors, skipped, float_tolerance)
+    return out
+
+
+def judge_one(con: Connection, name: str, plan: Plan, m, errors: dict[str, str], ref_errors: dict[str, str],
+              skipped: dict[str, str] | None, float_tolerance: float | None) -> ScenarioResult:
+    uid = m.unique_id
+    if uid in ref_errors:
+        return (failed(plan, uid, name, ref_errors[uid]) if name == "reference" else
+                ScenarioResult(name, "skipped", message=f"reference build failed: {ref_errors[uid]}"))
+    if uid in errors:
+        return failed(plan, uid, name, errors[uid])
+    # not built, or not in every run: never shown safe
+    if not con.relation_kind(m.schema, m.identifier) or uid in (skipped or {}):
+        why = (skipped or {}).get(uid) or "not built in this scenario (an upstream model failed)"
+        return ScenarioResult(name, "untested", message=why)
+    tol = m.float_tolerance if m.float_tolerance is not None else float_tolerance
+    d = diff_relations(con, (REFERENCE_SCHEMA, plan.ref_names[uid]), (m.schema, m.identifier),
+                       key=m.key, ignore_columns=m.ignore_columns, where=current_versions(m, con.dialect),
+                       partition_column=plan.time_columns.get(uid) or partition_column(m),
+                       column_detail=(name == "determinism"), float_tolerance=tol)
+    r = replace(scenario_result(name, d), input_rows=plan.decisive_rows(m, name))
+    r = order_only.judge(con, plan, m, r, lambda a, b: diff_relations(
+        con, a, b, key=m.key, ignore_columns=m.ignore_columns, where=current_versions(m, con.dialect),
+        float_tolerance=tol))
+    # (a snapshot of a table that never changes is exercised by every run: each is a rerun
+    # of the same input, which must open no version)
+    if r.verdict == "safe" and (m.incremental or m.custom) and name != "determinism" \
+            and not plan.exercised.get(uid, True):
+        r = replace(r, verdict="untested", message=plan.untested_reason(m))
+    elif r.verdict == "safe" and (m.incremental or m.custom) and (why := plan.unexercised(m, name)):
+        r = replace(r, verdict="untested", message=f"{name}: {why}")
+    return r

@@ -1,0 +1,269 @@
+"""The replayed time line: when each input's rows arrive (event or load time, late rows), the
+batches cut from the inputs' time ranges and the rows each brings, and the inputs the data shows
+were loaded at once."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from sqlglot import exp
+
+from ..errors import ConfigError, first_line
+from ..project import SourceTable
+from ..sandbox.base import SNAPSHOT_SCHEMA, Connection, snapshot_table, table, ts_literal
+from .scenarios import Batch, Timeline, make_timeline
+
+if TYPE_CHECKING:
+    from .plan import Plan
+
+
+def _loaded_at_once(plan: Plan, timeline: Timeline) -> Timeline:
+    """An input most of whose rows were loaded in one batch before the replayed ones was loaded at
+    once, not logged over time: a reference table a connector synced a while ago is *static*;
+    one whose rows keep being re-synced after that (a dimension updated in place, which carries only
+    its last sync time) is *current state*. Both are present in full at every build. Replaying them
+    by their time column would leave the first build without them, or without the keys updated
+    since (a false loss of those keys). A declared kind (rerun_safety.yml) is left as it is."""
+    own = dict(timeline.own_bounds)
+    static = []
+    for src in list(plan.inputs):
+        counts = plan.arrivals.get(src.unique_id, ())
+        total = sum(counts)
+        if src.kind or not total:
+            continue
+        top, start = plan.bulk.get(src.unique_id, (0, None))
+        since = sum(counts[1:])
+        if src.unique_id in own and counts[-1] * 2 >= total:
+            top, start, since = counts[-1], own[src.unique_id][-2], 0
+        elif top * 2 < total or start is None:
+            continue
+        static.append(src.unique_id)
+        share = f"{top * 100 // total}% of its rows were loaded in one {timeline.batch.label} ({start:%Y-%m-%d %H:%M})"
+        plan.kinds[src.unique_id] = (
+            ("static", f"{share}, before the replayed batches: a table loaded at once") if not since else
+            ("current_state", f"{share}, before the replayed batches, and {since} since: a table loaded at once "
+                              "and updated in place (declare it `inputs: {name}: loaded_log` in rerun_safety.yml "
+                              "if its later rows are new ones)".replace("{name}", src.name)))
+    plan.make_static(static)
+    return replace(timeline, own_bounds=tuple((i, b) for i, b in timeline.own_bounds if i not in static))
+
+
+def _fullest_batch(con: Connection, src: SourceTable, plan: Plan, batch: Batch,
+                   before: dt.datetime) -> tuple[int, dt.datetime | None]:
+    """The rows of the input's fullest batch before `before` (by arrival time), and its start."""
+    when = arrival_expr(src, plan, con.dialect, late=False)
+    if batch.months:
+        bucket = exp.Add(this=exp.Mul(this=exp.Year(this=when), expression=exp.Literal.number(12)),
+                         expression=exp.Month(this=when))
+    else:
+        assert batch.delta is not None
+        bucket = exp.Floor(this=exp.Div(this=exp.TimeToUnix(this=when),
+                                        expression=exp.Literal.number(int(batch.delta.total_seconds()))))
+    per = (exp.select(exp.func("count", exp.Star()).as_("rs_n"), exp.func("min", when).as_("rs_at"))
+           .from_(table(SNAPSHOT_SCHEMA, snapshot_table(src)).as_("rs_row"))
+           .where(when < ts_literal(before)).group_by(bucket))
+    q = exp.select("rs_n", "rs_at").from_(per.subquery("rs_b")).order_by(exp.column("rs_n").desc()).limit(1)
+    row = con.fetchone(q)
+    if not row or row[0] is None:
+        return 0, None
+    return int(row[0]), batch.floor(_to_datetime(row[1], src.name) or before)
+
+
+def _to_datetime(value: Any, where: str) -> dt.datetime | None:
+    if value is None:
+        return None
+    if isinstance(value, dt.datetime):
+        return value.replace(tzinfo=None) if value.tzinfo is None else value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+    if isinstance(value, dt.date):
+        return dt.datetime.combine(value, dt.time())
+    try:
+        return dt.datetime.fromisoformat(str(value))
+    except ValueError:
+        raise ConfigError(f"{where} holds values that are not timestamps (e.g. {str(value)[:40]!r})") from None
+
+
+def time_expr(src: SourceTable) -> exp.Expression:
+    return exp.cast(exp.column(src.time_column, quoted=True), exp.DataType.build("timestamp"))
+
+
+def row_order(dialect: str) -> exp.Expression:
+    """An order of the rows of a table aliased `rs_row` unrelated to how they were written: a hash
+    of the whole row (DuckDB, PostgreSQL)."""
+    if dialect == "duckdb":
+        return exp.func("hash", exp.column("rs_row"))
+    return exp.func("md5", exp.cast(exp.column("rs_row"), exp.DataType.build("text")))
+
+
+def row_hash_predicate(dialect: str, modulus: int, below: int) -> exp.Expression:
+    """A deterministic share (below/modulus) of the rows of a table aliased `rs_row`, independent
+    of time order (parallel writers commit in any order; late rows are any rows)."""
+    if dialect == "duckdb":
+        return exp.condition(f"hash(rs_row) % {int(modulus)} < {int(below)}")
+    if dialect == "spark":
+        return exp.condition(f"pmod(xxhash64(rs_row.*), {int(modulus)}) < {int(below)}", dialect="spark")
+    return exp.condition(f"abs(hashtext(rs_row::text)) % {int(modulus)} < {int(below)}", dialect="postgres")
+
+
+def _delay(batch: Batch) -> exp.Expression:
+    if batch.months:
+        return exp.Interval(this=exp.Literal.string(str(batch.months)), unit=exp.Var(this="MONTH"))
+    assert batch.delta is not None
+    return exp.Interval(this=exp.Literal.string(str(int(batch.delta.total_seconds()))), unit=exp.Var(this="SECOND"))
+
+
+def late_delay(plan: "Plan") -> Batch:
+    assert plan.timeline is not None
+    if plan.late.by is not None:
+        return plan.late.by
+    b = plan.timeline.batch
+    return Batch(f"2 x {b.label}", b.delta * 2 if b.delta else None, b.months * 2)
+
+
+def arrival_expr(src: SourceTable, plan: "Plan", dialect: str, late: bool = True) -> exp.Expression:
+    """When a row arrives: its load time where the input declares one (in every scenario: a row
+    is never visible before it was loaded); else its event time, in the `late` scenario delayed
+    for a deterministic share of the rows."""
+    col = time_expr(src)
+    if src.load_column:
+        load = exp.cast(exp.column(src.load_column, quoted=True), exp.DataType.build("timestamp"))
+        return exp.func("coalesce", load, col)
+    if not late or not plan.late.fraction:
+        return col
+    share = row_hash_predicate(dialect, 10_000, round(plan.late.fraction * 10_000))
+    return exp.Case(ifs=[exp.If(this=share, true=exp.Add(this=col, expression=_delay(late_delay(plan))))],
+                    default=col)
+
+
+def arrives_out_of_order(src: SourceTable, late: bool) -> bool:
+    """Whether rows of this input arrive by something other than their event time."""
+    return bool(src.load_column) or late
+
+
+def late_superset(src: SourceTable, plan: "Plan", b0: dt.datetime) -> exp.Expression:
+    """Rows that may arrive at or after b0 in the `late` scenario (a cheap condition without the
+    row hash, for the DELETE of the reset)."""
+    col = time_expr(src)
+    if src.load_column:
+        load = exp.cast(exp.column(src.load_column, quoted=True), exp.DataType.build("timestamp"))
+        return exp.or_(col >= ts_literal(b0), load >= ts_literal(b0))
+    return exp.Add(this=col, expression=_delay(late_delay(plan))) >= ts_literal(b0)
+
+
+def cut_slice(con: Connection, plan: Plan, since: dt.datetime | None, until: dt.datetime | None) -> None:
+    """--since/--until: keep only the slice [since, until) of each timed input, in the sandbox's
+    live table and in the copy rows arrive from."""
+    conds = []
+    for src in plan.inputs:
+        col = time_expr(src)
+        if since is not None:
+            conds.append(col < ts_literal(since))
+        if until is not None:
+            conds.append(col >= ts_literal(until))
+        if not conds:
+            return
+        outside = exp.or_(*conds)
+        con.delete_rows(table(src.schema, src.identifier), outside)
+        con.delete_rows(table(SNAPSHOT_SCHEMA, snapshot_table(src)), outside)
+        conds = []
+
+
+SENTINEL_LOW = dt.datetime(1000, 1, 1)
+SENTINEL_HIGH = dt.datetime(9000, 1, 1)
+
+
+def batch_condition(col: exp.Expression, bounds: tuple[dt.datetime, ...], i: int) -> exp.Expression:
+    """Rows of replayed batch i; the last batch also takes whatever lies beyond the timeline."""
+    lower = col >= ts_literal(bounds[i - 1])
+    return lower if i == len(bounds) - 1 else exp.and_(lower, col < ts_literal(bounds[i]))
+
+
+def _batch_index(col: exp.Expression, bounds: tuple[dt.datetime, ...]) -> exp.Expression:
+    """0 before the first replayed batch, i for batch i, the last batch for anything beyond."""
+    ifs = [exp.If(this=col < ts_literal(b), true=exp.Literal.number(i)) for i, b in enumerate(bounds[:-1])]
+    return exp.Case(ifs=ifs, default=exp.Literal.number(len(bounds) - 1))
+
+
+def _count_where(cond: exp.Expression) -> exp.Expression:
+    return exp.Filter(this=exp.func("count", exp.Star()), expression=exp.Where(this=cond))
+
+
+def _choose_half_committed(plan: Plan, timeline: Timeline) -> Timeline:
+    """The batch the partial scenario commits in halves: one where as many inputs as possible bring
+    rows in both halves (a half-committed batch whose rows all fall in one half leaves nothing
+    behind), the middle one among equals. Sparse inputs otherwise leave that scenario with nothing
+    to test."""
+    n = timeline.steps
+    middle = n // 2 + 1
+
+    def score(i: int) -> tuple[int, int]:
+        return sum(1 for s in plan.inputs if min(plan.halves_in_batch([s], i)) > 0), -abs(i - middle)
+
+    return replace(timeline, partial_at=max(range(1, n + 1), key=score))
+
+
+def plan_timeline(con: Connection, plan: Plan, batch: Batch, steps: int) -> Timeline:
+    """The replayed batches from the inputs' time ranges; counts the rows each batch brings."""
+    ranges: dict[str, tuple[dt.datetime, dt.datetime]] = {}
+    for src in plan.inputs:
+        col = time_expr(src)
+        # Sentinels ('infinity', 9999-12-31, 0001-01-01) stay in the data but not in the timeline: an
+        # early one is in the first build, a late one arrives with the last batch.
+        plain = exp.and_(col > ts_literal(SENTINEL_LOW), col < ts_literal(SENTINEL_HIGH))
+        q = exp.select(exp.func("min", col), exp.func("max", col)).from_(
+            table(SNAPSHOT_SCHEMA, snapshot_table(src))).where(plain)
+        kind = "seed" if src.seed else "source"
+        where = f"{kind} {src.name}: time column '{src.time_column}'"
+        try:
+            lo, hi = con.fetchone(q)
+        except Exception as err:  # noqa: BLE001 - a cast error: the time column is not a timestamp
+            hint = (f"; name a timestamp column of it in rerun_safety.yml (time_columns: {{{src.name}: <column>}}), "
+                    "which overrides dbt's configs") if not src.seed else ""
+            raise ConfigError(f"{where} cannot be read as a timestamp: "
+                              f"{first_line(err).rstrip(';')}{hint}") from None
+        lo, hi = _to_datetime(lo, where), _to_datetime(hi, where)
+        if lo is not None:
+            ranges[src.unique_id] = (lo, hi)
+    if not ranges and not plan.inputs:
+        timed = {s.unique_id for s in plan.inputs}
+        static = ", ".join([*(f"source {s.name}" for s in plan.static_sources),
+                            *(f"seed {m.name}" for m in plan.seeds if m.unique_id not in timed)])
+        raise ConfigError("no input of the selected models has a time column, so no rows can arrive batch by "
+                          "batch and there is nothing to replay" + (f" (inputs without one: {static})" if static else
+                                                                      " (they read no source or seed)") +
+                          ": name the column rows arrive by, `config: {event_time: <column>}` on a source or "
+                          "seed, or `time_columns: {<name>: <column>}` in rerun_safety.yml")
+    if not ranges:
+        names = ", ".join(f"{'seed' if s.seed else 'source'} {s.name}" for s in plan.inputs)
+        raise ConfigError(f"every timed input is empty, so there is nothing to replay (timed inputs: {names})")
+    tmin = min(lo for lo, _ in ranges.values())
+    tmax = max(hi for _, hi in ranges.values())
+    timeline = plan.timeline = make_timeline(tmin, tmax, steps, batch, ranges)
+    for src in plan.inputs:
+        b = timeline.bounds_for(src.unique_id)
+        col = time_expr(src)
+        when = arrival_expr(src, plan, con.dialect, late=False)
+        counts = [_count_where(when < ts_literal(b[0]))]
+        counts += [_count_where(batch_condition(when, b, i)) for i in range(1, len(b))]
+        # the half of each batch the partial scenario commits first (gameday._apply: the same predicate)
+        half = row_hash_predicate(con.dialect, 2, 1)
+        counts += [_count_where(exp.and_(batch_condition(when, b, i), half)) for i in range(1, len(b))]
+        # rows that arrive (by load time, or in the `late` scenario) after a later batch than their event's
+        counts.append(_count_where(_batch_index(arrival_expr(src, plan, con.dialect), b) > _batch_index(col, b)))
+        row = con.fetchone(exp.select(*counts).from_(table(SNAPSHOT_SCHEMA, snapshot_table(src)).as_("rs_row")))
+        values = [int(x or 0) for x in row[:-1]]
+        plan.arrivals[src.unique_id] = tuple(values[:len(b)])
+        plan.first_halves[src.unique_id] = (0, *values[len(b):])
+        plan.late_rows[src.unique_id] = int(row[-1] or 0)
+        if not src.kind and values[0] * 2 >= sum(values[:len(b)]):
+            plan.bulk[src.unique_id] = _fullest_batch(con, src, plan, timeline.batch, b[0])
+    timeline = plan.timeline = _choose_half_committed(plan, _loaded_at_once(plan, timeline))
+    if timeline.steps < steps:
+        plan.notes.append(f"--steps {steps} asked for more batches than the data holds: {timeline.steps} "
+                          f"{batch.label} batches replayed")
+    for input_id, bounds in timeline.own_bounds:
+        name = plan.project.input(input_id).name
+        plan.notes.append(f"{name} ends before the replayed batches of the other inputs: its own last "
+                          f"{timeline.steps} batches ({bounds[0]} .. {bounds[-1]}) arrive instead")
+    return timeline
