@@ -343,7 +343,7 @@ def start_spark_cluster(root: Path, *, timeout: float = 180.0, host: str = "127.
         try:
             cluster.master_state()
             break
-        except OSError:
+        except (OSError, ValueError):  # not listening yet, or the UI's HTML before its JSON servlet
             if time.monotonic() > deadline:
                 fail(f"the master did not answer on {cluster.master_ui_url} within {timeout:.0f} s", master)
             time.sleep(0.2)
