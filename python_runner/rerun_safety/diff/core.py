@@ -74,8 +74,11 @@ def compare(left: Side, right: Side, *, key: Sequence[str] = (), ignore_columns:
 def _row_level(plan, same: bool, nj: int, listed: list[tuple], result: dict) -> DiffResult:
     """The rows behind the differing buckets: counts, samples, differing columns."""
     d = plan.dialect
+    # the differing buckets, listed; None: read every row (too many to list, or most of them: then
+    # a filter costs more than the rows it leaves out)
+    within = [b for b, *_ in listed] if nj <= limits.MAX_LISTED_BUCKETS and nj * 2 <= plan.buckets else None
     if same:
-        counts, lpick, rpick = _rows_same(plan, [b for b, *_ in listed] if nj <= limits.MAX_LISTED_BUCKETS else None)
+        counts, lpick, rpick = _rows_same(plan, within)
     else:
         counts, lpick, rpick = _rows_across(plan, listed)  # every differing bucket is listed
     sample = _spark_samples(plan, lpick, rpick) if d == "spark" else None
@@ -86,7 +89,7 @@ def _row_level(plan, same: bool, nj: int, listed: list[tuple], result: dict) -> 
         sample = [*sample, *_other_halves(plan, sample)]
     if same and plan.key and counts["changed_rows"]:
         # the columns that differ in every changed key, not only in the sampled ones
-        changed = _changed_columns(plan, [b for b, *_ in listed] if nj <= limits.MAX_LISTED_BUCKETS else None)
+        changed = _changed_columns(plan, within)
     else:
         changed = _sample_columns(sample, plan.key, plan.columns, dict(plan.floats))
     result.update(

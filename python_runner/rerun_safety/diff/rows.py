@@ -33,13 +33,17 @@ def _rows_same(plan: _Plan, buckets: list[int] | None) -> tuple[dict, list, list
     # Floats: the hash of the exact (non-float) columns rides along (it follows from the row hash,
     # so the groups stay the same): unmatched rows on both sides with equal exact columns may
     # pair within the tolerance, and only their buckets are read again with the floats' values.
-    # (Carrying each rounded float through the grouping cost ~4x on a wide table.)
-    fnames = ", nh" if plan.floats else ""
+    # (Carrying each rounded float through the grouping cost ~4x on a wide table.) Not on DuckDB
+    # with a single integer key: there the rows of the unmatched keys are copied aside anyway
+    # (_narrow_to_keys), and pair there; the hash is computed only if they are too many to list.
+    int_key = _int_key(plan)
+    carry = bool(plan.floats) and not (d == "duckdb" and int_key)
+    fnames = ", nh" if carry else ""
     parts = []
     for s, side, b, h, nh in ((0, plan.left, plan.lb, plan.lh, plan.lnh), (1, plan.right, plan.rb, plan.rh, plan.rnh)):
         cond = _in_list(b, buckets, d) if buckets is not None else None
         tid = (", cast(ctid as text) as t" if _is_base_table(side) else ", cast(null as text) as t") if pg else ""
-        fcols = f", {nh} as nh" if plan.floats else ""
+        fcols = f", {nh} as nh" if carry else ""
         parts.append(f"select {s} as s, {b} as b, {h} as h{kcols}{fcols}{tid} from {plan.src(side, cond)}")
     nb = f"cast(null as {wide_type(d)})"
     z = "cast(0 as bigint)"
@@ -72,14 +76,13 @@ def _rows_same(plan: _Plan, buckets: list[int] | None) -> tuple[dict, list, list
         selects.append(f"select * from (select '{kind}', {z}, {z}, {z}, {z}, {z}, {z}, {z}, {z}, {z}, "
                        f"cast(b as {wide_type(d)}), h{', t' + kind if pg else ''} "
                        f"from p where {cond} order by b, h limit {limits.SAMPLE_ROWS}) x{kind}")
-    int_key = _int_key(plan)
     if int_key:
         # A single integer key: the keys of the unmatched groups (a few thousand at most) filter
         # the float pairing and the column search below far better than their buckets do.
         selects.append(f"select * from (select distinct 'u', {z}, {z}, {z}, {z}, {z}, {z}, {z}, {z}, {z}, "
                        f"cast(k0 as {wide_type(d)}), cast(null as {ht}){nt} from p where lc <> rc "
                        f"limit {limits.MAX_LISTED_KEYS + 1}) xu")
-    if plan.floats:
+    if carry:
         # Buckets holding a left-unmatched and a right-unmatched group with the same exact
         # columns: only there may rows pair (their floats are then compared one by one).
         num = wide_type(d)
@@ -109,13 +112,16 @@ def _rows_same(plan: _Plan, buckets: list[int] | None) -> tuple[dict, list, list
     # (a NULL key matches no list: then the buckets filter)
     plan.extra["unmatched_keys"] = (keys if int_key and len(keys) <= limits.MAX_LISTED_KEYS and None not in keys
                                     else None)
-    narrowed = d == "duckdb" and bool(plan.extra["unmatched_keys"])
+    listed = plan.extra["unmatched_keys"]
+    narrowed = d == "duckdb" and bool(listed)
     if narrowed:
-        _narrow_to_keys(plan, plan.extra["unmatched_keys"])
-    if near_buckets:
+        _narrow_to_keys(plan, listed)
+    elif plan.floats and not carry and out["only_l"] and out["only_r"]:
+        near_buckets = _near_buckets(plan, buckets)  # too many unmatched keys to copy aside
+    if near_buckets or (narrowed and plan.floats and out["only_l"] and out["only_r"]):
         # narrowed: the tables hold exactly the rows of the unmatched keys, all read here
         within = None if narrowed else buckets if len(near_buckets) > limits.MAX_LISTED_BUCKETS else near_buckets
-        loose = _loose_rows_same(plan, within, None if narrowed else plan.extra["unmatched_keys"])
+        loose = _loose_rows_same(plan, within, None if narrowed else listed)
         if loose is not None:
             lrest, rrest = _pair_floats(plan, loose, out)
             # samples: the rows that stay unmatched, also those outside the buckets read here
@@ -134,17 +140,44 @@ def _narrow_to_keys(plan: _Plan, keys: list[int]) -> None:
     differences: 0.35 s of scans -> 0.1 s). `compare` drops the tables."""
     con = plan.left.con
     made = plan.extra.setdefault("temp_tables", [])
-    for attr in ("left", "right"):
+    tag = uuid.uuid4().hex[:12]
+    # each row's bucket and hashes are computed once, here, and kept beside it (a wide row's hash
+    # is a long expression: each query that computed it again paid for it, planning included)
+    kept = {name: _q(f"rs_diff_{name}_{tag}", "duckdb") for name in ("b", "h", "nh")}
+    for attr, b, h, nh in (("left", "lb", "lh", "lnh"), ("right", "rb", "rh", "rnh")):
         side = getattr(plan, attr)
-        temp = exp.Table(this=ident(f"rs_diff_{attr}_{uuid.uuid4().hex[:12]}"), db=ident("main"),
-                         catalog=ident("temp"))
-        con.execute_temp(f"create temp table {temp.sql(dialect='duckdb')} as select * from "
+        temp = exp.Table(this=ident(f"rs_diff_{attr}_{tag}"), db=ident("main"), catalog=ident("temp"))
+        extra = f", {getattr(plan, b)} as {kept['b']}, {getattr(plan, h)} as {kept['h']}"
+        if plan.floats:
+            extra += f", {getattr(plan, nh)} as {kept['nh']}"
+        con.execute_temp(f"create temp table {temp.sql(dialect='duckdb')} as select *{extra} from "
                          f"{plan.src(side, _in_list(plan.keys_sql[0], keys, 'duckdb'))}")
         made.append(temp)
         # a few rows: filtered directly, no late materialization (and no catalog query to know)
         con.__dict__.setdefault("_rs_base_tables", {})[temp.sql(dialect="duckdb")] = False
         setattr(plan, attr, Side(con, temp, None, side.label))
+        setattr(plan, b, kept["b"])
+        setattr(plan, h, kept["h"])
+        if plan.floats:
+            setattr(plan, nh, kept["nh"])
     plan.extra["narrowed"] = True
+
+
+def _near_buckets(plan: _Plan, buckets: list[int] | None) -> list[int]:
+    """Buckets holding a left-unmatched and a right-unmatched group whose exact (non-float)
+    columns are equal: only there may rows pair within the float tolerance (what `_rows_same`
+    finds on the way when it carries the hash of the exact columns)."""
+    d = plan.dialect
+    parts = [f"select {s} as s, {b} as b, {h} as h, {nh} as nh from "
+             f"{plan.src(side, _in_list(b, buckets, d) if buckets is not None else None)}"
+             for s, side, b, h, nh in ((0, plan.left, plan.lb, plan.lh, plan.lnh),
+                                       (1, plan.right, plan.rb, plan.rh, plan.rnh))]
+    rows = plan.left.con.fetchall(
+        f"with p as {materialized(d)}(select b, h, nh, sum(1 - s) as lc, sum(s) as rc from "
+        f"({parts[0]} union all {parts[1]}) u group by b, h, nh), "
+        f"c as (select l.b as lb, r.b as rb from p l join p r on l.nh = r.nh where l.lc > l.rc and r.rc > r.lc) "
+        f"select x from (select lb as x from c union select rb from c) cb limit {limits.MAX_LISTED_BUCKETS + 1}")
+    return [int(r[0]) for r in rows]
 
 
 def _int_key(plan: _Plan) -> bool:
