@@ -68,8 +68,9 @@ Floats
 Modules
   results  the sides, the result, the error     plan     columns, row hashes, bucketing
   sql      the engines' SQL pieces, filters      buckets  bucket checksums, differing buckets
-  floats   float tolerance, rounding, pairing    rows     row-level multiset comparison, samples
-  limits   sizes and limits (read at call time)  core     compare, diff_relations
+  floats   float tolerance, rounding, pairing    rows     row-level multiset comparison
+  limits   sizes and limits (read at call time)  samples  the sample rows, columns of a pair
+                                                 core     compare, diff_relations
 """
 from __future__ import annotations
 

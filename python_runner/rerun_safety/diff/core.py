@@ -13,8 +13,10 @@ from .buckets import _differing_buckets_across, _differing_buckets_same
 from .floats import float_tolerance_of, round_float_sql
 from .plan import _plan, _set_hash_buckets, _set_range_buckets, _totals
 from .results import DiffError, DiffResult, Side, _jsonable
-from .rows import _fetch_sample, _rows_across, _rows_same, _sample_columns, _spark_samples
-from .sql import _TEMPORAL, _hash_sql, _in_list, _int_sum, _q, _src, columns_of, parse_where, row_hash, text_type
+from .rows import _rows_across, _rows_same
+from .samples import _fetch_sample, _sample_columns, _spark_samples
+from .sql import (_TEMPORAL, _hash_sql, _in_list, _int_sum, _is_base_table, _q, _src, columns_of, parse_where,
+                  row_hash, text_type)
 
 
 def compare(left: Side, right: Side, *, key: Sequence[str] = (), ignore_columns: Sequence[str] = (),
@@ -212,9 +214,12 @@ def _changed_columns(plan, buckets: list[int] | None) -> list[str]:
     hashed = d != "postgres"
 
     listed = plan.extra.get("unmatched_keys")  # every changed key is among them (rows._rows_same)
+    # PostgreSQL: a row of every unmatched group, by address (rows._rows_same), when few
+    tids = plan.extra.get("unmatched_tids") if d == "postgres" else None
 
-    def side(s: Side, b: str, h: str, which: int) -> str:
-        cond = (None if plan.extra.get("narrowed") else  # rows.py: only the unmatched keys' rows
+    def side(s: Side, b: str, h: str, which: int, by_address: bool) -> str:
+        cond = (f"ctid = any(array[{', '.join(repr(t) for t in tids[which])}]::tid[])" if by_address and tids else
+                None if plan.extra.get("narrowed") else  # rows.py: only the unmatched keys' rows
                 _in_list(plan.keys_sql[0], listed, d) if listed is not None else
                 _in_list(b, buckets, d) if buckets is not None else None)
         values = ", ".join(f"{exprs[c][which]} as c{j}" for j, c in enumerate(cols))
@@ -225,8 +230,16 @@ def _changed_columns(plan, buckets: list[int] | None) -> list[str]:
 
     on = " and ".join(f"l.k{i} = r.k{i}" for i in range(len(plan.key))) + (" and l.h <> r.h" if hashed else "")
     flags = ", ".join(f"max(case when {differs(j)} then 1 else 0 end) as f{j}" for j in range(len(cols)))
-    row = plan.left.con.fetchone(f"select {flags} from ({side(plan.left, plan.lb, plan.lh, 0)}) l join "
-                                 f"({side(plan.right, plan.rb, plan.rh, 1)}) r on {on}")
+    if tids and all(tids) and all(_is_base_table(s) for s in (plan.left, plan.right)):
+        # the rows at those addresses, unless one moved since (a concurrent update): then a scan
+        row = plan.left.con.fetchone(
+            f"with l as ({side(plan.left, plan.lb, plan.lh, 0, True)}), "
+            f"r as ({side(plan.right, plan.rb, plan.rh, 1, True)}) "
+            f"select {flags}, (select count(*) from l), (select count(*) from r) from l join r on {on}")
+        if row and (row[-2], row[-1]) == (len(tids[0]), len(tids[1])):
+            return [c for j, c in enumerate(cols) if row[j]]
+    row = plan.left.con.fetchone(f"select {flags} from ({side(plan.left, plan.lb, plan.lh, 0, False)}) l join "
+                                 f"({side(plan.right, plan.rb, plan.rh, 1, False)}) r on {on}")
     return [c for j, c in enumerate(cols) if row and row[j]]
 
 

@@ -10,9 +10,9 @@ from typing import Iterable
 from sqlglot import exp
 
 from . import limits
-from .floats import _Loose, _pair_floats, _sort_key, floats_close
+from .floats import _Loose, _pair_floats, _sort_key
 from .plan import _pair, _Plan
-from .results import Side, _jsonable
+from .results import Side
 from ..sandbox.base import ident
 from .sql import _TID, _hash_type, _in_list, _is_base_table, _q, materialized, wide_type
 
@@ -82,6 +82,13 @@ def _rows_same(plan: _Plan, buckets: list[int] | None) -> tuple[dict, list, list
         selects.append(f"select * from (select distinct 'u', {z}, {z}, {z}, {z}, {z}, {z}, {z}, {z}, {z}, "
                        f"cast(k0 as {wide_type(d)}), cast(null as {ht}){nt} from p where lc <> rc "
                        f"limit {limits.MAX_LISTED_KEYS + 1}) xu")
+    if pg:
+        # PostgreSQL: the address of a row of every unmatched group (when they are few), so that
+        # the column search reads those rows by address instead of scanning both sides again
+        for kind, cond in (("tl", "lc > rc"), ("tr", "rc > lc")):
+            selects.append(f"select * from (select '{kind}', {z}, {z}, {z}, {z}, {z}, {z}, {z}, {z}, {z}, "
+                           f"{nb}, cast(null as {ht}), t{kind[1]} from p where {cond} "
+                           f"limit {limits.MAX_LISTED_KEYS + 1}) x{kind}")
     if carry:
         # Buckets holding a left-unmatched and a right-unmatched group with the same exact
         # columns: only there may rows pair (their floats are then compared one by one).
@@ -94,8 +101,11 @@ def _rows_same(plan: _Plan, buckets: list[int] | None) -> tuple[dict, list, list
     rows = plan.left.con.fetchall(sql + " union all ".join(selects))
     out = dict.fromkeys(_COUNT_FIELDS, 0)
     lsample, rsample, near_buckets, keys = [], [], [], []
+    tids: dict[str, list] = {"tl": [], "tr": []}
     for kind, a1, a2, a3, a4, a5, a6, a7, a8, a9, b, h, *tid in rows:
-        if kind == "c":
+        if kind in tids:
+            tids[kind].append(tid[0])
+        elif kind == "c":
             near_buckets.append(int(b))
         elif kind == "u":
             keys.append(None if b is None else int(b))
@@ -111,6 +121,10 @@ def _rows_same(plan: _Plan, buckets: list[int] | None) -> tuple[dict, list, list
     # the keys of every unmatched group, when they are few (see _int_key)
     # (a NULL key matches no list: then the buckets filter)
     plan.extra["unmatched_keys"] = (keys if int_key and len(keys) <= limits.MAX_LISTED_KEYS and None not in keys
+                                    else None)
+    found = [tids["tl"], tids["tr"]]
+    plan.extra["unmatched_tids"] = (found if all(len(t) <= limits.MAX_LISTED_KEYS and
+                                                 all(x is not None and _TID.match(x) for x in t) for t in found)
                                     else None)
     listed = plan.extra["unmatched_keys"]
     narrowed = d == "duckdb" and bool(listed)
@@ -380,34 +394,6 @@ def _spark_group_counts(plan: _Plan, buckets: list | None,
     return +lcount, +rcount
 
 
-def _spark_samples(plan: _Plan, lpick: list[tuple], rpick: list[tuple]) -> list[dict] | None:
-    """Spark: both sides' sample rows, as the group counts brought them, else in one query; None where
-    the sides' column types differ."""
-    d = plan.dialect
-    if plan.type_changes or not (lpick or rpick):
-        return None
-    found = plan.extra.get("spark_sample_rows", {})
-    if all((p[0], p[1]) in found.get(s, {}) for s, picks in ((0, lpick), (1, rpick)) for p in picks):
-        # every picked group's rows came with the group counts
-        out = []
-        for s, label, picks in ((1, "extra", rpick), (0, "missing", lpick)):
-            rows = [r for p in picks for r in found[s][(p[0], p[1])]][:limits.SAMPLE_ROWS]
-            out += [{"_diff": label, **{c: _jsonable(v) for c, v in zip(plan.columns, r)}} for r in rows]
-        return out
-    cols = ", ".join(_q(c, d) for c in plan.columns)
-    parts = []
-    for s, side, b, h, picks in ((1, plan.right, plan.rb, plan.rh, rpick), (0, plan.left, plan.lb, plan.lh, lpick)):
-        if picks:
-            cond = _in_list(b, {p[0] for p in picks}, d)
-            parts.append(f"select * from (select distinct {s} as s, {cols} from "
-                         f"{plan.src(side, cond, _in_list(h, {p[1] for p in picks}, d))} limit {limits.SAMPLE_ROWS}) x{s}")
-    rows = plan.left.con.fetchall(" union all ".join(parts))
-    out = []
-    for s, label in ((1, "extra"), (0, "missing")):
-        out += [{"_diff": label, **{c: _jsonable(v) for c, v in zip(plan.columns, r[1:])}} for r in rows if r[0] == s]
-    return out
-
-
 def _loose_rows_across(plan: _Plan, unmatched: dict[tuple, tuple[int, int]],
                        key_rows: dict[tuple, tuple[int, int]],
                        fetched: tuple[dict, dict] | None = None) -> list[_Loose] | None:
@@ -446,42 +432,3 @@ def _loose_rows_across(plan: _Plan, unmatched: dict[tuple, tuple[int, int]],
         if len(out) > limits.MAX_TOLERANCE_ROWS:
             return None
     return out
-
-
-def _fetch_sample(plan: _Plan, side: Side, b: str, h: str, picks: list[tuple], label: str) -> list[dict]:
-    """Rows of `side` with the picked (bucket, row hash); (bucket, hash, ctid) picks are read by address."""
-    if not picks:
-        return []
-    d = plan.dialect
-    cols = ", ".join(_q(c, d) for c in plan.columns) or "*"
-    bucket, hashed = _in_list(b, {p[0] for p in picks}, d), _in_list(h, {p[1] for p in picks}, d)
-    tids = [p[2] for p in picks if len(p) > 2 and p[2] is not None and _TID.match(p[2])]
-    # One row per row hash (json has no `=`, so no DISTINCT over the columns on PostgreSQL).
-    distinct = f"distinct on ({h})" if d == "postgres" else "distinct"
-    rows = []
-    if d == "postgres" and len(tids) == len(picks):
-        # A row that moved since (a concurrent update) is not found there, or fails the bucket
-        # and hash conditions: then the scan below finds the rows.
-        addr = f"ctid = any(array[{', '.join(repr(t) for t in tids)}]::tid[])"
-        rows = side.con.fetch_dicts(f"select {distinct} {cols} from {plan.src(side, f'{addr} and {bucket}', hashed)} "
-                                    f"limit {limits.SAMPLE_ROWS}")
-    if len(rows) < len({p[:2] for p in picks}):
-        rows = side.con.fetch_dicts(f"select {distinct} {cols} from {plan.src(side, bucket, hashed)} "
-                                    f"limit {limits.SAMPLE_ROWS}")
-    return [{"_diff": label, **{k: _jsonable(v) for k, v in r.items()}} for r in rows]
-
-
-def _sample_columns(sample: list[dict], key: tuple[str, ...], columns: list[str],
-                    floats: dict[str, float] | None = None) -> list[str]:
-    """Columns that differ between the sampled left and right rows of the same key (floats beyond tolerance)."""
-    floats = floats or {}
-    if not key:
-        return []
-    left = {tuple(r.get(k) for k in key): r for r in sample if r["_diff"] == "missing"}
-    found: set[str] = set()
-    for r in sample:
-        other = left.get(tuple(r.get(k) for k in key)) if r["_diff"] == "extra" else None
-        if other:
-            found.update(c for c in columns if (not floats_close(r.get(c), other.get(c), floats[c]) if c in floats
-                                                else r.get(c) != other.get(c)))
-    return [c for c in columns if c in found]
