@@ -48,3 +48,28 @@ def test_the_error_that_stopped_the_run_comes_before_the_sandbox_that_stays():
     # without an error, or after Ctrl-C, the sandbox that stays is the news
     for failure in (None, KeyboardInterrupt()):
         assert str(_cleanup_error(failure)).startswith("could not remove sandbox rerun_safety_sbx_1_reference")
+
+
+def test_a_log_handler_half_built_by_an_interrupt_prints_no_traceback_at_exit():
+    """An interrupt inside `logging.StreamHandler(...)` (dbt makes some per invocation) leaves a
+    handler registered for logging's exit hook without a stream: without the console script's mend,
+    that hook prints a traceback after the one line an interrupt gets."""
+    import os
+    import subprocess
+    import sys
+
+    from _support import REPO_ROOT
+
+    def child(mend: bool) -> subprocess.CompletedProcess:
+        code = ("import atexit, logging\n"
+                "from rerun_safety.entry import mend_half_built_log_handlers\n"
+                + ("atexit.register(mend_half_built_log_handlers)\n" if mend else "")
+                + "h = logging.StreamHandler.__new__(logging.StreamHandler)\n"
+                "logging.Handler.__init__(h)  # what an interrupt before `self.stream = ...` leaves\n")
+        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                              env={**os.environ, "PYTHONPATH": str(REPO_ROOT / "python_runner")})
+
+    bare = child(False)
+    assert "AttributeError: 'StreamHandler' object has no attribute 'stream'" in bare.stderr
+    mended = child(True)
+    assert (mended.returncode, mended.stderr) == (0, "")

@@ -25,7 +25,22 @@ _PREVIOUS = ({} if "__mp_main__" in sys.modules else
              {sig: _signal.signal(sig, _early_stop) for sig in (_signal.SIGINT, _signal.SIGTERM)})
 
 
+def mend_half_built_log_handlers() -> None:
+    """At exit, before logging's own exit hook: an interrupt that lands inside a library's
+    `logging.StreamHandler(...)` (dbt makes some at each invocation) leaves a handler registered for
+    that hook before it had a stream, and the hook would print a traceback after our one line. Such
+    a handler gets an empty stream."""
+    import logging
+
+    for ref in list(getattr(logging, "_handlerList", ())):
+        handler = ref()
+        if isinstance(handler, logging.StreamHandler) and not hasattr(handler, "stream"):
+            handler.stream = None
+
+
 def main() -> None:
+    import atexit
+    import logging  # noqa: F401  (its exit hook registers first, so it runs after the one below)
     import signal
 
     import click
@@ -33,6 +48,7 @@ def main() -> None:
 
     from .cli import main as cli
 
+    atexit.register(mend_half_built_log_handlers)
     for sig, handler in _PREVIOUS.items():  # commands install their own (cli._on_stop_signal)
         signal.signal(sig, handler)
     try:
