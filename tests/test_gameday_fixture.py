@@ -3,6 +3,7 @@ key, a quoted mixed-case column, time columns from loaded_at_field and from meta
 view, window_filter, and a model that fails only on incremental runs. Plus the error cases."""
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
@@ -136,6 +137,30 @@ def test_source_without_time_column(payments_project, tmp_path):
         "batch by batch:",
         "  source ingest.payments (read by payments_appended): set `config: {event_time: <column>}` on it in its "
         "sources .yml, or `time_columns: {ingest.payments: <column>}` in rerun_safety.yml"]
+
+
+def test_incremental_model_no_timed_input_reaches_is_untested_not_a_stop(payments_project, tmp_path):
+    """Beside a model with a timed input, an incremental model that reads only reference data (no time
+    column) no longer stops the game day: it runs, is `untested` (never `safe`) with why, and the run
+    notes name its source and the fix; declared static in rerun_safety.yml, the note is left out."""
+    project = Path(shutil.copytree(payments_project, tmp_path / "p", symlinks=True))
+    (project / "models" / "fx_latest.sql").write_text(
+        "{{ config(materialized='incremental', unique_key='currency') }}\n"
+        "select currency, rate from {{ source('ref_data', 'fx_rates') }}\n")
+    out = tmp_path / "out"
+    code, _, err = _gameday(project, "--select", "payments_appended fx_latest", "--output-dir", str(out))
+    assert code == 1 and "Traceback" not in err, err
+    report = json.loads((out / "report.json").read_text())
+    models = by_name(report)
+    assert {n: m["verdict"] for n, m in models.items()} == {"payments_appended": "loss", "fx_latest": "untested"}
+    assert models["fx_latest"]["reason"].startswith("no timed input feeds it")
+    notes = [n for n in report["summary"]["notes"] if n.startswith("incremental models that no timed input reaches")]
+    assert len(notes) == 1 and "fx_latest (source ref_data.fx_rates)" in notes[0], report["summary"]["notes"]
+    (project / "rerun_safety.yml").write_text("inputs:\n  ref_data.fx_rates: static\n")
+    code, _, err = _gameday(project, "--select", "payments_appended fx_latest", "--output-dir", str(out))
+    report = json.loads((out / "report.json").read_text())
+    assert code == 1 and by_name(report)["fx_latest"]["verdict"] == "untested", err
+    assert not [n for n in report["summary"]["notes"] if n.startswith("incremental models that no timed input reaches")]
 
 
 def test_unsupported_adapter(payments_project, tmp_path):

@@ -232,21 +232,25 @@ def partition_column(m: Model) -> str | None:
     return m.event_time
 
 
-def _missing_time_columns(project: Project, build: list[Model]) -> None:
-    """Every incremental model needs new rows to arrive: report every source that lacks a time
-    column (one line each, with the fix), all at once."""
+def _missing_time_columns(project: Project, build: list[Model]) -> dict[str, list[str]]:
+    """Sources with no time column that are all an incremental model reads: no rows arrive for it.
+    When no incremental model has a timed input there is nothing to replay: every such source is
+    reported at once (one line each, with the fix). Otherwise those models are run and judged
+    `untested`, and the sources are returned (source id -> the models), for a run note."""
     missing: dict[str, list[str]] = {}
+    reached = False
     for m in build:
         if not m.incremental:  # a snapshot may read a current-state table only
             continue
         ids = {m.unique_id} | project.ancestors([m.unique_id])
         sources = {s for u in ids for s in project.models[u].sources}
         if project.timed_inputs_of([m.unique_id]) or not sources:
+            reached = reached or bool(sources)
             continue
         for s in sorted(sources):
             missing.setdefault(s, []).append(m.name)
-    if not missing:
-        return
+    if not missing or reached:
+        return missing
     lines = [f"{len(missing)} source(s) read by incremental models have no time column, so no rows can arrive "
              "batch by batch:"]
     for s, models in sorted(missing.items(), key=lambda kv: project.sources[kv[0]].name):
@@ -287,7 +291,7 @@ def make_plan(project: Project, select: tuple[str, ...], exclude: tuple[str, ...
     timed_seeds = [project.seed_inputs[s.unique_id] for s in seeds if s.unique_id in project.seed_inputs]
     kinds = {s.unique_id: _input_kind(s, project.time_columns_origin) for s in [*sources, *timed_seeds]}
     timed = [s for s in [*sources, *timed_seeds] if kinds[s.unique_id][0] in ("event_log", "loaded_log")]
-    _missing_time_columns(project, build)
+    untimed = _missing_time_columns(project, build)
     incremental = [m.unique_id for m in build if m.keeps_state]
     feeding = project.ancestors(incremental)
     # A view that an incremental model reads is made again at every run too, as a user's every run
@@ -301,6 +305,16 @@ def make_plan(project: Project, select: tuple[str, ...], exclude: tuple[str, ...
     empty = sorted(project.models[u].name for u in selected if project.models[u].empty)
     if empty:
         plan.notes.append("models with no SQL, which dbt builds nothing for (not judged): " + ", ".join(empty))
+    declared = {uid for uid, (_kind, why) in kinds.items() if why.startswith("declared")}
+    untimed = {uid: ms for uid, ms in untimed.items() if uid not in declared}  # declared static: known
+    if untimed:
+        plan.notes.append(
+            "incremental models that no timed input reaches, run but `untested` (no rows arrive for them): "
+            + "; ".join(f"{', '.join(sorted(set(ms)))} (source {project.sources[uid].name})"
+                        for uid, ms in sorted(untimed.items(), key=lambda kv: project.sources[kv[0]].name))
+            + "; to replay them name a time column: `config: {event_time: <column>}` on the source, or "
+            "`time_columns: {<source>: <column>}` in rerun_safety.yml (`inputs: {<source>: static}` says "
+            "it is reference data)")
     if in_place:
         names = ", ".join(f"{s.database}.{s.schema}.{s.identifier}" for s in in_place)
         plan.notes.append(f"inputs in databases the profile attaches: {names}; read where they are, read-only, "
