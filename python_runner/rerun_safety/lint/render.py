@@ -26,7 +26,10 @@ def render_text(result: LintResult, color: bool = False) -> str:
                 lines.append(_paint(f"          fix: {printable(f.hint)}", "dim", color))
         lines.append("")
     c = result.counts()
-    summary = (f"{c['models']} models linted: {c['errors']} errors, {c['warnings']} warnings"
+    def n(count: int, word: str) -> str:
+        return f"{count} {word}{'' if count == 1 else 's'}"
+
+    summary = (f"{n(c['models'], 'model')} linted: {n(c['errors'], 'error')}, {n(c['warnings'], 'warning')}"
                f", {c['suppressed']} suppressed")
     if c.get("info"):
         summary += f", {c['info']} info"

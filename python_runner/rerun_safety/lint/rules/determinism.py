@@ -246,15 +246,34 @@ def _keys_of(src: exp.Expression, alias: str, ctx: ModelContext, typer: Typer, d
                     names |= {(alias, c) for _, c in key}
             if len(names) >= len(key):
                 out.append(frozenset(names))
-        group = src.args.get("group")
-        if group is not None and not src.args.get("joins"):
-            cols = {(alias, p.alias_or_name.lower()) for p in src.expressions
-                    if any(p.alias_or_name.lower() == g.alias_or_name.lower() or
-                           (isinstance(p, exp.Alias) and p.this == g) for g in group.expressions)}
-            if cols:
-                out.append(frozenset(cols))
+        group = _group_key(src, alias)
+        if group:
+            out.append(group)
         return out
     return []
+
+
+def _group_key(select: exp.Select, alias: str) -> frozenset | None:
+    """The output columns a plain GROUP BY makes unique, whatever its FROM joins: every grouped
+    expression must be projected (by position, by name or alias, or as the same expression), else
+    the projected ones alone are not unique. Grouping sets, rollup and cube repeat values."""
+    group = select.args.get("group")
+    if group is None or not group.expressions or any(group.args.get(k) for k in ("grouping_sets", "rollup", "cube")):
+        return None
+    cols = set()
+    for g in group.expressions:
+        found = None
+        if isinstance(g, exp.Literal) and not g.is_string and g.name.isdigit():
+            i = int(g.name) - 1
+            found = select.expressions[i] if 0 <= i < len(select.expressions) else None
+        else:
+            name = g.alias_or_name.lower()
+            found = next((p for p in select.expressions if (name and p.alias_or_name.lower() == name) or
+                          (isinstance(p, exp.Alias) and p.this == g)), None)
+        if found is None or not found.alias_or_name:
+            return None
+        cols.add((alias, found.alias_or_name.lower()))
+    return frozenset(cols)
 
 
 def _select_keys(select: exp.Select, ctx: ModelContext, typer: Typer, depth: int = 0) -> list[frozenset]:
