@@ -21,6 +21,16 @@ _COUNT_FIELDS = ("only_l", "only_r", "copies_r", "keys_only_l", "keys_only_r", "
                  "changed_keys", "dup_l", "dup_r")
 
 
+# Over groups `p` (bucket b, row hash h, exact columns' hash nh, rows per side lc/rc): the buckets
+# holding a left-unmatched and a right-unmatched group with the same exact columns, where rows may
+# pair within the float tolerance.
+_NEAR_CTE = "c as (select l.b as lb, r.b as rb from p l join p r on l.nh = r.nh where l.lc > l.rc and r.rc > r.lc)"
+
+
+def _near_buckets_from_c() -> str:
+    return f"(select lb as x from c union select rb from c) cb limit {limits.MAX_LISTED_BUCKETS + 1}"
+
+
 def _rows_same(plan: _Plan, buckets: list[int] | None) -> tuple[dict, list, list]:
     """Row-level multiset comparison of the differing buckets, in one query in the warehouse."""
     d, ht = plan.dialect, _hash_type(plan.dialect)
@@ -93,11 +103,9 @@ def _rows_same(plan: _Plan, buckets: list[int] | None) -> tuple[dict, list, list
         # Buckets holding a left-unmatched and a right-unmatched group with the same exact
         # columns: only there may rows pair (their floats are then compared one by one).
         num = wide_type(d)
-        sql += (f", c as (select l.b as lb, r.b as rb from p l join p r on l.nh = r.nh "
-                f"where l.lc > l.rc and r.rc > r.lc) ")
+        sql += f", {_NEAR_CTE} "
         selects.append(f"select * from (select 'c', {z}, {z}, {z}, {z}, {z}, {z}, {z}, {z}, {z}, cast(x as {num}), "
-                       f"cast(null as {ht}){nt} from (select lb as x from c union select rb from c) cb "
-                       f"limit {limits.MAX_LISTED_BUCKETS + 1}) xc")
+                       f"cast(null as {ht}){nt} from {_near_buckets_from_c()}) xc")
     rows = plan.left.con.fetchall(sql + " union all ".join(selects))
     out = dict.fromkeys(_COUNT_FIELDS, 0)
     lsample, rsample, near_buckets, keys = [], [], [], []
@@ -188,9 +196,7 @@ def _near_buckets(plan: _Plan, buckets: list[int] | None) -> list[int]:
                                        (1, plan.right, plan.rb, plan.rh, plan.rnh))]
     rows = plan.left.con.fetchall(
         f"with p as {materialized(d)}(select b, h, nh, sum(1 - s) as lc, sum(s) as rc from "
-        f"({parts[0]} union all {parts[1]}) u group by b, h, nh), "
-        f"c as (select l.b as lb, r.b as rb from p l join p r on l.nh = r.nh where l.lc > l.rc and r.rc > r.lc) "
-        f"select x from (select lb as x from c union select rb from c) cb limit {limits.MAX_LISTED_BUCKETS + 1}")
+        f"({parts[0]} union all {parts[1]}) u group by b, h, nh), {_NEAR_CTE} select x from {_near_buckets_from_c()}")
     return [int(r[0]) for r in rows]
 
 

@@ -11,7 +11,6 @@ from dataclasses import replace
 from typing import Iterator
 
 import yaml
-from sqlglot import exp
 
 from .. import clock
 
@@ -19,6 +18,7 @@ from . import order_only, side_effects
 from .assemble import build_report
 from .by_name import ByName, copy_read_by_name
 from .judge import failed, judge
+from .sandbox_data import apply_step, place_reference, reorder_inputs, snapshot_versions
 from ..diff import diff_relations
 from ..dbt_invoke import StatementWatch, scrub_dbt_environment, scrub_note
 from ..errors import ConfigError, RerunSafetyError, SandboxError, first_line
@@ -30,12 +30,10 @@ from ..project import Project
 from ..results import GamedayReport, ScenarioResult
 from ..sandbox import Engine, Sandbox, engine_for
 from ..sandbox.base import (PARSE_PREFIX, REFERENCE_SCHEMA, SNAPSHOT_SCHEMA, Connection, check_writable_dir,
-                           make_locked_dir, private_work_root, snapshot_table, table,
-                           ts_literal)
+                           make_locked_dir, private_work_root, snapshot_table, table)
 from .runs import _chains, _counts, _node_errors, _sharing_first_build, _tally
-from .scenarios import Arrive, Reset, Run, count_runs, scenario_steps
-from .timeline import (arrival_expr, arrives_out_of_order, batch_condition, cut_slice, late_superset, plan_timeline,
-                       row_hash_predicate, row_order, time_expr)
+from .scenarios import Reset, Run, count_runs, scenario_steps
+from .timeline import cut_slice, plan_timeline
 from ..secrets import secrets_through_env
 from .verdict import differs, levels
 from .workers import kill_pool, run_parallel, start_pool
@@ -124,30 +122,6 @@ class Gameday:
         con.execute(clock.set_sql(when, con.dialect))
         self._clocks[sandbox.name] = when
 
-    def _apply(self, con: Connection, plan: Plan, step: Reset | Arrive) -> None:
-        assert plan.timeline is not None
-        for src in plan.inputs:
-            col = time_expr(src)
-            bounds = plan.timeline.bounds_for(src.unique_id)
-            copy = table(SNAPSHOT_SCHEMA, snapshot_table(src)).as_("rs_row")
-            live = table(src.schema, src.identifier)
-            if isinstance(step, Reset) and arrives_out_of_order(src, step.late):
-                # rows arrive by their load time: keep (put back) what arrived before the first batch
-                maybe_later = late_superset(src, plan, bounds[0])
-                con.delete_rows(live, maybe_later)
-                before = exp.and_(maybe_later, arrival_expr(src, plan, con.dialect, step.late) < ts_literal(bounds[0]))
-                con.execute(exp.insert(exp.select("*").from_(copy).where(before), live))
-                continue
-            if isinstance(step, Reset):
-                con.delete_rows(live, col >= ts_literal(bounds[0]))
-                continue
-            when = arrival_expr(src, plan, con.dialect, step.late) if arrives_out_of_order(src, step.late) else col
-            cond = batch_condition(when, bounds, step.index)
-            if step.part:
-                half = row_hash_predicate(con.dialect, 2, 1)
-                cond = exp.and_(cond, half if step.part == "first" else exp.not_(half))
-            con.execute(exp.insert(exp.select("*").from_(copy).where(cond), live))
-
     # ---------------------------------------------------------------- scenarios
     def _build_reference(self, plan: Plan, snapshot: Sandbox) -> tuple[Sandbox, dict[str, str], list]:
         """Full refresh on all data; keep its outputs in the reference schema of a template that
@@ -221,7 +195,7 @@ class Gameday:
         judged_all: dict[str, dict] = {}
         try:
             if "determinism" in names:
-                self._reorder_inputs(plan, sb)
+                reorder_inputs(self.engine, plan, sb)
             profiles = self._profiles_dir(sb, other_threads="determinism" in names)
             errors: dict[str, str] = dict(start["errors"]) if start else {}
             results = []
@@ -253,13 +227,13 @@ class Gameday:
                 for i, step in enumerate(todo):
                     if isinstance(step, Run):
                         repeat = i > 0 and isinstance(todo[i - 1], Run) and todo[i - 1].clock == step.clock
-                        before = self._versions(sb, snapshots) if repeat else {}
+                        before = snapshot_versions(self.engine, sb, snapshots) if repeat else {}
                         with self._isolation(plan, broken, full=(scenario != "determinism")):
                             exclude = broken if (isolate and scenario == "determinism") else None
                             if stopped:  # a statement stopped at the limit: not run again in this sandbox
                                 exclude = (exclude or set()) | stopped
                             if exclude:
-                                self._place_reference(plan, sb, broken)
+                                place_reference(self.engine, plan, sb, broken)
                             models = None
                             if lean:
                                 models = ([m for m in plan.build if m.unique_id in first]
@@ -270,13 +244,13 @@ class Gameday:
                         if res is not None:
                             results.append(res)
                             _tally(res, plan, step.label, errors, runs, skipped, stopped)
-                        for uid, count in self._versions(sb, snapshots).items() if repeat else ():
+                        for uid, count in snapshot_versions(self.engine, sb, snapshots).items() if repeat else ():
                             if uid in before and count > before[uid]:
                                 reopened[uid] = reopened.get(uid, 0) + count - before[uid]
                         self.progress.advance(f"{scenario}: {step.label}")
                     else:
                         with self.engine.connect(sb) as con:
-                            self._apply(con, plan, step)
+                            apply_step(con, plan, step)
                             following = todo[i + 1] if i + 1 < len(todo) else None
                             if isinstance(following, Run):  # one connection for the rows and the clock
                                 self._set_clock(con, sb, following.clock)
@@ -352,7 +326,7 @@ class Gameday:
                                read_only=(REFERENCE_SCHEMA, SNAPSHOT_SCHEMA, side_effects.PREHOOK_SCHEMA))
         self._shared.append(sb)
         with self.engine.connect(sb) as con:
-            self._apply(con, plan, reset)
+            apply_step(con, plan, reset)
             self._set_clock(con, sb, run.clock)
         res = self._dbt(plan, sb, self._profiles_dir(sb), run, final=False,
                         models=[m for m in plan.build if m.unique_id in first_ids(plan)])
@@ -365,34 +339,6 @@ class Gameday:
         self.progress.advance(f"first build: {run.label}")
         return {"sandbox": sb, "done": 2, "errors": errors, "runs": runs, "skipped": skipped,
                 "stopped": sorted(stopped)}, res
-
-    def _reorder_inputs(self, plan: Plan, sandbox: Sandbox) -> None:
-        """Determinism: every input is written again in another physical order (by a hash of each
-        row), so a model whose result depends on the order of tied rows (row_number, ntile,
-        first_value or lag over ties, a limit without a total order) differs with near certainty,
-        instead of by chance."""
-        assert self.engine
-        with self.engine.connect(sandbox) as con:
-            if con.dialect == "spark":
-                return  # parquet tables: Spark reads their files in parallel, in no fixed order anyway
-            for schema, name in plan.input_relations():
-                if not con.relation_kind(schema, name):
-                    continue
-                live, shuffled = table(schema, name), table(schema, f"rerun_safety_reorder_{name}"[:63])
-                con.execute(exp.Create(this=shuffled, kind="TABLE", expression=exp.select("*").from_(
-                    live.as_("rs_row")).order_by(row_order(con.dialect))))
-                con.delete_rows(live)
-                con.execute(exp.insert(exp.select("*").from_(shuffled), live))
-                con.drop_relation(schema, shuffled.name)
-
-    def _versions(self, sandbox: Sandbox, snapshots: list) -> dict[str, int]:
-        """Rows (versions) of each snapshot built in the sandbox."""
-        if not snapshots:
-            return {}
-        assert self.engine
-        with self.engine.connect(sandbox) as con:
-            return {m.unique_id: int(con.fetchone(exp.select(exp.func("count", exp.Star())).from_(
-                table(m.schema, m.identifier)))[0]) for m in snapshots if con.relation_kind(m.schema, m.identifier)}
 
     @contextlib.contextmanager
     def _isolation(self, plan: Plan, broken: set[str], full: bool) -> Iterator[None]:
@@ -408,15 +354,6 @@ class Gameday:
         finally:
             for n, value in zip(nodes, saved):
                 n.config.full_refresh = value
-
-    def _place_reference(self, plan: Plan, sandbox: Sandbox, broken: set[str]) -> None:
-        """Determinism in isolation: the broken models' relations hold their reference output."""
-        assert self.engine
-        with self.engine.connect(sandbox) as con:
-            for m in plan.judged:
-                if m.unique_id in broken:
-                    con.drop_relation(m.schema, m.identifier)
-                    con.copy_table(REFERENCE_SCHEMA, plan.ref_names[m.unique_id], m.schema, m.identifier)
 
     # ---------------------------------------------------------------- main
     def run(self) -> GamedayReport:

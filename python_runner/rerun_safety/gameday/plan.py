@@ -305,8 +305,7 @@ def make_plan(project: Project, select: tuple[str, ...], exclude: tuple[str, ...
     empty = sorted(project.models[u].name for u in selected if project.models[u].empty)
     if empty:
         plan.notes.append("models with no SQL, which dbt builds nothing for (not judged): " + ", ".join(empty))
-    declared = {uid for uid, (_kind, why) in kinds.items() if why.startswith("declared")}
-    untimed = {uid: ms for uid, ms in untimed.items() if uid not in declared}  # declared static: known
+    untimed = {uid: ms for uid, ms in untimed.items() if not project.sources[uid].kind}  # declared: known
     if untimed:
         plan.notes.append(
             "incremental models that no timed input reaches, run but `untested` (no rows arrive for them): "
