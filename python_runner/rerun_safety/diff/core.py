@@ -15,8 +15,8 @@ from .plan import _plan, _set_hash_buckets, _set_range_buckets, _totals
 from .results import DiffError, DiffResult, Side, _jsonable
 from .rows import _rows_across, _rows_same
 from .samples import _fetch_sample, _sample_columns, _spark_samples
-from .sql import (_TEMPORAL, _hash_sql, _in_list, _int_sum, _is_base_table, _q, _src, columns_of, parse_where,
-                  row_hash, text_type)
+from .sql import (_TEMPORAL, _at_addresses, _hash_sql, _in_list, _int_sum, _is_base_table, _q, _src, columns_of,
+                  parse_where, row_hash, text_type)
 
 
 def compare(left: Side, right: Side, *, key: Sequence[str] = (), ignore_columns: Sequence[str] = (),
@@ -218,7 +218,7 @@ def _changed_columns(plan, buckets: list[int] | None) -> list[str]:
     tids = plan.extra.get("unmatched_tids") if d == "postgres" else None
 
     def side(s: Side, b: str, h: str, which: int, by_address: bool) -> str:
-        cond = (f"ctid = any(array[{', '.join(repr(t) for t in tids[which])}]::tid[])" if by_address and tids else
+        cond = (_at_addresses(tids[which]) if by_address and tids else
                 None if plan.extra.get("narrowed") else  # rows.py: only the unmatched keys' rows
                 _in_list(plan.keys_sql[0], listed, d) if listed is not None else
                 _in_list(b, buckets, d) if buckets is not None else None)

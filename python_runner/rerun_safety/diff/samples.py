@@ -6,7 +6,7 @@ from . import limits
 from .floats import floats_close
 from .plan import _Plan
 from .results import Side, _jsonable
-from .sql import _TID, _in_list, _q
+from .sql import _TID, _at_addresses, _in_list, _q
 
 
 def _spark_samples(plan: _Plan, lpick: list[tuple], rpick: list[tuple]) -> list[dict] | None:
@@ -51,7 +51,7 @@ def _fetch_sample(plan: _Plan, side: Side, b: str, h: str, picks: list[tuple], l
     if d == "postgres" and len(tids) == len(picks):
         # A row that moved since (a concurrent update) is not found there, or fails the bucket
         # and hash conditions: then the scan below finds the rows.
-        addr = f"ctid = any(array[{', '.join(repr(t) for t in tids)}]::tid[])"
+        addr = _at_addresses(tids)
         rows = side.con.fetch_dicts(f"select {distinct} {cols} from {plan.src(side, f'{addr} and {bucket}', hashed)} "
                                     f"limit {limits.SAMPLE_ROWS}")
     if len(rows) < len({p[:2] for p in picks}):

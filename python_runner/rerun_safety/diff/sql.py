@@ -23,6 +23,11 @@ _PG_TEXT_HASHED = ("json", "xml", "point", "line", "lseg", "box", "path", "polyg
                    "user-defined", "money")
 
 
+def _at_addresses(tids) -> str:
+    """PostgreSQL: rows at these addresses (ctid texts already matched against _TID)."""
+    return f"ctid = any(array[{', '.join(repr(t) for t in tids)}]::tid[])"
+
+
 def text_type(dialect: str) -> str:
     return {"duckdb": "varchar", "spark": "string"}.get(dialect, "text")
 
