@@ -66,7 +66,6 @@ def _perfect_hash(plan: _Plan, con):
     0.22 s against 0.24-0.30 s per 10M rows. DuckDB does so only for ranges of up to
     `perfect_ht_threshold` bits (12 by default: 4,096 buckets); the setting is raised for this
     query (at most MAX_BUCKETS, 2^18 entries of a few dozen bytes) and put back."""
-    con = plan.left.con
     bits = max(1, plan.buckets).bit_length() + 1
     if plan.dialect != "duckdb" or plan.mode != "range" or bits <= 12:
         yield
