@@ -572,7 +572,7 @@ def test_package_keeps_every_import():
     assert (DEFAULT_FLOAT_TOLERANCE, SAMPLE_ROWS) == (1e-9, 5)
     assert all(hasattr(pkg, name) for name in pkg.__all__)
     sizes = {p.name: len(p.read_text().splitlines()) for p in Path(pkg.__file__).parent.glob("*.py")}
-    assert len(sizes) == 10 and max(sizes.values()) <= 500, sizes
+    assert len(sizes) == 11 and max(sizes.values()) <= 500, sizes
 
 
 def test_a_wide_table_names_exactly_the_changed_column(engine, tmp_path, request):
@@ -599,6 +599,100 @@ def test_a_wide_table_names_exactly_the_changed_column(engine, tmp_path, request
         got = compare(Side(con, exp.table_("wide_l", db=schema)), Side(con, exp.table_("wide_r", db=schema)),
                       key=("id",))
         assert got.differing_columns == ("c77",)
+    finally:
+        con.close()
+
+
+_WIDE_FIELDS = ("reference_rows", "rows", "identical", "extra_rows", "missing_rows", "extra_copies", "duplicate_keys",
+                "reference_duplicate_keys", "missing_keys", "extra_keys", "changed_rows", "changed_keys",
+                "differing_columns")
+
+
+def _wide_pair(con, engine: str, edits: list[str]) -> None:
+    """Two 41-column tables of 2,000 keyed rows (ints, floats, text, a column with NULLs); `edits` on the right."""
+    ints = ", ".join(f"c{i} int" for i in range(30))
+    floats = ", ".join(f"f{j} double precision" for j in range(8))
+    series = "range(2000) t(g)" if engine == "duckdb" else "generate_series(0, 1999) g"
+    values = (", ".join(f"(g * {i + 1}) % 97" for i in range(30)) + ", "
+              + ", ".join(f"g * 0.37 + {j}" for j in range(8)) + ", 'x' || (g % 13), case when g % 7 = 0 then null else g end")
+    for name in ("wide_l", "wide_r"):
+        con.execute(f"drop table if exists {name}")
+        con.execute(f"create table {name} (id int, {ints}, {floats}, t0 text, n0 int)")
+        con.execute(f"insert into {name} select g, {values} from {series}")
+    for edit in edits:
+        con.execute(edit)
+
+
+def _both_paths(con, schema: str, monkeypatch):
+    """The diff of the pair as a wide keyed table, and as the bucket path computes it."""
+    from rerun_safety.diff import limits
+
+    got = diff_relations(con, (schema, "wide_l"), (schema, "wide_r"), key=("id",))
+    monkeypatch.setattr(limits, "WIDE_COLUMNS", 10**6)
+    ref = diff_relations(con, (schema, "wide_l"), (schema, "wide_r"), key=("id",))
+    monkeypatch.undo()
+    assert ref.bucketing != "key"
+    return got, ref
+
+
+def test_a_wide_keyed_table_is_diffed_by_key_as_the_buckets_would(engine, tmp_path, request, monkeypatch):
+    """41 columns keyed on id: the keys that differ are found by one join (bucketing 'key') and
+    their columns compared by value; every count and the differing columns agree with the bucket
+    path's, floats moved within their tolerance are not differences, NULLs are values."""
+    con, schema = engine_connection(engine, tmp_path, request)
+    try:
+        _wide_pair(con, engine, [
+            "update wide_r set c5 = c5 + 1 where id % 100 = 3",            # 20 keys
+            "update wide_r set t0 = 'changed' where id % 250 = 7",          # 8 keys
+            "update wide_r set f3 = f3 * (1 + 1e-13) where id % 40 = 11",   # 50 keys, within the tolerance
+            "update wide_r set f1 = f1 + 1 where id % 500 = 9",             # 4 keys
+            "update wide_r set n0 = 5 where id = 14",                       # NULL -> 5
+            "delete from wide_r where id = 1",
+            "insert into wide_r (id, c0) values (9000, 1)"])
+        got, ref = _both_paths(con, schema, monkeypatch)
+        assert got.bucketing == "key"
+        assert (got.changed_rows, got.changed_keys, got.missing_keys, got.extra_keys) == (33, 33, 1, 1)
+        assert (got.missing_rows, got.extra_rows, got.reference_rows, got.rows) == (34, 34, 2000, 2000)
+        assert got.differing_columns == ("c5", "f1", "t0", "n0")
+        assert all(getattr(got, f) == getattr(ref, f) for f in _WIDE_FIELDS), \
+            {f: (getattr(got, f), getattr(ref, f)) for f in _WIDE_FIELDS if getattr(got, f) != getattr(ref, f)}
+        # the sample: whole rows, the first keys on each side; a changed key as a pair
+        sample = [(r["_diff"], r["id"]) for r in got.sample]
+        assert sample[:5] == [("extra", k) for k in (3, 7, 9, 14, 103)]
+        assert [k for label, k in sample if label == "missing"][:5] == [1, 3, 7, 9, 14]
+        assert all(len(r) == 42 for r in got.sample)
+        # float noise alone: identical, still by key
+        _wide_pair(con, engine, ["update wide_r set f3 = f3 * (1 + 1e-13) where id % 40 = 11"])
+        got, ref = _both_paths(con, schema, monkeypatch)
+        assert (got.identical, got.bucketing, got.reference_rows, got.rows) == (True, "key", 2000, 2000)
+        assert ref.identical
+    finally:
+        con.close()
+
+
+@pytest.mark.parametrize("case", ["duplicates", "offsetting", "null_key"])
+def test_a_wide_keyed_table_with_repeated_or_null_keys_goes_by_buckets(engine, tmp_path, request, monkeypatch, case):
+    """A key with more rows on one side than the join can show (one row left, the same row twice
+    right; or that, and the other way round on another key, which balances the row counts), or a
+    NULL key: the join does not answer, the buckets do, and the counts are theirs."""
+    edits = {
+        "duplicates": ["insert into wide_r select * from wide_r where id = 10",
+                       "update wide_r set c5 = c5 + 1 where id = 20"],
+        "offsetting": ["insert into wide_r select * from wide_r where id = 10",
+                       "insert into wide_l select * from wide_l where id = 11",
+                       "update wide_r set c5 = c5 + 1 where id = 20"],
+        "null_key": ["update wide_r set id = null where id = 30",
+                     "update wide_r set c5 = c5 + 1 where id = 20"],
+    }[case]
+    con, schema = engine_connection(engine, tmp_path, request)
+    try:
+        _wide_pair(con, engine, edits)
+        got, ref = _both_paths(con, schema, monkeypatch)
+        assert got.bucketing != "key"
+        assert all(getattr(got, f) == getattr(ref, f) for f in _WIDE_FIELDS)
+        expected = {"duplicates": (1, 0, 1, 2, 1), "offsetting": (1, 1, 1, 2, 2), "null_key": (0, 0, 1, 2, 2)}[case]
+        assert (got.duplicate_keys, got.reference_duplicate_keys, got.changed_rows,
+                got.extra_rows, got.missing_rows) == expected, got
     finally:
         con.close()
 

@@ -70,7 +70,8 @@ Modules
   sql      the engines' SQL pieces, filters      buckets  bucket checksums, differing buckets
   floats   float tolerance, rounding, pairing    rows     row-level multiset comparison
   limits   sizes and limits (read at call time)  samples  the sample rows, columns of a pair
-                                                 core     compare, diff_relations
+  keyed    a wide keyed table: differing keys    core     compare, diff_relations
+           by a join, their columns compared
 """
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ from typing import Sequence
 from sqlglot import exp
 
 from ..sandbox.base import Connection, ident
-from . import limits
+from . import keyed, limits
 from .buckets import _differing_buckets_across, _differing_buckets_same
 from .floats import float_tolerance_of, round_float_sql
 from .plan import _plan, _set_hash_buckets, _set_range_buckets, _totals
@@ -43,6 +43,11 @@ def compare(left: Side, right: Side, *, key: Sequence[str] = (), ignore_columns:
         for con in {id(left.con): left.con, id(right.con): right.con}.values():
             con.execute("set work_mem = '128MB'")
             con.execute("set jit = off")
+    if keyed.usable(plan, same):
+        found = keyed.compare_keyed(plan)
+        if found is not None:
+            return DiffResult(keyed=True, type_changes=plan.type_changes, bucketing="key",
+                              float_tolerance=plan.tolerance, **found)
     if plan.mode in ("hash", "rowhash"):
         # Identical tables cost one checksum scan: a plain count(*), sum(row hash) of both sides
         # first. Where the key has an integer range, range buckets go first instead and decide
@@ -134,10 +139,10 @@ def diff_relations(con: Connection, reference: tuple[str, ...], current: tuple[s
     if result.identical:
         return result
     extra: dict = {}
-    ltypes = dict(columns_of(con, left.table))
-    rtypes = dict(columns_of(con, right.table))
-    cols = [c for c in ltypes if c.lower() not in {i.lower() for i in ignore_columns} and c in rtypes]
     if column_detail or (result.changed_rows and not result.keyed):
+        ltypes = dict(columns_of(con, left.table))
+        rtypes = dict(columns_of(con, right.table))
+        cols = [c for c in ltypes if c.lower() not in {i.lower() for i in ignore_columns} and c in rtypes]
         loose = {c: t for c in cols if ltypes[c].lower() == rtypes[c].lower()
                  and (t := float_tolerance_of(ltypes[c], result.float_tolerance)) is not None}
         extra["differing_columns"] = tuple(_differing_columns(con, left, right, cols, loose))

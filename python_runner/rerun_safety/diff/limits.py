@@ -3,7 +3,7 @@
 SAMPLE_ROWS = 5
 MAX_PARTITIONS = 400
 MAX_BUCKETS = 1 << 18
-RANGE_ROWS_PER_BUCKET = 256
+RANGE_ROWS_PER_BUCKET = 64
 
 # PostgreSQL's aggregate cost barely depends on the number of groups: smaller buckets there
 # mean fewer rows to read again.
@@ -14,3 +14,5 @@ MAX_LISTED_KEYS = 20_000  # unmatched keys read back to filter the float pairing
 CHUNK_ROWS = 200_000  # two connections: rows per side held in memory at once
 MAX_TOLERANCE_ROWS = 200_000  # unmatched rows read back for the float pairing, at most
 SPARK_CHUNK_ROWS = 2_000_000  # Spark: rows of differing buckets per query (each one a scan; only unmatched groups return)
+WIDE_COLUMNS = 32  # keyed on one column, from this many compared columns: the differing keys by a join (keyed.py)
+WIDE_GROUP_COLUMNS = 30  # ... each side's columns hashed in groups of at most this many

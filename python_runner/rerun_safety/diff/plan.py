@@ -118,6 +118,7 @@ def _plan(left: Side, right: Side, key: Sequence[str], ignore_columns: Sequence[
 
     plan = _Plan(d, left, right, columns, key, schema_message=schema_message, type_changes=type_changes,
                  tolerance=tolerance, floats=list(loose.items()))
+    plan.extra["types"] = ltypes
     plan.lh = hashed(columns, ltypes)
     plan.rh = hashed(columns, rtypes)
     # each column as both sides compare it (floats rounded, differing types as text)

@@ -47,7 +47,7 @@ class DiffResult:
     reference_duplicate_keys: int = 0
     changed_keys: int = 0
     type_changes: tuple[str, ...] = ()
-    bucketing: str = ""  # range | hash | rowhash | column
+    bucketing: str = ""  # range | hash | rowhash | column | key (keyed.py)
     buckets: int = 0
     buckets_differing: int = 0
     differing_partitions: tuple[tuple[str, int, int], ...] = ()

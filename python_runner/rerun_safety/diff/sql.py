@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Iterable, Sequence
 
@@ -42,7 +43,9 @@ def materialized(dialect: str) -> str:
     return "" if dialect == "spark" else "materialized "
 
 
+@functools.lru_cache(maxsize=4096)
 def _q(name: str, dialect: str) -> str:
+    """A quoted identifier (cached: a wide table's diff quotes each column in many queries)."""
     return ident(name).sql(dialect=dialect)
 
 
@@ -158,6 +161,16 @@ def _in_list(expr: str, ints: Iterable[int], dialect: str) -> str:
     # workers of a parallel scan.
     wide = any(v >= 2**63 or v < -2**63 for v in ints)
     return f"{expr} = any(array[{values}]::{'numeric' if wide else 'bigint'}[])"
+
+
+def _rows_of_keys(src: str, key: str, keys: Iterable[int]) -> str:
+    """DuckDB: a derived table of the rows of `src` (FROM ... [WHERE ...]) whose integer `key` is one
+    of `keys`, by a join with the list rather than an IN filter: the join's filter on the key cuts
+    the scan (3,000 keys of 10M rows: 0.032 s against 0.039 s as a semi-join; 1,000 of 200,000
+    rows of 150 columns: 0.010 s against 0.015 s)."""
+    values = ", ".join(str(int(v)) for v in keys)
+    return (f"(select rs_t.* from (select * from {src}) rs_t join (select unnest([{values}]::bigint[]) as rs_k) "
+            f"rs_keys on rs_t.{key} = rs_keys.rs_k) rs_x")
 
 
 # Functions a filter never needs: settings, sequences, locks, signals, files, large objects, remote

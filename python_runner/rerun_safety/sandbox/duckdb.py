@@ -36,12 +36,14 @@ class DuckDBConnection(Connection):
         # two-part name as ambiguous ("raw.events" in raw.duckdb): name the catalog too.
         self._catalog = str(self._con.execute("select current_database()").fetchone()[0])
         self._catalog_is_a_schema = False
+        # the catalog's name before a dot: a two-part name that may read it as a schema
+        self._names_catalog = re.compile(rf'(?<![\w$]){re.escape(self._catalog)}"?\s*\.', re.IGNORECASE)
 
     def sql(self, expression) -> str:
         if isinstance(expression, str):
             # Text SQL goes as it is unless the ambiguity exists: a schema named like the catalog
             # (asked once it does; a schema is never dropped while a connection lives).
-            if self._catalog.lower() not in expression.lower() or not self._ambiguous():
+            if not self._names_catalog.search(expression) or not self._ambiguous():
                 return expression
             try:
                 expression = sqlglot.parse_one(expression, read="duckdb")
