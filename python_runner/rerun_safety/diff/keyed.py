@@ -45,6 +45,8 @@ _PG_KEY_TYPES = ("text", "character varying", "character", "uuid", "date", "nume
 
 def _groups(plan: _Plan) -> list[list[str]]:
     cols = [c for c in plan.columns if c not in plan.key]
+    if plan.dialect == "postgres":
+        return [cols]
     n = max(1, math.ceil(len(cols) / limits.WIDE_GROUP_COLUMNS))
     size = math.ceil(len(cols) / n)
     return [cols[i:i + size] for i in range(0, len(cols), size)]
