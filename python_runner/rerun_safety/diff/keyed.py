@@ -120,6 +120,11 @@ def _duckdb_differing_keys(plan: _Plan, groups: list[list[str]]) -> tuple[list, 
     """DuckDB: both sides' key, group hashes and row hash, joined on the key (1.4x a checksum scan
     of both sides, against 1.9x for the same grouped by key), and the rows and hash sums of each."""
     n = len(groups)
+    # both sides' keys and hashes are held for the join: not for a big table (the buckets hold less)
+    counts = plan.left.con.fetchone(f"select (select count(*) from {plan.src(plan.left)}), "
+                                    f"(select count(*) from {plan.src(plan.right)})")
+    if max(int(counts[0]), int(counts[1])) > limits.WIDE_MAX_ROWS:
+        return None
     gsel = ", ".join(f"{_group_hash(plan, g)} as g{i}" for i, g in enumerate(groups))
     gnames = ", ".join(f"g{i}" for i in range(n))
 

@@ -15,5 +15,6 @@ CHUNK_ROWS = 200_000  # two connections: rows per side held in memory at once
 MAX_TOLERANCE_ROWS = 200_000  # unmatched rows read back for the float pairing, at most
 SPARK_CHUNK_ROWS = 2_000_000  # Spark: rows of differing buckets per query (each one a scan; only unmatched groups return)
 WIDE_COLUMNS = 32  # keyed on one column, from this many compared columns: the differing keys by a join (keyed.py)
+WIDE_MAX_ROWS = 2_000_000  # ... on DuckDB, up to this many rows a side (the join holds every key and hash)
 WIDE_GROUP_COLUMNS = 30  # ... DuckDB hashes each side's columns in groups of at most this many (PostgreSQL: one
 # group: its aggregate costs more per group, and it reads the differing keys' rows by address)
