@@ -247,14 +247,22 @@ def columns_of(con: Connection, table: exp.Table) -> list[tuple[str, str]]:
         return con.columns(table.db or "default", table.name)
     if con._caching and not table.catalog:  # see Connection.catalog_cached
         return con.columns(table.db or ("main" if con.dialect == "duckdb" else "public"), table.name)
-    conds = [exp.column("table_schema").eq(exp.Literal.string(table.db or ("main" if con.dialect == "duckdb" else "public"))),
-             exp.column("table_name").eq(exp.Literal.string(table.name))]
+    conds = [exp.column("table_schema", "c").eq(exp.Literal.string(table.db or ("main" if con.dialect == "duckdb" else "public"))),
+             exp.column("table_name", "c").eq(exp.Literal.string(table.name))]
     if table.catalog:
-        conds.append(exp.column("table_catalog").eq(exp.Literal.string(table.catalog)))
-    q = (exp.select("column_name", "data_type")
-         .from_(exp.Table(this=ident("columns"), db=ident("information_schema")))
-         .where(exp.and_(*conds)).order_by("ordinal_position"))
-    return [(r[0], str(r[1])) for r in con.fetchall(q)]
+        conds.append(exp.column("table_catalog", "c").eq(exp.Literal.string(table.catalog)))
+    # the relation's kind comes along (a base table's rows can be read back by rowid or ctid; see
+    # _is_base_table), rather than in a query of its own
+    same = exp.and_(*[exp.column(k, "c").eq(exp.column(k, "t")) for k in ("table_catalog", "table_schema", "table_name")])
+    q = (exp.select("c.column_name", "c.data_type", "t.table_type")
+         .from_(exp.Table(this=ident("columns"), db=ident("information_schema"), alias=exp.TableAlias(this=ident("c"))))
+         .join(exp.Table(this=ident("tables"), db=ident("information_schema"), alias=exp.TableAlias(this=ident("t"))),
+               on=same, join_type="left")
+         .where(exp.and_(*conds)).order_by("c.ordinal_position"))
+    rows = con.fetchall(q)
+    if rows:
+        con.__dict__.setdefault("_rs_base_tables", {})[table.sql(dialect="duckdb")] = str(rows[0][2]).upper() == "BASE TABLE"
+    return [(r[0], str(r[1])) for r in rows]
 
 
 def _src(side: Side, d: str) -> str:
