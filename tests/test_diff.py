@@ -677,6 +677,31 @@ def test_a_wide_keyed_table_is_diffed_by_key_as_the_buckets_would(engine, tmp_pa
         con.close()
 
 
+def test_a_wide_keyed_table_with_a_filter_and_ignored_columns(engine, tmp_path, request, monkeypatch):
+    """--where and ignored columns apply by key as by buckets: only the filtered rows are compared,
+    an ignored column's change is no difference."""
+    con, schema = engine_connection(engine, tmp_path, request)
+    try:
+        _wide_pair(con, engine, ["update wide_r set c5 = c5 + 1 where id % 100 = 3",
+                                 "update wide_r set c7 = c7 + 1 where id % 10 = 1",
+                                 "delete from wide_r where id in (2, 1502)"])
+        from rerun_safety.diff import limits
+
+        def run():
+            return diff_relations(con, (schema, "wide_l"), (schema, "wide_r"), key=("id",), where="id < 1000",
+                                  ignore_columns=("c7",))
+        got = run()
+        monkeypatch.setattr(limits, "WIDE_COLUMNS", 10**6)
+        ref = run()
+        monkeypatch.undo()
+        assert (got.bucketing, ref.bucketing) == ("key", "range")
+        assert (got.reference_rows, got.rows, got.changed_rows, got.missing_keys, got.differing_columns) == \
+            (1000, 999, 10, 1, ("c5",))
+        assert all(getattr(got, f) == getattr(ref, f) for f in _WIDE_FIELDS)
+    finally:
+        con.close()
+
+
 def test_a_wide_table_keyed_on_text_goes_by_key_on_postgres(tmp_path, request, monkeypatch):
     """PostgreSQL groups by any key with a hash opclass: a text key goes by key too, rows read back by
     address; the same counts and columns as the buckets."""
