@@ -23,7 +23,7 @@ from . import limits
 from .floats import floats_close
 from .plan import _Plan
 from .results import _jsonable
-from .sql import _TID, _INTEGER, _at_addresses, _hash_sql, _is_base_table, _pg_hash, _q, _rows_of_keys, materialized
+from .sql import _TID, _INTEGER, _at_addresses, _hash_sql, _is_base_table, _pg_hash, _q, _rows_of_keys
 
 
 class _Key(NamedTuple):

@@ -31,7 +31,7 @@ from ..results import GamedayReport, ScenarioResult
 from ..sandbox import Engine, Sandbox, engine_for
 from ..sandbox.base import (PARSE_PREFIX, REFERENCE_SCHEMA, SNAPSHOT_SCHEMA, Connection, check_writable_dir,
                            make_locked_dir, private_work_root, snapshot_table, table)
-from .runs import _chains, _counts, _node_errors, _sharing_first_build, _tally
+from .runs import _chains, _counts, _node_errors, _sharing_first_build, _tally, run_args
 from .scenarios import Reset, Run, count_runs, scenario_steps
 from .timeline import cut_slice, plan_timeline
 from ..secrets import secrets_through_env
@@ -44,7 +44,6 @@ class _NoProgress:
     def scenario(self, name: str) -> None: ...
 
 
-# Scenarios whose chain begins with the same first build (same data, clock and models): it runs once.
 class Gameday:
     def __init__(self, options: GamedayOptions, progress=None, run_id: str | None = None):
         self.options = options
@@ -83,28 +82,6 @@ class Gameday:
         path.chmod(0o600)
         return str(folder)
 
-    def _run_args(self, plan: Plan, step: Run, final: bool, only: set[str] | None = None,
-                  exclude: set[str] | None = None, models: list | None = None) -> tuple[list[str], str | None]:
-        # Between the first and the last run of a scenario only state matters: incremental models
-        # and the tables they read. Views need no rerun, and other tables are rebuilt at the end
-        # (`models`: the caller's choice, see rebuild.py).
-        if models is None:
-            models = plan.build if (final or step.full_refresh) else plan.stateful
-        models = [m for m in models if (only is None or m.unique_id in only) and m.unique_id not in (exclude or ())]
-        # snapshots run where the user's `dbt build` runs them: in order with the models
-        command = (["build", "--resource-type", "model", "--resource-type", "snapshot"]
-                   if any(m.snapshot for m in models) else ["run"])
-        args = [*command, "--select", *[m.selector for m in models]]
-        if step.full_refresh:
-            args.append("--full-refresh")
-        # Microbatch models compute their own batches (batch_size, lookback) from the simulated clock.
-        merged = dict(self.project.cli_vars) if self.project else {}
-        if not step.full_refresh:
-            start, end = step.window
-            merged["rerun_safety_window_start"] = start.strftime("%Y-%m-%d %H:%M:%S")
-            merged["rerun_safety_window_end"] = end.strftime("%Y-%m-%d %H:%M:%S")
-        return args, (yaml.safe_dump(merged) if merged else None)
-
     def _dbt(self, plan: Plan, sandbox: Sandbox, profiles_dir: str, step: Run, final: bool = True,
              only: set[str] | None = None, exclude: set[str] | None = None, models: list | None = None):
         assert self.engine and self.project
@@ -112,7 +89,7 @@ class Gameday:
         if self._clocks.get(sandbox.name) != step.clock:
             with self.engine.connect(sandbox) as con:
                 self._set_clock(con, sandbox, step.clock)
-        args, vars_yaml = self._run_args(plan, step, final, only, exclude, models)
+        args, vars_yaml = run_args(plan, step, final, self.project.cli_vars, only, exclude, models)
         return self.project.session.invoke(args, profiles_dir=profiles_dir, vars_yaml=vars_yaml or "",
                                            clock=step.clock, dialect=self.engine.dialect,
                                            rewrite_sql=self.engine.sql_rewriter(sandbox),

@@ -1,13 +1,14 @@
 """What the runs of a game day share, and what one dbt run leaves to judge a scenario by."""
 from __future__ import annotations
 
+import yaml
 from sqlglot import exp
 
 from ..dbt_invoke import STOPPED_MARKER
 from ..sandbox import Engine
 from ..sandbox.base import Connection
 from .plan import Plan
-from .scenarios import scenario_steps
+from .scenarios import Run, scenario_steps
 
 
 def _sharing_first_build(chains: list[str], engine: Engine, timeline) -> list[str]:
@@ -66,3 +67,28 @@ def _node_errors(res, plan: Plan) -> dict[str, str]:
         return {uid: res.error for uid in judged}
     return {n.unique_id: n.message or n.status for n in res.nodes
             if n.unique_id in judged and n.status in ("error", "runtime error", "partial success")}
+
+
+def run_args(plan: Plan, step: Run, final: bool, cli_vars: dict, only: set[str] | None = None,
+             exclude: set[str] | None = None, models: list | None = None) -> tuple[list[str], str | None]:
+    """The dbt command of one run of a scenario, and its vars as YAML (None: none).
+
+    Between the first and the last run of a scenario only state matters: incremental models and
+    the tables they read. Views need no rerun, and other tables are rebuilt at the end (`models`:
+    the caller's choice, see rebuild.py)."""
+    if models is None:
+        models = plan.build if (final or step.full_refresh) else plan.stateful
+    models = [m for m in models if (only is None or m.unique_id in only) and m.unique_id not in (exclude or ())]
+    # snapshots run where the user's `dbt build` runs them: in order with the models
+    command = (["build", "--resource-type", "model", "--resource-type", "snapshot"]
+               if any(m.snapshot for m in models) else ["run"])
+    args = [*command, "--select", *[m.selector for m in models]]
+    if step.full_refresh:
+        args.append("--full-refresh")
+    # Microbatch models compute their own batches (batch_size, lookback) from the simulated clock.
+    merged = dict(cli_vars)
+    if not step.full_refresh:
+        start, end = step.window
+        merged["rerun_safety_window_start"] = start.strftime("%Y-%m-%d %H:%M:%S")
+        merged["rerun_safety_window_end"] = end.strftime("%Y-%m-%d %H:%M:%S")
+    return args, (yaml.safe_dump(merged) if merged else None)
