@@ -14,7 +14,7 @@ from .floats import _Loose, _pair_floats, _sort_key
 from .plan import _pair, _Plan
 from .results import Side
 from ..sandbox.base import ident
-from .sql import _TID, _hash_type, _in_list, _is_base_table, _q, _rows_of_keys, materialized, wide_type
+from .sql import _TID, _hash_type, _in_list, _is_base_table, _kinds, _q, _rows_of_keys, materialized, wide_type
 
 
 _COUNT_FIELDS = ("only_l", "only_r", "copies_r", "keys_only_l", "keys_only_r", "changed_rows",
@@ -176,7 +176,7 @@ def _narrow_to_keys(plan: _Plan, keys: list[int]) -> None:
                          f"{_rows_of_keys(plan.src(side), plan.keys_sql[0], keys)}")
         made.append(temp)
         # a few rows: filtered directly, no late materialization (and no catalog query to know)
-        con.__dict__.setdefault("_rs_base_tables", {})[temp.sql(dialect="duckdb")] = False
+        _kinds(con)[temp.sql(dialect="duckdb")] = False
         setattr(plan, attr, Side(con, temp, None, side.label))
         setattr(plan, b, kept["b"])
         setattr(plan, h, kept["h"])

@@ -224,20 +224,29 @@ def parse_where(sql: str | None, dialect: str) -> exp.Expression | None:
     return cond
 
 
+def _where_relation(con: Connection, table: exp.Table, alias: str | None = None) -> exp.Expression:
+    """information_schema's condition for one relation (its schema, name, and catalog if named)."""
+    conds = [exp.column("table_schema", alias).eq(exp.Literal.string(table.db or ("main" if con.dialect == "duckdb"
+                                                                                  else "public"))),
+             exp.column("table_name", alias).eq(exp.Literal.string(table.name))]
+    if table.catalog:
+        conds.append(exp.column("table_catalog", alias).eq(exp.Literal.string(table.catalog)))
+    return exp.and_(*conds)
+
+
+def _kinds(con: Connection) -> dict[str, bool]:
+    """Per connection: relation (as DuckDB SQL) -> whether it is a base table."""
+    return con.__dict__.setdefault("_rs_base_tables", {})
+
+
 def _is_base_table(side: Side) -> bool:
     if side.con.dialect == "spark":
         return False  # only DuckDB's rowid and PostgreSQL's ctid use it
-    cache = side.con.__dict__.setdefault("_rs_base_tables", {})
+    cache = _kinds(side.con)
     key = side.table.sql(dialect="duckdb")
     if key not in cache:
-        t = side.table
-        conds = [exp.column("table_schema").eq(exp.Literal.string(t.db or ("main" if side.con.dialect == "duckdb"
-                                                                              else "public"))),
-                 exp.column("table_name").eq(exp.Literal.string(t.name))]
-        if t.catalog:
-            conds.append(exp.column("table_catalog").eq(exp.Literal.string(t.catalog)))
         row = side.con.fetchone(exp.select("table_type").from_(exp.Table(this=ident("tables"), db=ident("information_schema")))
-                                .where(exp.and_(*conds)))
+                                .where(_where_relation(side.con, side.table)))
         cache[key] = bool(row) and str(row[0]).upper() == "BASE TABLE"
     return cache[key]
 
@@ -247,10 +256,6 @@ def columns_of(con: Connection, table: exp.Table) -> list[tuple[str, str]]:
         return con.columns(table.db or "default", table.name)
     if con._caching and not table.catalog:  # see Connection.catalog_cached
         return con.columns(table.db or ("main" if con.dialect == "duckdb" else "public"), table.name)
-    conds = [exp.column("table_schema", "c").eq(exp.Literal.string(table.db or ("main" if con.dialect == "duckdb" else "public"))),
-             exp.column("table_name", "c").eq(exp.Literal.string(table.name))]
-    if table.catalog:
-        conds.append(exp.column("table_catalog", "c").eq(exp.Literal.string(table.catalog)))
     # the relation's kind comes along (a base table's rows can be read back by rowid or ctid; see
     # _is_base_table), rather than in a query of its own
     same = exp.and_(*[exp.column(k, "c").eq(exp.column(k, "t")) for k in ("table_catalog", "table_schema", "table_name")])
@@ -258,10 +263,10 @@ def columns_of(con: Connection, table: exp.Table) -> list[tuple[str, str]]:
          .from_(exp.Table(this=ident("columns"), db=ident("information_schema"), alias=exp.TableAlias(this=ident("c"))))
          .join(exp.Table(this=ident("tables"), db=ident("information_schema"), alias=exp.TableAlias(this=ident("t"))),
                on=same, join_type="left")
-         .where(exp.and_(*conds)).order_by("c.ordinal_position"))
+         .where(_where_relation(con, table, "c")).order_by("c.ordinal_position"))
     rows = con.fetchall(q)
     if rows:
-        con.__dict__.setdefault("_rs_base_tables", {})[table.sql(dialect="duckdb")] = str(rows[0][2]).upper() == "BASE TABLE"
+        _kinds(con)[table.sql(dialect="duckdb")] = str(rows[0][2]).upper() == "BASE TABLE"
     return [(r[0], str(r[1])) for r in rows]
 
 
