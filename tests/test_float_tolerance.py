@@ -173,7 +173,7 @@ def test_values_across_a_rounding_boundary(env, monkeypatch):
     load(env, "b", [(i, 0, y) for i, (_x, y) in enumerate(pairs)] + [(100, 0, 1.0), (101, 0, 1.0)])
     for extra in ((), ("--key", "id"), ("--key", "grp"), ("--partition-by", "x")):
         code, out = env.json("a", "b", *extra)
-        assert (code, out["identical"], out["only_left"], out["only_right"], out["changed"]) == (0, True, 0, 0, 0)
+        assert (code, out["identical"], out["only_left"], out["only_right"], out["changed"]) == (0, True, 0, 0, 0), extra
         assert out["buckets"]["differing"] > 0, extra  # the buckets differed and were confirmed row by row
         assert "differing_partitions" not in out and out["differing_columns"] == []
     # pairs 0..5 across the boundary, pair 6 moved by 1e-8 (beyond 1e-9), one row duplicated
@@ -188,6 +188,24 @@ def test_values_across_a_rounding_boundary(env, monkeypatch):
     # with the grp key every row shares one key: a multiset per key, paired by value
     code, out = env.json("a", "c", "--key", "grp")
     assert (code, out["changed"], out["rows_only_left"], out["rows_only_right"]) == (1, 0, 1, 2)
+
+
+def test_keys_whose_other_rows_cannot_pair_stay_changed(env):
+    """Rows no row of the other side can pair with (another id, or a float beyond reach) come back
+    only as the first samples; their keys must still count as changed. Eight keys (grp), each with
+    one row across a rounding boundary (pairs) and one row whose id differs (cannot pair)."""
+    pairs = [boundary_pair(k * 1000) for k in range(8)]
+    load(env, "a", [(10 + g, g, x) for g, (x, _y) in enumerate(pairs)] + [(100 + g, g, 5.0) for g in range(8)])
+    load(env, "b", [(10 + g, g, y) for g, (_x, y) in enumerate(pairs)] + [(200 + g, g, 5.0) for g in range(8)])
+    code, out = env.json("a", "b", "--key", "grp")
+    assert (code, out["changed"], out["only_left"], out["only_right"], out["rows_only_left"],
+            out["rows_only_right"]) == (1, 8, 0, 0, 8, 8)
+    left = [r["id"] for r in out["sample"] if r["_diff"] == "only_left"]
+    assert len(left) == 5 and set(left) < set(range(100, 108))  # the first five by bucket and hash
+    # a float moved beyond its tolerance cannot pair either: every key changed, none paired
+    env.sql("create table c as select * from b", "update c set x = x * 1.001 where id < 100")
+    code, out = env.json("a", "c", "--key", "grp")
+    assert (code, out["changed"], out["rows_only_left"], out["rows_only_right"]) == (1, 8, 16, 16)
 
 
 def test_integers_and_decimals_stay_exact(env):

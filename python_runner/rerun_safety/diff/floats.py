@@ -92,6 +92,8 @@ class _Loose:
     kl: int
     kr: int
     tid: str | None = None
+    alone: bool = False  # no row of the other side can pair with it (read for the samples)
+    open: bool = False  # its key has such a row: the key stays changed
 
 
 def _float_class(v) -> object:
@@ -116,9 +118,10 @@ def _pair_floats(plan: _FloatPlan, rows: list[_Loose], out: dict) -> tuple[list,
     tols = [t for _c, t in plan.floats]
     t0 = tols[0]
     groups: dict[tuple, tuple[list, list]] = {}
+    rest: list[_Loose] = [r for r in rows if r.alone]
     for r in rows:
-        groups.setdefault((r.key, r.nh, _float_class(r.floats[0])), ([], []))[r.s].append(r)
-    rest: list[_Loose] = []
+        if not r.alone:
+            groups.setdefault((r.key, r.nh, _float_class(r.floats[0])), ([], []))[r.s].append(r)
     for (_k, _nh, cls), (ls, rs) in groups.items():
         if not ls or not rs:
             rest += ls + rs
@@ -145,7 +148,7 @@ def _pair_floats(plan: _FloatPlan, rows: list[_Loose], out: dict) -> tuple[list,
                 rest.append(lrow)
         rest += [r for j, r in enumerate(rs) if not used[j]]
     if plan.key:
-        open_keys = {r.key for r in rest}
+        open_keys = {r.key for r in rest} | {r.key for r in rows if r.open}
         for key, (kl, kr) in {r.key: (r.kl, r.kr) for r in rows}.items():
             if key not in open_keys:  # every row of the key found its pair: the key is unchanged
                 out["changed_rows"] -= kl == 1 and kr == 1

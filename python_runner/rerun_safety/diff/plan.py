@@ -12,7 +12,7 @@ from . import limits
 from .floats import check_float_tolerance, float_tolerance_of, round_float_sql
 from .results import DiffError, Side
 from .sql import (_INTEGER, _PG_TEXT_HASHED, _TEMPORAL, _hash_sql, _int_sum, _is_base_table, _pg_hash, _q,
-                  columns_of, text_type, wide_type)
+                  columns_of, columns_of_pair, text_type, wide_type)
 
 
 @dataclass
@@ -69,7 +69,8 @@ def _plan(left: Side, right: Side, key: Sequence[str], ignore_columns: Sequence[
           bucket_column: str | None, strict: bool, float_tolerance: float | None = None) -> _Plan:
     d = left.con.dialect
     tolerance = check_float_tolerance(float_tolerance)
-    lcols, rcols = columns_of(left.con, left.table), columns_of(right.con, right.table)
+    lcols, rcols = (columns_of_pair(left.con, left.table, right.table) if left.con is right.con
+                    else (columns_of(left.con, left.table), columns_of(right.con, right.table)))
     for side, cols in ((left, lcols), (right, rcols)):
         if not cols:
             raise DiffError(f"relation {side.label} does not exist (or has no columns)")

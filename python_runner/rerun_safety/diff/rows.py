@@ -229,16 +229,36 @@ def _loose_rows_same(plan: _Plan, buckets: list[int] | None, keys: list[int] | N
     group = f"partition by b, {knames}h"
     per_key = (f"sum(1 - s) over (partition by b, {knames.rstrip(', ')}) as kl, "
                f"sum(s) over (partition by b, {knames.rstrip(', ')}) as kr" if ks else "0 as kl, 0 as kr")
+    by_key = f"partition by {knames.rstrip(', ')}" if ks else ""
+    # A row can pair only with a row of the other side of its key and exact columns (nh) whose first
+    # float is within reach of its own (or, not finite, of the same side of that test): the others
+    # come back only as the first SAMPLE_ROWS of each side (the samples), and their keys as open
+    # (10M rows, 1,000 changed floats beyond the tolerance: 4,000 rows paired here for nothing).
+    dbl = "double precision" if pg else "double"
+    f0, t0 = f"cast(f0 as {dbl})", plan.floats[0][1]
+    fin = f"abs({f0}) < cast('Infinity' as {dbl})"
+    other = f"partition by {knames}nh"  # as the pairing groups them: not by bucket (a float may be the bucket column)
+    reach = f"cast({t0 * 1.000001 / (1 - t0)!r} as {dbl}) * greatest(abs({f0}), cast(1 as {dbl}))"
+    ext = "".join(f", {fn}(case when s = {side} and {fin} then {f0} end) over ({other}) as {fn}{side}"
+                  for fn in ("min", "max") for side in (0, 1))
+    can = (f"coalesce(case when s = 0 then r_n > 0 and (not coalesce({fin}, false) or (min1 <= {f0} + {reach} and max1 >= {f0} - {reach})) "
+           f"else l_n > 0 and (not coalesce({fin}, false) or (min0 <= {f0} + {reach} and max0 >= {f0} - {reach})) end, false)")
     sql = (f"with u as ({parts[0]} union all {parts[1]}), w as (select *, sum(1 - s) over ({group}) as lc, "
-           f"sum(s) over ({group}) as rc, {per_key}, row_number() over ({group}, s order by {fnames}) as rn from u) "
-           f"select s, b, h, nh, lc, kl, kr, {knames}{fnames}{', t' if pg else ''} from w "
-           f"where (s = 0 and rn > rc) or (s = 1 and rn > lc) limit {limits.MAX_TOLERANCE_ROWS + 1}")
+           f"sum(s) over ({group}) as rc, {per_key}, row_number() over ({group}, s order by {fnames}) as rn from u), "
+           f"x as (select * from w where (s = 0 and rn > rc) or (s = 1 and rn > lc)), "
+           f"y as (select *, {can} as can from (select *, sum(s) over ({other}) as r_n, sum(1 - s) over ({other}) as l_n{ext} "
+           f"from x) x1), "
+           f"z as (select *, max(case when can then 0 else 1 end) over ({by_key}) as op, "
+           f"row_number() over (partition by s, can order by b, h) as pick from y) "
+           f"select s, b, h, nh, lc, kl, kr, {knames}{fnames}, can, op{', t' if pg else ''} from z "
+           f"where can or pick <= {limits.SAMPLE_ROWS} limit {limits.MAX_TOLERANCE_ROWS + 1}")
     rows = plan.left.con.fetchall(sql)
     if len(rows) > limits.MAX_TOLERANCE_ROWS:
         return None
     nk, nf = len(ks), len(plan.floats)
-    return [_Loose(int(r[0]), int(r[1]), int(r[2]), tuple(r[7:7 + nk]), int(r[3]), tuple(r[7 + nk:7 + nk + nf]),
-                   int(r[4]), int(r[5]), int(r[6]), r[7 + nk + nf] if pg else None) for r in rows]
+    e = 7 + nk + nf
+    return [_Loose(int(r[0]), int(r[1]), int(r[2]), tuple(r[7:7 + nk]), int(r[3]), tuple(r[7 + nk:e]),
+                   int(r[4]), int(r[5]), int(r[6]), r[e + 2] if pg else None, not r[e], bool(r[e + 1])) for r in rows]
 
 
 def _chunks(listed: list[tuple], size: int | None = None) -> Iterable[list]:
