@@ -220,6 +220,29 @@ SHAPES: list[tuple[str, list[str], str]] = [
                     "{{{{ target.schema }}}}_audit.run_log select '{{{{ this.name }}}}', count(*) from {{{{ this }}}}\"") +
      "select * from {ev}\n{{% if is_incremental() %}}where event_ts >= (select max(event_ts) - interval '1 day' "
      "from {{{{ this }}}}){{% endif %}}\n"),
+    # ---- windows that look across rows, over the batch
+    ("lag_over_batch", ["window-over-batch"], INC.format(cfg="incremental_strategy='delete+insert', unique_key='order_id'") +
+     "select order_id, customer_id, amount, ordered_at, amount - lag(amount) over (partition by customer_id "
+     "order by ordered_at, order_id) as change from {od}\n{{% if is_incremental() %}}where ordered_at >= "
+     "(select max(ordered_at) - interval '1 day' from {{{{ this }}}}){{% endif %}}\n"),
+    ("running_count_over_batch", ["window-over-batch"], INC.format(cfg="incremental_strategy='merge', unique_key='event_id'") +
+     "select event_id, event_ts, count(*) over (order by event_ts, event_id) as seq from {ev}\n"
+     "{{% if is_incremental() %}}where event_ts >= (select max(event_ts) - interval '2 hours' from {{{{ this }}}})"
+     "{{% endif %}}\n"),
+    ("lag_within_whole_days", [], INC.format(cfg="incremental_strategy='delete+insert', unique_key='event_id'") +
+     "with e as (select *, cast(event_ts as date) as event_day from {ev})\nselect event_id, event_day, event_ts, "
+     "lag(event_ts) over (partition by event_day order by event_ts, event_id) as prev_ts from e\n"
+     "{{% if is_incremental() %}}where event_day >= (select max(event_day) - 1 from {{{{ this }}}}){{% endif %}}\n"),
+    ("lag_lookback_then_trimmed", [], INC.format(cfg="incremental_strategy='merge', unique_key='order_id'") +
+     "with src as (select * from {od}\n{{% if is_incremental() %}}where ordered_at >= (select max(ordered_at) - "
+     "interval '30 days' from {{{{ this }}}}){{% endif %}}),\nw as (select order_id, customer_id, amount, ordered_at, "
+     "lag(amount) over (partition by customer_id order by ordered_at, order_id) as prev_amount from src)\n"
+     "select * from w\n{{% if is_incremental() %}}where ordered_at >= (select max(ordered_at) from {{{{ this }}}})"
+     "{{% endif %}}\n"),
+    ("lag_whole_customers_reread", [], INC.format(cfg="incremental_strategy='merge', unique_key='order_id'") +
+     "select order_id, customer_id, amount, ordered_at, lag(amount) over (partition by customer_id order by "
+     "ordered_at, order_id) as prev_amount from {od}\n{{% if is_incremental() %}}where customer_id in (select "
+     "customer_id from {od} where ordered_at >= (select max(ordered_at) from {{{{ this }}}})){{% endif %}}\n"),
 ]
 
 # A separate set, never used while tuning the rules: models written for this set from the shapes of

@@ -118,6 +118,13 @@ from {{ ref('daily_revenue') }} s
 left join {{ this }} prev on prev.day = s.day - interval '1 day'
 where s.day > (select max(day) - interval '2 days' from {{ this }})
 {% endif %}"""},
+    "window-over-batch": {"model": """\
+{{ config(materialized='incremental', unique_key='day') }}
+select day, revenue, revenue - lag(revenue) over (order by day) as change
+from {{ ref('daily_revenue') }}
+{% if is_incremental() %}
+where day >= (select max(day) - interval '3 days' from {{ this }})
+{% endif %}"""},
     "config-column-missing": {"model": """\
 {{ config(materialized='incremental', unique_key='order_idd') }}
 select order_id, status, updated_at from {{ source('raw', 'orders') }}

@@ -290,6 +290,62 @@ def test_dedup_near_misses(adapter):
         assert rules(table(adapter, sql, unique_columns=["id"])) == [], agg
 
 
+# --- window-over-batch -------------------------------------------------------------------------
+
+WINDOW_FULL = (f"select id, customer, ts, amount - lag(amount) over (partition by customer order by ts, id) "
+               f"as change from {SRC}")
+
+
+def test_window_over_the_batch(adapter):
+    inc = WINDOW_FULL + f" where ts >= (select max(ts) - interval '1 day' from {T})"
+    assert rules(incremental(adapter, inc, "merge", "id", full_sql=WINDOW_FULL)) == ["window-over-batch"]
+    # a running count over the batch restarts at every run
+    running = f"select id, ts, count(*) over (order by ts, id) as seq from {SRC}"
+    inc = running + f" where ts >= (select max(ts) - interval '2 hours' from {T})"
+    assert rules(incremental(adapter, inc, "merge", "id", full_sql=running)) == ["window-over-batch"]
+    # the batch filtered in a CTE that a join of CTEs reads, the window outside (a week-over-week
+    # share computed over only the newest day): the filter that the full branch lacks is found
+    cte = (f"with r as (select * from {SRC}{{}}), d as (select distinct cast(ts as date) as day from r{{}}), "
+           f"f as (select d.day as agg_day, count(r.id) as n from d left join r on cast(r.ts as date) "
+           f"between d.day - 6 and d.day group by 1) select agg_day, n, n - lag(n, 6) over (order by agg_day) "
+           f"as wow from f")
+    full = cte.format("", "")
+    inc = cte.format(f" where ts >= (select max(ts) - interval '6 days' from {SRC})",
+                     f" where day = (select max(cast(ts as date)) from {SRC})")
+    assert rules(incremental(adapter, inc, "delete+insert", "agg_day", full_sql=full)) == ["window-over-batch"]
+
+
+def test_window_over_whole_partitions_or_trimmed(adapter):
+    # ranking numbers the batch on purpose (a dedup); whole-partition aggregates are not judged
+    for sql in (f"select * from (select *, row_number() over (partition by id order by ts desc) as rn "
+                f"from {SRC}) x where rn = 1",
+                f"select id, ts, sum(amount) over (partition by customer) as total from {SRC}"):
+        inc = sql.replace(f"from {SRC}", f"from {SRC} where ts >= (select max(ts) - interval '1 day' from {T})")
+        assert "window-over-batch" not in rules(incremental(adapter, inc, "merge", "id", full_sql=sql))
+    # partitioned by the column the batch is cut on: whole days are read
+    days = f"select id, day, ts, lag(ts) over (partition by day order by ts, id) as prev from {SRC}"
+    inc = days + f" where day >= (select max(day) - 1 from {T})"
+    assert rules(incremental(adapter, inc, "merge", "id", full_sql=days)) == []
+    # ... through an alias: the window's partition column is named otherwise in a CTE
+    aliased = (f"with e as (select id, ts, cast(ts as date) as event_day from {SRC}{{}}) select id, event_day, "
+               f"lag(ts) over (partition by event_day order by ts, id) as prev from e")
+    inc = aliased.format(f" where cast(ts as date) >= (select max(event_day) - 1 from {T})")
+    assert rules(incremental(adapter, inc, "merge", "id", full_sql=aliased.format(""))) == []
+    # whole customers re-read: every customer with a new row, all of its rows
+    inc = WINDOW_FULL + (f" where customer in (select customer from {SRC} where ts >= (select max(ts) "
+                         f"from {T}))")
+    assert rules(incremental(adapter, inc, "merge", "id", full_sql=WINDOW_FULL)) == []
+    # a lookback read for the window, then only the newer rows kept
+    trimmed = (f"with s as (select * from {SRC}{{}}), w as (select id, customer, ts, lag(amount) over "
+               f"(partition by customer order by ts, id) as prev from s) select * from w{{}}")
+    inc = trimmed.format(f" where ts >= (select max(ts) - interval '30 days' from {T})",
+                         f" where ts >= (select max(ts) from {T})")
+    assert rules(incremental(adapter, inc, "merge", "id", full_sql=trimmed.format("", ""))) == []
+    # the same filter in both branches is not the batch
+    both = WINDOW_FULL + " where ts >= timestamp '2024-01-01'"
+    assert rules(incremental(adapter, both, "merge", "id", full_sql=both)) == []
+
+
 # --- limit-without-order -----------------------------------------------------------------------
 
 def test_limit_without_order(adapter):
@@ -462,7 +518,7 @@ def test_suppressions(adapter):
 def test_rule_table_is_stable(adapter):
     assert list(RULES) == [
         "append-reread", "unique-key-ignored", "watermark-strict-gt", "late-watermark", "partition-lookback-unaligned",
-        "nondeterministic-function", "clock-window", "self-state", "config-column-missing",
+        "nondeterministic-function", "clock-window", "self-state", "window-over-batch", "config-column-missing",
         "dedup-order-not-total", "limit-without-order", "inclusive-window-bound",
         "microbatch-postgres", "adapter-trap", "hook-append", "unknown-strategy", "own-strategy", "compile-error",
         "python-model",

@@ -13,6 +13,7 @@ from .config import (adapter_trap, config_columns, microbatch_postgres, own_stra
 from .determinism import (clock_window, limit_without_order, order_not_total,
                           nondeterministic_function)
 from .hooks import hook_append
+from .lookback import window_over_batch
 from .windows import (append_reread, inclusive_window_bound, late_watermark, partition_lookback_unaligned,
                       self_state, watermark_strict_gt)
 
@@ -62,6 +63,15 @@ RULES: dict[str, Rule] = {r.id: r for r in (
          "Compute the value from the sources alone (a window function over the source history, or re-read "
          "the whole lookback), or rebuild the model in full; filter on {{ this }} only for a watermark.",
          self_state),
+    Rule("window-over-batch", ERROR,
+         "a window that looks across rows (lag, lead, a running or moving sum/avg/count/min/max) over rows "
+         "that the incremental branch alone filters to the batch: the first rows of each batch see no "
+         "predecessor. Not when the window is partitioned by the filtered column (whole partitions are read) "
+         "or its result is filtered again to the batch after it (a lookback read for the window, then trimmed)",
+         "Read the rows the window needs: a lookback for the window's reach, then keep only the batch's rows "
+         "after it (`where day >= ...` in an outer select), or re-read whole partitions "
+         "(`where user_id in (select user_id from <new rows>)` with the window partitioned by user_id).",
+         window_over_batch),
     Rule("config-column-missing", ERROR, "partition_key or unique_key names a column the compiled model lacks",
          "Fix the spelling in config(), or add the column to the model's select.", config_columns),
     Rule("dedup-order-not-total", ERROR,
