@@ -139,3 +139,46 @@ def test_order_sensitive_models():
 
 def test_the_carried_message_says_why():
     assert CARRIED.startswith("not built again: everything it reads matched the reference")
+
+
+def test_tables_no_run_can_change_are_built_once():
+    """frozen_ids: a table over static inputs only (directly, or through tables and views of the same
+    kind) is built in a scenario's first build and not run again; anything on a timed input, below a
+    stateful model, reading the clock or row order, with hooks or reading a relation by name is run
+    at every batch as before."""
+    from rerun_safety.gameday.rebuild import frozen_ids
+
+    def t(name, materialized="table", parents=(), raw="select 1", sources=()):
+        m = model(name, materialized, parents)
+        return m.__class__(**{**m.__dict__, "raw_code": raw, "sources": tuple(sources)})
+
+    events, users = "source.p.raw.events", "source.p.raw.users"
+    graph = [t("dim", sources=[users]), t("dim_v", "view", sources=[users]), t("on_view", parents=["dim_v"]),
+             t("stg", sources=[events]), t("inc", "incremental", ["dim", "stg"]), t("below_inc", parents=["inc"]),
+             t("clocky", sources=[users]), t("below_clocky", parents=["clocky"]), t("hooked", sources=[users]),
+             t("named", raw="select * from raw.users"), t("chained", parents=["dim", "on_view"])]
+    by_id = {m.unique_id: m for m in graph}
+
+    def ancestors(uids):
+        seen, stack = set(), list(uids)
+        while stack:
+            for p in by_id[stack.pop()].parents:
+                if p not in seen:
+                    seen.add(p)
+                    stack.append(p)
+        return seen
+
+    def timed_inputs_of(uids):
+        return {s for u in set(uids) | ancestors(uids) for s in by_id[u].sources}
+
+    nodes = {m.unique_id: SimpleNamespace(config=SimpleNamespace(pre_hook=[], post_hook=["insert into log select 1"]
+                                                                  if m.name == "hooked" else []),
+                                          depends_on=SimpleNamespace(macros=())) for m in graph}
+    project = SimpleNamespace(models=by_id, ancestors=ancestors, timed_inputs_of=timed_inputs_of, adapter="duckdb",
+                              manifest=SimpleNamespace(nodes=nodes, macros={}))
+    plan = SimpleNamespace(project=project, build=graph, inputs=[SimpleNamespace(unique_id=events)],
+                           order_sensitive={U + "clocky"})
+    assert sorted(names(frozen_ids(plan))) == ["chained", "dim", "on_view"]
+    # once the users arrive batch by batch too, nothing is frozen
+    plan.inputs.append(SimpleNamespace(unique_id=users))
+    assert frozen_ids(plan) == set()

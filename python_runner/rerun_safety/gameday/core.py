@@ -25,7 +25,8 @@ from ..errors import ConfigError, RerunSafetyError, SandboxError, first_line
 from .options import GamedayOptions  # noqa: F401 - the public import path
 from .plan import Lateness, Plan, make_plan, partition_column
 from .preflight import check_columns, check_config
-from .rebuild import CARRIED, CARRIED_ORDER, determinism_ids, final_rebuild, first_ids, order_sensitive
+from .rebuild import (CARRIED, CARRIED_ORDER, determinism_ids, final_rebuild, first_ids, frozen_ids,
+                      order_sensitive)
 from ..project import Project
 from ..results import GamedayReport, ScenarioResult
 from ..sandbox import Engine, Sandbox, engine_for
@@ -116,6 +117,7 @@ class Gameday:
         errors = _node_errors(res, plan)
         compiled = self._trace_time_columns(plan, res)
         plan.order_sensitive = order_sensitive(plan, compiled, self.engine.dialect)
+        plan.frozen = frozen_ids(plan)
         plan.unordered = order_only.unordered_in_results(res.raw, plan, self.engine.dialect)
         with self.engine.connect(sb) as con:
             con.create_schema(REFERENCE_SCHEMA)
@@ -197,6 +199,8 @@ class Gameday:
                 # determinism the models whose SQL may depend on row order, and what they read
                 lean = isolate is None
                 current = first = set()
+                # a table no run can change is built once, in the first build (see frozen_ids)
+                between = [m for m in plan.stateful if m.unique_id not in plan.frozen] if lean else plan.stateful
                 if lean and scenario == "determinism":
                     current = first = determinism_ids(plan, plan.order_sensitive)
                 elif lean:
@@ -214,7 +218,7 @@ class Gameday:
                             models = None
                             if lean:
                                 models = ([m for m in plan.build if m.unique_id in first]
-                                          if step.full_refresh else plan.stateful)
+                                          if step.full_refresh else between)
                             res = None if models == [] else self._dbt(
                                 plan, sb, profiles, step, final=(i == last_run), only=only, exclude=exclude,
                                 models=models)
@@ -459,7 +463,7 @@ class Gameday:
                 "time_columns": plan.time_columns, "late": plan.late, "side": plan.side, "isolate": isolate,
                 "static": [src.unique_id for src in plan.static_sources], "statement_limit": self.watch.limit_s,
                 "unordered": plan.unordered, "late_rows": plan.late_rows, "reference_rows": plan.reference_rows,
-                "order_sensitive": plan.order_sensitive}
+                "order_sensitive": plan.order_sensitive, "frozen": plan.frozen}
 
     def _execute(self, pool, plan: Plan, payloads: list[dict], template: Sandbox,
                  ref_errors: dict[str, str]) -> dict[str, tuple]:

@@ -58,6 +58,8 @@ class Plan:
     from_hooks: set[str] = field(default_factory=set)
     # built models whose output may depend on the order of their inputs' rows (rebuild.order_sensitive)
     order_sensitive: set[str] = field(default_factory=set)
+    # tables no run of a scenario can change, built once in its first build (rebuild.frozen_ids)
+    frozen: set[str] = field(default_factory=set)
 
     @property
     def timed_sources(self) -> list[SourceTable]:

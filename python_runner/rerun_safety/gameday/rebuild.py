@@ -42,6 +42,30 @@ def first_ids(plan: Any) -> set[str]:
     return roots | (plan.project.ancestors(roots) & built)
 
 
+def frozen_ids(plan: Any) -> set[str]:
+    """Tables that no run of a scenario can change: built in its first build, then not run again
+    until its end (airbnb: 3 of 12 models at every batch). A table whose ancestors are all tables,
+    views or ephemeral models of the same kind, reading only static inputs (no time column: present
+    in full at every build), whose compiled SQL nothing makes depend on the clock, chance or the
+    order of rows (order_sensitive), with no hooks and no relation read by name."""
+    from .by_name import candidates
+
+    models = plan.project.models
+    timed = {s.unique_id for s in plan.inputs}
+    hooked = hooked_ids(plan)
+    named = {m.unique_id for m in candidates(plan.project, plan.build)}
+    plain: set[str] = set()  # models whose output is the same at every build of a scenario
+    for m in plan.build:  # topological order
+        uid = m.unique_id
+        if (m.materialized not in ("table", "view", "ephemeral") or m.language != "sql" or m.keeps_state
+                or uid in hooked or uid in plan.order_sensitive or uid in named
+                or plan.project.timed_inputs_of([uid]) & timed):
+            continue
+        if all(p in plain or p not in models for p in m.parents):
+            plain.add(uid)
+    return {u for u in plain if models[u].materialized == "table"}
+
+
 def determinism_ids(plan: Any, sensitive: set[str]) -> set[str]:
     """What the determinism scenario builds first: the models whose output may depend on the order
     of their inputs' rows, and every model they read."""

@@ -133,6 +133,7 @@ def _scenario_worker(payload: dict) -> tuple:
     plan.unordered = payload["unordered"]
     plan.reference_rows = payload["reference_rows"]
     plan.order_sensitive = payload["order_sensitive"]  # what a model judged from the reference holds
+    plan.frozen = payload["frozen"]  # tables built once per scenario (rebuild.frozen_ids)
     plan.late_rows = payload["late_rows"]  # counted when the late scenario was planned: decides if it tested anything
     plan.judge_exercise()
     judged, results = gd.run_scenario(payload["scenario"], plan, payload["template"], payload["ref_errors"],
