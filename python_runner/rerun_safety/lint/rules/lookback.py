@@ -93,12 +93,14 @@ class _Statement:
             return self._selects(node.this)
         return []
 
-    def restrictions(self, sel: exp.Select, depth: int = 0) -> list[exp.Expression]:
+    def restrictions(self, sel: exp.Select, depth: int = 0, seen: set | None = None) -> list[exp.Expression]:
         """The batch-only filters on the rows `sel` reads: its own, and those of what its FROM and
         inner joins read (not the nullable side of an outer join), transitively."""
+        seen = set() if seen is None else seen
+        if id(sel) in seen or depth >= _MAX_DEPTH:
+            return []
+        seen.add(id(sel))
         found = self.batch_only(sel)
-        if depth >= _MAX_DEPTH:
-            return found
         joins = sel.args.get("joins") or []
         sources = []
         if not any(j.side in ("RIGHT", "FULL") for j in joins) and sel.args.get("from_") is not None:
@@ -106,7 +108,7 @@ class _Statement:
         sources += [j.this for j in joins if j.side not in ("LEFT", "FULL")]
         for node in sources:
             for inner in self._source(node):
-                found += self.restrictions(inner, depth + 1)
+                found += self.restrictions(inner, depth + 1, seen)
         return found
 
     def trimmed(self, sel: exp.Select, depth: int = 0) -> bool:
