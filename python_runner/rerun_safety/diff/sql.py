@@ -267,22 +267,27 @@ def columns_of_pair(con: Connection, left: exp.Table, right: exp.Table | None) -
         return found[0], found[1] if right is not None else []
     # the relation's kind comes along (a base table's rows can be read back by rowid or ctid; see
     # _is_base_table), rather than in a query of its own
-    same = exp.and_(*[exp.column(k, "c").eq(exp.column(k, "t")) for k in ("table_catalog", "table_schema", "table_name")])
-    q = (exp.select("c.table_catalog", "c.table_schema", "c.table_name", "c.column_name", "c.data_type", "t.table_type")
-         .from_(exp.Table(this=ident("columns"), db=ident("information_schema"), alias=exp.TableAlias(this=ident("c"))))
-         .join(exp.Table(this=ident("tables"), db=ident("information_schema"), alias=exp.TableAlias(this=ident("t"))),
-               on=same, join_type="left")
-         .where(exp.or_(*[_where_relation(con, t, "c") for t in tables]))
-         .order_by("c.ordinal_position"))
-    rows = con.fetchall(q.sql(dialect=con.dialect))
+    d = con.dialect
+    where = " or ".join(_where_relation(con, t, "c").sql(dialect=d) for t in tables)
+    rows = con.fetchall(f"{_catalog_query(d)} where {where} order by c.ordinal_position")
     out: tuple[list, list] = ([], [])
     for i, t in enumerate(tables):
-        schema = t.db or ("main" if con.dialect == "duckdb" else "public")
-        mine = [r for r in rows if r[1] == schema and r[2] == t.name and (not t.catalog or r[0] == t.catalog)]
+        schema, name, catalog = t.db or ("main" if d == "duckdb" else "public"), t.name, t.catalog
+        mine = [r for r in rows if r[1] == schema and r[2] == name and (not catalog or r[0] == catalog)]
         if mine:
             _kinds(con)[t.sql(dialect="duckdb")] = str(mine[0][5]).upper() == "BASE TABLE"
         out[i].extend((r[3], str(r[4])) for r in mine)
     return out
+
+
+@functools.lru_cache(maxsize=8)
+def _catalog_query(dialect: str) -> str:
+    """information_schema's columns of some relations, with each relation's kind (no WHERE yet)."""
+    same = exp.and_(*[exp.column(k, "c").eq(exp.column(k, "t")) for k in ("table_catalog", "table_schema", "table_name")])
+    return (exp.select("c.table_catalog", "c.table_schema", "c.table_name", "c.column_name", "c.data_type", "t.table_type")
+            .from_(exp.Table(this=ident("columns"), db=ident("information_schema"), alias=exp.TableAlias(this=ident("c"))))
+            .join(exp.Table(this=ident("tables"), db=ident("information_schema"), alias=exp.TableAlias(this=ident("t"))),
+                  on=same, join_type="left").sql(dialect=dialect))
 
 
 def _src(side: Side, d: str) -> str:
