@@ -15,7 +15,7 @@ from .plan import _plan, _set_hash_buckets, _set_range_buckets, _totals
 from .results import DiffError, DiffResult, Side, _jsonable
 from .rows import _rows_across, _rows_same
 from .samples import _fetch_sample, _sample_columns, _spark_samples
-from .sql import (_TEMPORAL, _at_addresses, _hash_sql, _in_list, _int_sum, _is_base_table, _q, _src, columns_of,
+from .sql import (_TEMPORAL, _at_addresses, _hash_sql, _in_list, _int_sum, _is_base_table, _q, _src, columns_of_pair,
                   parse_where, row_hash, text_type)
 
 
@@ -139,15 +139,17 @@ def diff_relations(con: Connection, reference: tuple[str, ...], current: tuple[s
     if result.identical:
         return result
     extra: dict = {}
-    if column_detail or (result.changed_rows and not result.keyed):
-        ltypes = dict(columns_of(con, left.table))
-        rtypes = dict(columns_of(con, right.table))
+    search = column_detail or (result.changed_rows and not result.keyed)
+    if search or partition_column:  # both sides' columns in one catalog query, read once
+        lcols, rcols = columns_of_pair(con, left.table, right.table)
+    if search:
+        ltypes, rtypes = dict(lcols), dict(rcols)
         cols = [c for c in ltypes if c.lower() not in {i.lower() for i in ignore_columns} and c in rtypes]
         loose = {c: t for c in cols if ltypes[c].lower() == rtypes[c].lower()
                  and (t := float_tolerance_of(ltypes[c], result.float_tolerance)) is not None}
         extra["differing_columns"] = tuple(_differing_columns(con, left, right, cols, loose))
     if partition_column:
-        types = {c.lower(): t.lower() for c, t in columns_of(con, right.table)}
+        types = {c.lower(): t.lower() for c, t in rcols}
         part = _partition_expr(partition_column, types, d)
         if part:
             extra["partition_column"] = partition_column

@@ -161,7 +161,7 @@ def window_over_batch(ctx: ModelContext) -> list[Hit]:
             batch = [c for c in st.restrictions(sel) if not (_filtered_columns(c) & parts)]
             if not batch or st.trimmed(sel):
                 continue
-            fn = win.this.sql_name().lower() if hasattr(win.this, "sql_name") else type(win.this).__name__.lower()
+            fn = win.this.sql_name().lower()  # LAG, SUM...: where the needle finds it in the file
             hits.append(Hit("window-over-batch",
                             f"`{_sql(win, ctx, 90)}` looks across rows, but in an incremental run it sees only the "
                             f"batch (`{_sql(batch[0], ctx, 80)}` is in the incremental branch alone): the first rows of "
