@@ -656,11 +656,23 @@ def test_a_wide_keyed_table_is_diffed_by_key_as_the_buckets_would(engine, tmp_pa
         assert got.differing_columns == ("c5", "f1", "t0", "n0")
         assert all(getattr(got, f) == getattr(ref, f) for f in _WIDE_FIELDS), \
             {f: (getattr(got, f), getattr(ref, f)) for f in _WIDE_FIELDS if getattr(got, f) != getattr(ref, f)}
-        # the sample: whole rows, the first keys on each side; a changed key as a pair
+        # the sample: the first keys on each side; a changed key as a pair of its key and the
+        # columns that differ (as read to compare them), a key on one side as its whole row
         sample = [(r["_diff"], r["id"]) for r in got.sample]
         assert sample[:5] == [("extra", k) for k in (3, 7, 9, 14, 103)]
         assert [k for label, k in sample if label == "missing"][:5] == [1, 3, 7, 9, 14]
-        assert all(len(r) == 42 for r in got.sample)
+        assert [len(r) for r in got.sample if r["id"] == 1] == [42]
+        assert all(list(r) == ["_diff", "id", "c5", "f1", "t0", "n0"] for r in got.sample if r["id"] != 1)
+        assert [(r["c5"], r["n0"]) for r in got.sample if r["id"] == 3] == [(19, 3), (18, 3)]
+        assert [r["n0"] for r in got.sample if r["id"] == 14] == [5, None]
+        # whole rows on request (`rerun-safety diff` asks): the same rows, every column
+        from sqlglot import exp
+
+        from rerun_safety.diff import Side
+        whole = compare(Side(con, exp.table_("wide_l", db=schema)), Side(con, exp.table_("wide_r", db=schema)),
+                        key=("id",))
+        assert [(r["_diff"], r["id"]) for r in whole.sample] == sample and all(len(r) == 42 for r in whole.sample)
+        assert [{k: r[k] for k in got.sample[i]} for i, r in enumerate(whole.sample)] == list(got.sample)
         if engine == "duckdb":  # a side over WIDE_MAX_ROWS rows: the buckets, the same answer
             from rerun_safety.diff import limits
 

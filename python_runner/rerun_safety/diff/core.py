@@ -11,7 +11,7 @@ from ..sandbox.base import Connection, ident
 from . import keyed, limits
 from .buckets import _differing_buckets_across, _differing_buckets_same
 from .floats import float_tolerance_of, round_float_sql
-from .plan import _plan, _set_hash_buckets, _set_range_buckets, _totals
+from .plan import _Plan, _plan, _set_hash_buckets, _set_range_buckets, _totals
 from .results import DiffError, DiffResult, Side, _jsonable
 from .rows import _rows_across, _rows_same
 from .samples import _fetch_sample, _sample_columns, _spark_samples
@@ -21,11 +21,13 @@ from .sql import (_TEMPORAL, _at_addresses, _hash_sql, _in_list, _int_sum, _is_b
 
 def compare(left: Side, right: Side, *, key: Sequence[str] = (), ignore_columns: Sequence[str] = (),
             bucket_column: str | None = None, strict: bool = True,
-            float_tolerance: float | None = None) -> DiffResult:
+            float_tolerance: float | None = None, whole_samples: bool = True) -> DiffResult:
     """Compare two sides; on one connection everything runs in the warehouse.
 
     Float columns are equal within `float_tolerance` (relative; None: DEFAULT_FLOAT_TOLERANCE,
-    0: exact), see the module's docstring.
+    0: exact), see the module's docstring. The sample rows are whole rows; with `whole_samples`
+    False, a changed key of a wide keyed table (bucketing 'key') is sampled as its key and the
+    columns that differ, which that path has read already.
     """
     # One connection: both sides' checksums joined in the warehouse. Not on Spark, which computes
     # a CTE again for every reference to it: there each side's bucket checksums come back here
@@ -44,7 +46,10 @@ def compare(left: Side, right: Side, *, key: Sequence[str] = (), ignore_columns:
             con.execute("set work_mem = '128MB'")
             con.execute("set jit = off")
     if keyed.usable(plan, same):
-        found = keyed.compare_keyed(plan)
+        try:
+            found = keyed.compare_keyed(plan, whole_samples)
+        finally:
+            _drop_temp_tables(plan)
         if found is not None:
             return DiffResult(keyed=True, type_changes=plan.type_changes, bucketing="key",
                               float_tolerance=plan.tolerance, **found)
@@ -78,8 +83,13 @@ def compare(left: Side, right: Side, *, key: Sequence[str] = (), ignore_columns:
     try:
         return _row_level(plan, same, nj, listed, result)
     finally:
-        for temp in plan.extra.pop("temp_tables", []):
-            plan.left.con.execute_temp(f"drop table if exists {temp.sql(dialect=d)}")
+        _drop_temp_tables(plan)
+
+
+def _drop_temp_tables(plan: _Plan) -> None:
+    for temp in plan.extra.pop("temp_tables", []):
+        plan.left.con.execute_temp(f"drop table if exists {temp.sql(dialect=plan.dialect)}")
+    plan.extra.pop("keyed_table", None)
 
 
 def _row_level(plan, same: bool, nj: int, listed: list[tuple], result: dict) -> DiffResult:
@@ -123,19 +133,20 @@ def diff_relations(con: Connection, reference: tuple[str, ...], current: tuple[s
                    key: tuple[str, ...] = (), ignore_columns: tuple[str, ...] = (),
                    partition_column: str | None = None, column_detail: bool = False,
                    where: str | exp.Expression | None = None, bucket_column: str | None = None,
-                   float_tolerance: float | None = None) -> DiffResult:
+                   float_tolerance: float | None = None, whole_samples: bool = False) -> DiffResult:
     """Compare `current` with `reference` ((schema, table) or (catalog, schema, table)) on one connection.
 
     A key that is not a column of both sides is ignored (the comparison is then unkeyed).
     `partition_column` adds rows per partition of both sides; `column_detail` lists the columns
     whose values differ anywhere (one more scan). Float columns are equal within
-    `float_tolerance` (relative; None: DEFAULT_FLOAT_TOLERANCE, 0: exact).
+    `float_tolerance` (relative; None: DEFAULT_FLOAT_TOLERANCE, 0: exact). A sampled changed key
+    of a wide keyed table is its key and the columns that differ, unless `whole_samples`.
     """
     d = con.dialect
     cond = parse_where(where, d) if isinstance(where, str) else where
     left, right = Side(con, _table(reference), cond), Side(con, _table(current), cond)
     result = compare(left, right, key=key, ignore_columns=ignore_columns, bucket_column=bucket_column,
-                     strict=False, float_tolerance=float_tolerance)
+                     strict=False, float_tolerance=float_tolerance, whole_samples=whole_samples)
     if result.identical:
         return result
     extra: dict = {}

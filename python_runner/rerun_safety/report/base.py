@@ -120,6 +120,12 @@ def sample_columns(sample) -> list[str]:
     return list(cols)
 
 
+def sample_cell(row: dict, column: str, limit: int = 80) -> str:
+    """A sample row's value as short display text; empty where the row lacks the column (a changed
+    key of a wide keyed model is sampled as its key and the columns that differ)."""
+    return cell(row[column], limit) if column in row else ""
+
+
 def cell(value, limit: int = 80) -> str:
     """A sample value as short display text (NULL for None)."""
     if value is None:

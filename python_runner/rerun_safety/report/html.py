@@ -19,7 +19,7 @@ from importlib import resources
 from .. import __version__
 from ..results import (UNSAFE, VERDICT_ORDER, GamedayReport, ModelVerdict, ScenarioResult,
                        sort_worst_first)
-from .base import Renderer, baseline_lines, cause, cell, headline, sample_columns
+from .base import Renderer, baseline_lines, cause, headline, sample_cell, sample_columns
 
 
 def e(value) -> str:
@@ -312,7 +312,7 @@ def _scenario_html(s: ScenarioResult, opened: bool = False) -> str:
         more.append('<div class="scroll"><table class="sample"><tr>' + "".join(f"<th>{e(c)}</th>" for c in cols)
                     + "</tr>")
         for row in s.sample:
-            more.append("<tr>" + "".join(f'<td class="mono">{e(cell(row.get(c), 200))}</td>' for c in cols)
+            more.append("<tr>" + "".join(f'<td class="mono">{e(sample_cell(row, c, 200))}</td>' for c in cols)
                         + "</tr>")
         more.append("</table></div>")
         labels.append(f"{len(s.sample)} sample rows")

@@ -11,7 +11,7 @@ import re
 
 from ..results import UNSAFE, GamedayReport, ModelVerdict, ScenarioResult, sort_worst_first
 from ..errors import printable
-from .base import Renderer, baseline_lines, cause, cell, errors, headline, sample_columns
+from .base import Renderer, baseline_lines, cause, errors, headline, sample_cell, sample_columns
 
 # GitHub rejects comments over 65,536 characters; samples are dropped first to stay under.
 MAX_CHARS = 60_000
@@ -85,7 +85,7 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
 def _sample(model: ModelVerdict, s: ScenarioResult) -> list[str]:
     cols = sample_columns(s.sample)
     shown = cols[:SAMPLE_COLUMNS]
-    rows = [[md(cell(r.get(c), 40)) for c in shown] for r in s.sample[:SAMPLE_ROWS]]
+    rows = [[md(sample_cell(r, c, 40)) for c in shown] for r in s.sample[:SAMPLE_ROWS]]
     out = [f"**{md(model.name)}** · `{md_code(s.name)}` · {md(s.verdict)}", ""]
     out += _table([md(c) for c in shown], rows)
     notes = []
