@@ -788,9 +788,9 @@ def test_a_baseline_shows_what_the_run_changed_first(tmp_path):
 
 def test_a_sampled_changed_key_shows_blanks_not_null_for_columns_it_lacks():
     """A wide keyed model's changed key is sampled as its key and the columns that differ; a key on
-    one side only as its whole row. A column the row lacks is blank, a NULL value is NULL."""
-    sample = ({"_diff": "extra", "id": 3, "c42": 19}, {"_diff": "missing", "id": 3, "c42": 18},
-              {"_diff": "missing", "id": 1, "c0": None, "c42": 5})
+    one side only as its whole row. Those columns lead; a column a row lacks is blank, NULL is NULL."""
+    sample = ({"_diff": "missing", "id": 1, "c0": None, "c42": 5},
+              {"_diff": "extra", "id": 3, "c42": 19}, {"_diff": "missing", "id": 3, "c42": 18})
     m = ModelVerdict("wide", "model.p.wide", "drift", True, (), "incremental", "merge", ("id",), (),
                      (ScenarioResult("rerun", "drift", 10, 10, changed_rows=1, sample=sample),))
     rep = GamedayReport("p", "duckdb", "dev", ("rerun",), 2, (), (m,), 0.0, 1, 0.0, "now")
@@ -801,4 +801,4 @@ def test_a_sampled_changed_key_shows_blanks_not_null_for_columns_it_lacks():
     page = HtmlRenderer().render(rep)
     rows = re.findall(r"<tr><td class=\"mono\">(.*?)</tr>", page)
     cells = [re.findall(r'<td class="mono">(.*?)</td>', '<td class="mono">' + r) for r in rows]
-    assert cells == [["extra", "3", "19", ""], ["missing", "3", "18", ""], ["missing", "1", "5", "NULL"]]
+    assert cells == [["missing", "1", "5", "NULL"], ["extra", "3", "19", ""], ["missing", "3", "18", ""]]

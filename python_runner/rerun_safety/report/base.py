@@ -112,9 +112,10 @@ def headline(report: GamedayReport) -> str:
 
 
 def sample_columns(sample) -> list[str]:
-    """Columns of sample rows, in order of first appearance."""
+    """Columns of sample rows, in order of first appearance, the shortest rows first: a changed key
+    of a wide keyed model is sampled as its key and the columns that differ, and those lead."""
     cols: dict[str, None] = {}
-    for row in sample:
+    for row in sorted(sample, key=len):
         for k in row:
             cols.setdefault(str(k), None)
     return list(cols)
