@@ -243,6 +243,13 @@ SHAPES: list[tuple[str, list[str], str]] = [
      "select order_id, customer_id, amount, ordered_at, lag(amount) over (partition by customer_id order by "
      "ordered_at, order_id) as prev_amount from {od}\n{{% if is_incremental() %}}where customer_id in (select "
      "customer_id from {od} where ordered_at >= (select max(ordered_at) from {{{{ this }}}})){{% endif %}}\n"),
+    # ---- {{ this }} read by the first build (a watermark CTE outside the `if`; PostgreSQL fails)
+    ("watermark_cte_outside_if", ["this-in-first-build"], INC.format(cfg="incremental_strategy='delete+insert', "
+     "unique_key='order_id'") + "with wm as (select max(ordered_at) as since from {{{{ this }}}})\nselect * from {od}\n"
+     "{{% if is_incremental() %}}where ordered_at >= (select since from wm){{% endif %}}\n"),
+    ("watermark_cte_inside_if", [], INC.format(cfg="incremental_strategy='delete+insert', unique_key='order_id'") +
+     "{{% if is_incremental() %}}with wm as (select max(ordered_at) as since from {{{{ this }}}})\n{{% endif %}}"
+     "select * from {od}\n{{% if is_incremental() %}}where ordered_at >= (select since from wm){{% endif %}}\n"),
 ]
 
 # A separate set, never used while tuning the rules: models written for this set from the shapes of
@@ -302,7 +309,10 @@ HELD_OUT: list[tuple[str, list[str], str]] = [
     # ---- shapes of public projects met on 2026-12-03 (dagster-dbt's and SQLMesh's test projects),
     # written here in our own words, labelled before the first lint run, never tuned on
     # the watermark of {{ this }} read in a CTE outside the incremental block, `>=`, append
-    ("ho_pub_append_watermark_cte", ["append-reread"], INC.format(cfg="incremental_strategy='append'") +
+    # (labelled append-reread alone before this-in-first-build existed; its first build reads {{ this }}
+    # in the CTE, which PostgreSQL binds: dagster-dbt's incremental_orders, the same shape, fails its
+    # first build there. Relabelled on 2026-12-04 with that evidence.)
+    ("ho_pub_append_watermark_cte", ["append-reread", "this-in-first-build"], INC.format(cfg="incremental_strategy='append'") +
      "with hi as (select max(ordered_at) as last_seen from {{{{ this }}}})\nselect order_id, ordered_at from {od}\n"
      "{{% if is_incremental() %}}where ordered_at >= (select last_seen from hi){{% endif %}}\n"),
     # a daily rollup keyed by a day kept as text, `>` on it, the default strategy (append here)

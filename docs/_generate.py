@@ -118,6 +118,13 @@ from {{ ref('daily_revenue') }} s
 left join {{ this }} prev on prev.day = s.day - interval '1 day'
 where s.day > (select max(day) - interval '2 days' from {{ this }})
 {% endif %}"""},
+    "this-in-first-build": {"model": """\
+{{ config(materialized='incremental', unique_key='order_id') }}
+with watermark as (select max(order_date) as since from {{ this }})
+select order_id, order_date, amount from {{ ref('orders') }}
+{% if is_incremental() %}
+where order_date >= (select since from watermark)
+{% endif %}"""},
     "window-over-batch": {"model": """\
 {{ config(materialized='incremental', unique_key='day') }}
 select day, revenue, revenue - lag(revenue) over (order by day) as change

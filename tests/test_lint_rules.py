@@ -296,6 +296,25 @@ WINDOW_FULL = (f"select id, customer, ts, amount - lag(amount) over (partition b
                f"as change from {SRC}")
 
 
+def test_this_in_the_first_build(adapter):
+    """The first-build SQL (is_incremental() false) reads {{ this }}: a CTE of the watermark written
+    outside the `if`. PostgreSQL binds it and fails the first build; DuckDB skips it."""
+    cte = f"with m as (select max(ts) as hi from {T}) select * from {SRC}"
+    inc = cte + " where ts >= (select hi from m)"
+    found = run_rules(incremental(adapter, inc, "merge", "id", full_sql=cte))
+    assert [(f.rule, f.severity) for f in found] == [("this-in-first-build", "error")]
+    assert "in CTE `m`" in found[0].message and "PostgreSQL" in found[0].message
+    # read in the select itself (a union with the previous output): the same finding, once
+    union = f"select * from {SRC} union all select * from {T}"
+    assert rules(incremental(adapter, union, "merge", "id", full_sql=union)).count("this-in-first-build") == 1
+    # near misses: {{ this }} only in the incremental branch; a table, not incremental; another
+    # schema's relation of the same name
+    assert "this-in-first-build" not in rules(incremental(adapter, inc, "merge", "id"))
+    assert rules(table(adapter, cte)) == []
+    other = f'with m as (select max(ts) as hi from "warehouse"."staging"."orders") select * from {SRC}'
+    assert rules(incremental(adapter, other + " where ts >= (select hi from m)", "merge", "id", full_sql=other)) == []
+
+
 def test_window_over_the_batch(adapter):
     inc = WINDOW_FULL + f" where ts >= (select max(ts) - interval '1 day' from {T})"
     assert rules(incremental(adapter, inc, "merge", "id", full_sql=WINDOW_FULL)) == ["window-over-batch"]
@@ -518,7 +537,8 @@ def test_suppressions(adapter):
 def test_rule_table_is_stable(adapter):
     assert list(RULES) == [
         "append-reread", "unique-key-ignored", "watermark-strict-gt", "late-watermark", "partition-lookback-unaligned",
-        "nondeterministic-function", "clock-window", "self-state", "window-over-batch", "config-column-missing",
+        "nondeterministic-function", "clock-window", "self-state", "this-in-first-build", "window-over-batch",
+        "config-column-missing",
         "dedup-order-not-total", "limit-without-order", "inclusive-window-bound",
         "microbatch-postgres", "adapter-trap", "hook-append", "unknown-strategy", "own-strategy", "compile-error",
         "python-model",

@@ -15,7 +15,7 @@ from .determinism import (clock_window, limit_without_order, order_not_total,
 from .hooks import hook_append
 from .lookback import window_over_batch
 from .windows import (append_reread, inclusive_window_bound, late_watermark, partition_lookback_unaligned,
-                      self_state, watermark_strict_gt)
+                      self_state, this_in_first_build, watermark_strict_gt)
 
 
 RULES: dict[str, Rule] = {r.id: r for r in (
@@ -63,6 +63,11 @@ RULES: dict[str, Rule] = {r.id: r for r in (
          "Compute the value from the sources alone (a window function over the source history, or re-read "
          "the whole lookback), or rebuild the model in full; filter on {{ this }} only for a watermark.",
          self_state),
+    Rule("this-in-first-build", ERROR,
+         "an incremental model whose first-build SQL (is_incremental() false) reads {{ this }}, in a CTE or "
+         "anywhere: the relation does not exist before the first build, which fails on PostgreSQL even when "
+         "nothing uses the CTE; a --full-refresh reads the table it replaces",
+         "Move the read of {{ this }} (the CTE too) inside `{% if is_incremental() %}`.", this_in_first_build),
     Rule("window-over-batch", ERROR,
          "a window that looks across rows (lag, lead, a running or moving sum/avg/count/min/max) over rows "
          "that the incremental branch alone filters to the batch: the first rows of each batch see no "

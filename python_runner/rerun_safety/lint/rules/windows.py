@@ -306,3 +306,27 @@ def self_state(ctx: ModelContext) -> list[Hit]:
                             "incremental", (r"\{\{\s*this\s*\}\}",), key=f"self-state|{alias}"))
             break
     return hits
+
+
+def this_in_first_build(ctx: ModelContext) -> list[Hit]:
+    """The first build of an incremental model (and a --full-refresh) runs its SQL with
+    is_incremental() false. Where that SQL still reads {{ this }}, the first build reads a relation
+    that does not exist yet: PostgreSQL fails it even when the read sits in a CTE nothing uses
+    (DuckDB leaves an unused CTE unbound, so the model builds there and fails on the first
+    PostgreSQL run), and a --full-refresh reads the table it is replacing. The SQL is compiled
+    with the model's own relation absent, so a read guarded by `load_relation(this)` or
+    `adapter.get_relation` is not in it."""
+    if not ctx.is_incremental or ctx.full is None or not ctx.full.ok:
+        return []
+    for stmt in ctx.full.statements:
+        for table in stmt.find_all(exp.Table):
+            if not _is_this(table, ctx):
+                continue
+            cte = table.find_ancestor(exp.CTE)
+            where = f"in CTE `{cte.alias_or_name}`" if cte is not None else f"in `{_sql(table.find_ancestor(exp.Select) or table, ctx, 80)}`"
+            return [Hit("this-in-first-build",
+                        f"the first build reads {{{{ this }}}} ({where}) outside is_incremental(): the relation does "
+                        "not exist before that build, so it fails on PostgreSQL (which binds every CTE, used or "
+                        "not; DuckDB skips an unused one), and a --full-refresh reads the table it replaces",
+                        "full", (r"\{\{\s*this\s*\}\}",), key="this-in-first-build")]
+    return []
