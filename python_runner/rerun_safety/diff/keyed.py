@@ -8,10 +8,10 @@ hashes differ, with each group's hash of both sides. Only the columns of the gro
 are then read, and only for those keys, and compared here (floats within their tolerance, as the
 pairing of the bucket path does).
 
-It answers only when the answer is complete: the join shows each differing key once (a key with
-more than one row on a side shows more than once, or not at all), and what it does not show
-balances exactly, rows and the sum of their hashes, on both sides; at most MAX_LISTED_KEYS keys
-and none NULL. Otherwise (duplicate keys, many differences) the bucket path runs as before.
+It answers only when the answer is complete: every key has one row a side (on DuckDB the join's
+rows with a left key number the left side's rows, and so on the right; a key on one side only
+shows once per row), at most MAX_LISTED_KEYS keys differ, and none is NULL. Otherwise (duplicate
+keys, many differences) the bucket path runs as before.
 """
 
 from __future__ import annotations
@@ -74,13 +74,12 @@ def _group_hash(plan: _Plan, cols: list[str]) -> str:
     if d == "postgres":
         types = plan.extra["types"]
         return _pg_hash([(_q(c, d), types[c]) for c in cols])
-    # DuckDB: one hash of the group's columns (a group hash is compared, never summed; the row hash,
-    # summed for the balance below, is hashed once more)
+    # DuckDB: one hash of the group's columns (compared, never summed)
     return f"hash({', '.join(_q(c, d) for c in cols)})"
 
 
 def _row_hash(plan: _Plan, n: int) -> str:
-    """DuckDB: the row's hash from its key and its groups' hashes, hashed once more (summed)."""
+    """DuckDB: the row's hash from its key and its groups' hashes (the join compares it)."""
     return _hash_sql(["k"] + [f"g{i}" for i in range(n)], plan.dialect)
 
 
