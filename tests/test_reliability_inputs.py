@@ -147,8 +147,8 @@ def test_empty_sources(isolated, payments, tmp_path):
 
 def test_an_untimed_seed_says_how_to_name_its_time_column(isolated, tmp_path):
     """A project whose incremental models read only a seed without event_time (as dbt's own adapter
-    tests are written): one line naming the seed and the two ways to give it a time column; with
-    `time_columns` in rerun_safety.yml the same project replays."""
+    tests are written): one line naming the seed, its date column, and the two ways to give it a time
+    column; with `time_columns` in rerun_safety.yml the same project replays."""
     import duckdb
 
     from _support import duckdb_profile, write_profiles
@@ -167,9 +167,9 @@ def test_an_untimed_seed_says_how_to_name_its_time_column(isolated, tmp_path):
     code, _, err = gameday(project, project, *CHEAP)
     assert one_line(code, err) == (
         "rerun-safety: error: no input of the selected models has a time column, so no rows can arrive batch by "
-        "batch and there is nothing to replay (inputs without one: seed visits): name the column rows arrive by, "
-        "`config: {event_time: <column>}` on a source or seed, or `time_columns: {<name>: <column>}` in "
-        "rerun_safety.yml")
+        "batch and there is nothing to replay (inputs without one: seed visits (date or time columns: "
+        "last_visit_date)): name the column rows arrive by, `config: {event_time: <column>}` on a source or seed, "
+        "or `time_columns: {<name>: <column>}` in rerun_safety.yml, e.g. `time_columns: {visits: last_visit_date}`")
     (project / "rerun_safety.yml").write_text("time_columns:\n  visits: last_visit_date\n")
     code, out, err = gameday(project, project, *CHEAP, "--output-dir", str(tmp_path / "out"))
     assert code in (0, 1), err

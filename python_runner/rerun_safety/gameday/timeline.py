@@ -203,6 +203,20 @@ def _choose_half_committed(plan: Plan, timeline: Timeline) -> Timeline:
     return replace(timeline, partial_at=max(range(1, n + 1), key=score))
 
 
+def _dated_columns(con: Connection, inputs: list[tuple[str, str, str, str]]) -> dict[str, list[str]]:
+    """Input name -> its columns of a date or timestamp type, as the copy of the inputs holds them
+    (kind, name, schema, identifier each): candidates to name, for the error that none is named. A
+    lookup that fails names none (the error stands without them)."""
+    out: dict[str, list[str]] = {}
+    for _, name, schema, identifier in inputs:
+        try:
+            cols = con.columns(schema, identifier)
+        except Exception:  # noqa: BLE001 - a hint only
+            continue
+        out[name] = [c for c, t in cols if t.lower() in ("date", "datetime") or t.lower().startswith("timestamp")]
+    return out
+
+
 def plan_timeline(con: Connection, plan: Plan, batch: Batch, steps: int) -> Timeline:
     """The replayed batches from the inputs' time ranges; counts the rows each batch brings."""
     ranges: dict[str, tuple[dt.datetime, dt.datetime]] = {}
@@ -227,13 +241,18 @@ def plan_timeline(con: Connection, plan: Plan, batch: Batch, steps: int) -> Time
             ranges[src.unique_id] = (lo, hi)
     if not ranges and not plan.inputs:
         timed = {s.unique_id for s in plan.inputs}
-        static = ", ".join([*(f"source {s.name}" for s in plan.static_sources),
-                            *(f"seed {m.name}" for m in plan.seeds if m.unique_id not in timed)])
+        untimed = [*(("source", s.name, s.schema, s.identifier) for s in plan.static_sources),
+                   *(("seed", m.name, m.schema, m.identifier) for m in plan.seeds if m.unique_id not in timed)]
+        dated = _dated_columns(con, untimed)
+        static = ", ".join(f"{kind} {name}" + (f" (date or time columns: {', '.join(dated[name])})" if dated.get(name)
+                                               else "") for kind, name, _, _ in untimed)
+        example = next(((name, dated[name][0]) for _, name, _, _ in untimed if dated.get(name)), None)
         raise ConfigError("no input of the selected models has a time column, so no rows can arrive batch by "
                           "batch and there is nothing to replay" + (f" (inputs without one: {static})" if static else
                                                                       " (they read no source or seed)") +
                           ": name the column rows arrive by, `config: {event_time: <column>}` on a source or "
-                          "seed, or `time_columns: {<name>: <column>}` in rerun_safety.yml")
+                          "seed, or `time_columns: {<name>: <column>}` in rerun_safety.yml"
+                          + (f", e.g. `time_columns: {{{example[0]}: {example[1]}}}`" if example else ""))
     if not ranges:
         names = ", ".join(f"{'seed' if s.seed else 'source'} {s.name}" for s in plan.inputs)
         raise ConfigError(f"every timed input is empty, so there is nothing to replay (timed inputs: {names})")
