@@ -27,7 +27,7 @@ from . import limits
 from .floats import floats_close
 from .plan import _Plan
 from .results import _jsonable
-from .sql import _TID, _INTEGER, _at_addresses, _hash_sql, _is_base_table, _pg_hash, _q, _rows_of_keys
+from .sql import _TID, _INTEGER, _at_addresses, _hash_sql, _is_base_table, _pg_hash, _q, _rows_joined, _rows_of_keys
 
 
 class _Key(NamedTuple):
@@ -83,9 +83,9 @@ def _row_hash(plan: _Plan, n: int) -> str:
     return _hash_sql(["k"] + [f"g{i}" for i in range(n)], plan.dialect)
 
 
-def compare_keyed(plan: _Plan, whole_rows: bool = True) -> dict | None:
+def compare_keyed(plan: _Plan, whole_samples: bool = True) -> dict | None:
     """The row-level fields of the DiffResult, or None: the bucket path must answer. With
-    `whole_rows` False a sampled changed key shows its key and the differing columns, as read for
+    `whole_samples` False a sampled changed key shows its key and the differing columns, as read for
     the comparison (no further read: reading five whole rows of 150 columns back costs a fifth of
     a checksum scan of both sides)."""
     groups = _groups(plan)
@@ -124,7 +124,7 @@ def compare_keyed(plan: _Plan, whole_rows: bool = True) -> dict | None:
         return {"identical": True, "reference_rows": ltotal, "rows": rtotal}
     shown = [c for c in wanted if c in differing]
     sample = _sample(plan, missing, extra, changed,
-                     None if whole_rows else (shown, [wanted.index(c) for c in shown], values))
+                     None if whole_samples else (shown, [wanted.index(c) for c in shown], values))
     nc = len(changed)
     return {
         "identical": False, "reference_rows": ltotal, "rows": rtotal,
@@ -247,12 +247,10 @@ def _read(plan: _Plan, keys: dict, cols: list[str]) -> tuple[dict, dict]:
     query; on DuckDB joined to the differing keys as the join kept them)."""
     out: tuple[dict, dict] = ({}, {})
     if "keyed_table" in plan.extra:
-        d, k = plan.dialect, plan.keys_sql[0]
-        sel = ", ".join(_q(c, d) for c in [plan.key[0], *cols])
-        sql = " union all ".join(
-            f"select {which} as rs_side, {sel} from (select * from {plan.src(side)}) rs_t "
-            f"join (select k as rs_k from {plan.extra['keyed_table']} where kind = 0 and a is not null and b is not null) "
-            f"rs_keys on rs_t.{k} = rs_keys.rs_k" for which, side in ((0, plan.left), (1, plan.right)))
+        sel = ", ".join(_q(c, plan.dialect) for c in [plan.key[0], *cols])
+        both = f"select k as rs_k from {plan.extra['keyed_table']} where kind = 0 and a is not null and b is not null"
+        sql = " union all ".join(f"select {which} as rs_side, {sel} from {_rows_joined(plan.src(side), plan.keys_sql[0], both)}"
+                                 for which, side in ((0, plan.left), (1, plan.right)))
     else:
         sql = " union all ".join(_rows_of(plan, which, list(keys.values()), [plan.key[0], *cols]) for which in (0, 1))
     found = plan.left.con.fetchall(sql)
@@ -274,18 +272,18 @@ def _sample(plan: _Plan, missing: list, extra: list, changed: dict, read: tuple 
     need_left = [k for k in picks[0] if k.key in changed and k.key not in shown[1]]
     need_right = [k for k in picks[1] if k.key in changed and k.key not in shown[0]]
     got: tuple[dict, dict] = ({}, {})
-    whole = lambda rows: rows if read is None else [k for k in rows if k.key not in changed]  # noqa: E731
-    parts = [_rows_of(plan, which, whole(rows), plan.columns)
-             for which, rows in ((0, [*picks[1], *need_left]), (1, [*picks[0], *need_right])) if whole(rows)]
-    if parts:
-        for r in plan.left.con.fetch_dicts(" union all ".join(parts)):
-            got[r["rs_side"]][r[plan.key[0]]] = {c: _jsonable(r[c]) for c in plan.columns}
-    if read is not None:
+    sides = ((0, [*picks[1], *need_left]), (1, [*picks[0], *need_right]))
+    if read is not None:  # a changed key's rows from what was read, the rest read whole below
         cols, places, values = read
-        for which, rows in ((0, [*picks[1], *need_left]), (1, [*picks[0], *need_right])):
+        for which, rows in sides:
             for k in (k.key for k in rows if k.key in changed):
                 row = values[which][k]
                 got[which][k] = {plan.key[0]: _jsonable(k), **{c: _jsonable(row[i]) for c, i in zip(cols, places)}}
+    parts = [_rows_of(plan, which, todo, plan.columns) for which, rows in sides
+             if (todo := [k for k in rows if k.key not in got[which]])]
+    if parts:
+        for r in plan.left.con.fetch_dicts(" union all ".join(parts)):
+            got[r["rs_side"]][r[plan.key[0]]] = {c: _jsonable(r[c]) for c in plan.columns}
     out = []
     for label, which, rows in (("extra", 1, picks[0]), ("missing", 0, picks[1]),
                                ("missing", 0, need_left), ("extra", 1, need_right)):

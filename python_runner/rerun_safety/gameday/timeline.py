@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from sqlglot import exp
 
 from ..errors import ConfigError, first_line
+from ..lint.grain import type_grain
 from ..project import SourceTable
 from ..sandbox.base import SNAPSHOT_SCHEMA, Connection, snapshot_table, table, ts_literal
 from .scenarios import Batch, Timeline, make_timeline
@@ -213,7 +214,7 @@ def _dated_columns(con: Connection, inputs: list[tuple[str, str, str, str]]) -> 
             cols = con.columns(schema, identifier)
         except Exception:  # noqa: BLE001 - a hint only
             continue
-        out[name] = [c for c, t in cols if t.lower() in ("date", "datetime") or t.lower().startswith("timestamp")]
+        out[name] = [c for c, t in cols if type_grain(t) is not None]
     return out
 
 
