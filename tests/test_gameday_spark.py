@@ -40,7 +40,7 @@ def _databases(query) -> set[str]:
     return {r[0] for r in query("show databases")}
 
 
-def _gameday(tmp, query, profile, threads: int) -> dict:
+def _gameday(tmp, query, profile, threads: int, unconfined: bool = False) -> dict:
     project = copy_project(FIXTURES / "spark_gameday", tmp / "project")
     raw, target = unique_schema("raw"), unique_schema("analytics")
     _load(query, raw)
@@ -50,7 +50,8 @@ def _gameday(tmp, query, profile, threads: int) -> dict:
     out = tmp / "out"
     code, stdout, stderr = run_cli(["gameday", "--project-dir", str(project), "--profiles-dir", str(project),
                                     "--output-dir", str(out), "--vars", json.dumps({"raw_schema": raw}),
-                                    "--batch-size", "day", "--steps", "3", "--threads", str(threads)])
+                                    "--batch-size", "day", "--steps", "3", "--threads", str(threads),
+                                    *(["--unconfined"] if unconfined else [])])
     (tmp / "stdout.txt").write_text(stdout + stderr)  # kept for a failing assertion's reader
     report = json.loads((out / "report.json").read_text())
     return {"code": code, "stdout": stdout, "stderr": stderr, "report": report, "raw": raw, "target": target,
@@ -70,7 +71,7 @@ def spark_run(request, tmp_path_factory):
     if request.param not in _RUNS:
         tmp = tmp_path_factory.mktemp(f"spark_gameday_{request.param}")
         if request.param == "session":
-            _RUNS["session"] = _gameday(tmp, spark_query, spark_profile, threads=2)
+            _RUNS["session"] = _gameday(tmp, spark_query, spark_profile, threads=2, unconfined=True)
         else:
             cluster = request.getfixturevalue("spark_cluster")
             _RUNS["thrift"] = _gameday(tmp, cluster.query, lambda t: cluster.profile(t, user="dbt"), threads=2)

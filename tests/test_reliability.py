@@ -158,7 +158,7 @@ def _databases(server) -> list[str]:
 
 # ------------------------------------------------------------------ 2+3. signals and SIGKILL
 
-def _interrupt(target, tmp, sig, at_phase, *args):
+def _interrupt(target, tmp, sig, at_phase, *args, group: bool = False):
     before = target.fingerprint()
     proc = spawn_gameday(target, tmp, *CHEAP, *args)
     # at this phase, or (on a slow machine that skipped past a short phase) a later one
@@ -166,7 +166,7 @@ def _interrupt(target, tmp, sig, at_phase, *args):
                          step=0.01)
     workers = children(proc.pid)
     assert reached, proc.communicate()[1]
-    kill(proc, sig)
+    kill(proc, sig, group=group)
     started = time.time()
     _, err = proc.communicate(timeout=120)
     return {"code": proc.returncode, "err": err, "exit_s": time.time() - started, "workers": workers,
@@ -209,7 +209,8 @@ def test_sigterm_cleans_up_at_once_postgres(pg, pg_server, tmp_path):
 def test_sigkill_then_next_run_sweeps(request, tmp_path, engine, at_phase):
     """A small version of benchmarks/kill.py: kill points chosen by phase instead of random delays."""
     target = request.getfixturevalue("duck" if engine == "duckdb" else "pg")
-    r = _interrupt(target, tmp_path, signal.SIGKILL, at_phase, "--threads", "2", *SMALL)
+    # the whole process group: the command, its confined game day and the workers die at once
+    r = _interrupt(target, tmp_path, signal.SIGKILL, at_phase, "--threads", "2", *SMALL, group=True)
     assert r["code"] == -signal.SIGKILL
     assert target.fingerprint() == r["before"]
     # workers die with their parent, so nothing creates sandboxes after the sweep
@@ -219,6 +220,24 @@ def test_sigkill_then_next_run_sweeps(request, tmp_path, engine, at_phase):
     next_run_sweep(target, tmp_path)
     assert leftover_folders(tmp_path) == []
     assert leftover_databases(target.server) == []
+
+
+def test_sigkill_of_the_command_alone_lets_the_confined_game_day_clean_up(duck, tmp_path):
+    """The command's process killed -9 (its confined game day and workers live on): the game day sees its
+    command gone, ends as on SIGTERM and removes its sandboxes; nothing is left for a sweep."""
+    r = _interrupt(duck, tmp_path, signal.SIGKILL, "scenario", "--threads", "2", *SMALL)
+    assert r["code"] == -signal.SIGKILL
+    assert len(r["workers"]) >= 3, r["workers"]  # the fork server, the game day, its workers
+    assert wait_until(lambda: not any(alive(p) for p in r["workers"] if not _is_fork_server(p)), 60)
+    assert wait_until(lambda: leftover_folders(tmp_path) == [], 30), leftover_folders(tmp_path)
+    assert duck.fingerprint() == r["before"]
+
+
+def _is_fork_server(pid: int) -> bool:
+    try:
+        return b"forkserver" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
 
 
 # ------------------------------------------------------------------ 5. side by side

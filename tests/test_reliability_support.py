@@ -173,13 +173,16 @@ def wait_until(predicate, timeout: float, proc: subprocess.Popen | None = None, 
 
 
 def children(pid: int) -> list[int]:
-    """Direct child processes (the scenario workers of a --threads game day)."""
+    """Every descendant process: the confined game day's fork server and process, the scenario workers
+    of a --threads game day below it."""
     out = []
     for task in Path(f"/proc/{pid}/task").glob("*"):
         try:
-            out += [int(c) for c in (task / "children").read_text().split()]
+            direct = [int(c) for c in (task / "children").read_text().split()]
         except OSError:
-            pass
+            continue
+        for child in direct:
+            out += [child, *children(child)]
     return out
 
 
@@ -204,9 +207,11 @@ def next_run_sweep(target: Target, tmp: Path) -> int:
         engine.close()
 
 
-def kill(proc: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
+def kill(proc: subprocess.Popen, sig: int = signal.SIGKILL, group: bool = False) -> None:
+    """`group`: every process of the game day's session (spawn_gameday starts one), as a scheduler that
+    kills a job's process group, or the kernel's OOM killer of its cgroup, does."""
     try:
-        os.kill(proc.pid, sig)
+        os.killpg(proc.pid, sig) if group else os.kill(proc.pid, sig)
     except ProcessLookupError:
         pass
 

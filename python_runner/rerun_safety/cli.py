@@ -99,6 +99,42 @@ def _fail_unexpected(err: BaseException, debug: bool) -> None:
     sys.exit(2)
 
 
+_UNCONFINED = click.option(
+    "--unconfined", is_flag=True,
+    help="Run the project's code without the kernel's confinement (where Linux Landlock is missing): only the "
+         "statement guard then keeps hooks and Python models from writing outside the sandboxes. Every report "
+         "says so.")
+
+
+def _confined_gameday(options):
+    """The game day in a child process that may write only beneath the work root (see confine/); this
+    process checks what the child cannot (the output folder) and writes the reports after it."""
+    from .confine import check_available, run_confined
+    from .sandbox.base import check_writable_dir, private_work_root
+
+    check_available(False)
+    work_root = private_work_root(options.work_root)
+    check_writable_dir(options.output_dir, "the output directory")
+    from .report.terminal import TerminalProgress
+
+    with TerminalProgress() as progress:
+        report, _ = run_confined(_gameday_child, (replace(options, work_root=work_root),), [work_root],
+                                 progress=progress)
+    return report
+
+
+def _gameday_child(options, confinement, progress):
+    """In the confined child: stop signals as in the command, the game day; its progress goes to the
+    command's process, which shows it."""
+    from .gameday import run_gameday
+
+    if "ignore:resource_tracker:UserWarning" not in sys.warnoptions:
+        sys.warnoptions.append("ignore:resource_tracker:UserWarning")
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, _on_stop_signal)
+    return run_gameday(replace(options, confinement=confinement), progress=progress)
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 @click.version_option(package_name="rerun-safety")
@@ -143,11 +179,13 @@ def main(ctx: click.Context, debug: bool) -> None:
                    "everything upstream of the selection in its sandboxes, so nothing is deferred.")
 @click.option("--baseline", default=None, type=click.Path(dir_okay=False),
               help="An earlier report.json (e.g. main's): exit 1 only for models that got worse than there.")
+@_UNCONFINED
 @click.pass_context
 def gameday(ctx, project_dir, profiles_dir, target, select, exclude, vars_yaml, batch_size, steps, since, until,
             float_tolerance, late_fraction, late_by, scenarios, output_dir, threads, keep_sandboxes, state, defer,
-            baseline):
+            baseline, unconfined):
     """Replay every incremental model in sandboxes and diff it against a clean reference build."""
+    from .confine import ChildStopped, Confinement
     from .gameday import GamedayOptions, default_threads, run_gameday
     from .report import write_reports
     from .report.terminal import TerminalProgress, print_summary
@@ -168,8 +206,11 @@ def gameday(ctx, project_dir, profiles_dir, target, select, exclude, vars_yaml, 
             batch_size=batch_size,
             since=since, until=until, float_tolerance=float_tolerance, state=state, baseline=baseline,
             late_fraction=late_fraction, late_by=late_by)
-        with TerminalProgress() as progress:
-            report = run_gameday(options, progress=progress)
+        if unconfined:
+            with TerminalProgress() as progress:
+                report = run_gameday(replace(options, confinement=Confinement(False)), progress=progress)
+        else:
+            report = _confined_gameday(options)
         paths = write_reports(report, options.output_dir)
     except NothingToCheck as err:
         _nothing_to_check(err)
@@ -177,6 +218,9 @@ def gameday(ctx, project_dir, profiles_dir, target, select, exclude, vars_yaml, 
     except RerunSafetyError as err:  # a user's mistake, or a cleanup that an interrupt left undone
         _fail(err, debug)
         return
+    except ChildStopped as err:
+        click.secho(f"rerun-safety: interrupted by {err.name}; sandboxes removed", fg="red", err=True)
+        sys.exit(143 if err.name == "SIGTERM" else 130)
     except (KeyboardInterrupt, Exception) as err:  # noqa: BLE001 - not a verdict: exit 2 with one line, never 1
         name = _stop_name(err)
         if name:

@@ -198,5 +198,7 @@ class GamedayReport:
             "started_at": self.started_at,
             "models": [m.to_dict() for m in self.models],
             "summary": self.summary(),
-            **({"extra": self.extra} if self.extra else {}),
+            # whether the project's code ran confined by the kernel (and where it could write)
+            **({"confinement": self.extra["confinement"]} if "confinement" in self.extra else {}),
+            **({"extra": {k: v for k, v in self.extra.items() if k != "confinement"}} if self.extra else {}),
         }

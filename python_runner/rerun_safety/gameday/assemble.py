@@ -41,6 +41,8 @@ def build_report(options: GamedayOptions, project: Project, plan: Plan, by_model
     run_notes = [f"simulated schedule: {t.steps} {t.batch.label} batches from {t.bounds[0]} to {t.end} "
                  f"(the first build holds everything before {t.bounds[0]}); each run sees the clock at the "
                  "end of its batch", *plan.notes]
+    if options.confinement is not None and not options.confinement.confined:
+        run_notes.insert(0, options.confinement.note())  # first: nothing but parsing kept production safe
 
     for src in plan.inputs:
         if src.load_column:
@@ -59,6 +61,8 @@ def build_report(options: GamedayOptions, project: Project, plan: Plan, by_model
     if options.since or options.until:
         run_notes.append(f"slice: only rows from {options.since or 'the start'} to "
                          f"{options.until or 'the end'} were copied; older history is not in any build")
+    if options.confinement is not None and options.confinement.confined:
+        run_notes.append(options.confinement.note())
     return GamedayReport(
         project=project.name, adapter=project.adapter, target=project.target_name,
         scenarios=options.scenarios, steps=t.steps,
@@ -66,7 +70,10 @@ def build_report(options: GamedayOptions, project: Project, plan: Plan, by_model
         wall_time=time.perf_counter() - started, dbt_invocations=len(invocations),
         model_time=sum(r.model_time for r in invocations), started_at=started_at,
         extra={"invocations": [{"wall_s": round(r.wall_time, 4), "model_s": round(r.model_time, 4),
-                                "nodes": len(r.nodes)} for r in invocations]},
+                                "nodes": len(r.nodes)} for r in invocations],
+               **({"confinement": {"confined": options.confinement.confined,
+                                   "writable": list(options.confinement.writable)}}
+                  if options.confinement is not None else {})},
         batch_size=t.batch.label, notes=tuple(run_notes), baseline=options.baseline)
 
 def _model_notes(plan: Plan, m, reads: tuple[set, set] | None, scenarios=()) -> list[str]:

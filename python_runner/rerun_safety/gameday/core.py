@@ -343,7 +343,9 @@ class Gameday:
         # before any work: reports that cannot be written would lose the whole run, and the work
         # root holds copies of production (private to this user)
         o = self.options = replace(self.options, work_root=private_work_root(self.options.work_root))
-        check_writable_dir(o.output_dir, "the output directory")
+        confined = o.confinement is not None and o.confinement.confined
+        if not confined:  # (a confined run's command checked it: only it writes there)
+            check_writable_dir(o.output_dir, "the output directory")
         parse_dir = o.work_root / f"{PARSE_PREFIX}{self.run_id}"
         parse_lock = make_locked_dir(parse_dir)  # a run killed while parsing leaves it to the sweep
         pool = None
@@ -353,11 +355,16 @@ class Gameday:
             self.project = project = Project(o.project_dir, o.profiles_dir, o.target, o.vars_yaml, parse_dir)
             self.engine = engine = engine_for(project.target_output, o.work_root, self.run_id)
             project.session.work_dir = engine.run_dir
+            if confined and engine.confinement_gap:
+                raise ConfigError(f"cannot confine the project's code: {engine.confinement_gap}; pass --unconfined "
+                                  "to run without that protection (the reports will say so)")
             engine.learn_project(project.manifest)
             engine.sweep()
             plan = make_plan(project, o.select, o.exclude, o.state)
             if ignored:
                 plan.notes.append(ignored)
+            if confined and engine.unconfined_part:
+                plan.notes.append(f"not confined by the game day: {engine.unconfined_part}")
             check_config(plan.build, project.target_output, project.target_name)
             scenarios = [s for s in o.scenarios if s != "reference"]
             chains = ["+".join(c) for c in _chains(scenarios)]

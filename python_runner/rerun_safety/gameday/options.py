@@ -56,6 +56,9 @@ class GamedayOptions:
     # --baseline: model name -> verdict in an earlier report (e.g. main's); only models that got
     # worse than there make the run fail
     baseline: dict[str, str] | None = None
+    # how the project's code was confined (confine.Confinement), first among the reports' notes; None:
+    # the game day runs in this process as it is (the library's callers and tests of its parts)
+    confinement: Any = None
 
     @classmethod
     def build(cls, *, project_dir, profiles_dir=None, target=None, select=(), exclude=(), vars_yaml=None,

@@ -47,8 +47,11 @@ def failed_result(name: str, message: str, hooks: str = "") -> ScenarioResult:
     """A model that failed in a scenario: an error; or, when the sandbox refused a hook a file outside
     it (the user's export, another database), a side effect naming the hook: in production that hook
     writes there on every run."""
-    refused = _REFUSED.search(message or "")
     lines = [ln.strip() for ln in (hooks or "").splitlines() if ln.strip()]
+    kernel = _KERNEL_REFUSED.search(message or "")
+    if kernel is not None:
+        return _written_outside(name, kernel.group(1) or kernel.group(2), lines)
+    refused = _REFUSED.search(message or "")
     path = Path(refused.group(1) or refused.group(2) or "") if refused is not None else None
     duckdb_home = Path.home() / ".duckdb"
     if path is not None and refused.group(1) and (path == Path.home() or duckdb_home == path
@@ -70,6 +73,23 @@ def failed_result(name: str, message: str, hooks: str = "") -> ScenarioResult:
     what = refused.group(0).removeprefix("refused in the sandbox: ")
     return ScenarioResult(name, "side_effect", message=f"a hook writes or reads a file outside the sandbox (refused "
                                                        f"there): {what}; hook: {hook}")
+
+
+# the kernel refusing a write outside the run folder (confine/): DuckDB's and Python's words for EACCES. Reading
+# is never refused there, so this is a write.
+_KERNEL_REFUSED = re.compile(r'Cannot open file "([^"]*)": Permission denied|Permission denied: \'([^\'\n]*)\'')
+
+
+def _written_outside(name: str, path: str, hooks: list[str]) -> ScenarioResult:
+    """The project's code wrote a file outside the sandbox and the kernel refused it: in production it
+    writes there on every run. Names the hook that wrote it where one names the file (DuckDB writes a
+    COPY's file under a tmp_ name first), else says the model's own code did."""
+    base = Path(path).name
+    names = {base, base.removeprefix("tmp_")} - {""}
+    hook = next((ln for ln in hooks if any(n in ln for n in names)), None)
+    where = f"hook: {hook}" if hook else (f"hook: {hooks[0]}" if hooks else "the model's own code")
+    return ScenarioResult(name, "side_effect", message=f"writes a file outside the sandbox (refused there by the "
+                                                       f"kernel): {path}; {where}")
 
 
 def differs(verdict: str) -> bool:

@@ -150,6 +150,9 @@ def print_summary(report: GamedayReport, paths: dict[str, Path], console: Consol
     """The verdicts worst first, the key numbers, dbt's error messages, and where the reports are."""
     console = console or Console()
     log = not _on_a_tty(console)  # a CI log or a pipe, even with FORCE_COLOR: never fold or crop
+    confinement = report.extra.get("confinement")
+    if confinement and not confinement.get("confined") and report.notes:  # before anything else
+        console.print(Text(printable(report.notes[0]), style="bold yellow"), soft_wrap=log)
     if log:
         _print_wide(console, summary_table(report, fold=False))
     else:

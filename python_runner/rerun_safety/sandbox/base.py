@@ -233,6 +233,10 @@ class Engine(abc.ABC):
 
     # scenarios may run in worker processes at the same time
     parallel_ok = True
+    # why a confined run cannot use this engine (None: it can); and a part of it that runs elsewhere,
+    # outside this machine's confinement (None: there is none)
+    confinement_gap: str | None = None
+    unconfined_part: str | None = None
 
     def invocation_context(self, sandbox: Sandbox):
         """A context manager that dbt invocations in this sandbox run inside (none by default)."""

@@ -268,7 +268,10 @@ class DuckDBEngine(Engine):
                    "config": {CONFIG_KEY: {"directories": [str(Path(sandbox.location).parent.resolve()), *read_dirs],
                                            "paths": [*paths, *[f"{p}.wal" for p in paths], *read_files],
                                            "early_settings": early}}}
-        out["plugins"] = [*(out.get("plugins") or []), confine]
+        from ..confine import statement_guard_on
+
+        if statement_guard_on():
+            out["plugins"] = [*(out.get("plugins") or []), confine]
         return out
 
 

@@ -293,6 +293,20 @@ class SparkEngine(Engine):
     def parallel_ok(self) -> bool:
         return self.method != "session"
 
+    @property
+    def confinement_gap(self) -> str | None:
+        if self.method == "session":
+            return ("Spark's method: session runs its JVM inside the game day's process, which the game day does "
+                    "not confine yet")
+        return None
+
+    @property
+    def unconfined_part(self) -> str | None:
+        if self.method == "thrift":
+            return ("the Spark cluster behind the Thrift server runs the SQL under its own permissions, which the "
+                    "game day does not confine (docs/reliability.md says what they must forbid)")
+        return None
+
     def prefix(self, sandbox: Sandbox) -> str:
         return f"{sandbox.name}{SEP}"
 
