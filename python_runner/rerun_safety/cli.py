@@ -119,7 +119,7 @@ def _confined_gameday(options):
 
     with TerminalProgress() as progress:
         report, _ = run_confined(_gameday_child, (replace(options, work_root=work_root),), [work_root],
-                                 progress=progress)
+                                 progress=progress, stop_name=_stop_name)
     return report
 
 

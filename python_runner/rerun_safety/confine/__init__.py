@@ -22,7 +22,10 @@ from .landlock import LandlockError, abi_version, restrict_writes, unavailable_r
 # written by any process that runs: /dev/null, and POSIX semaphores of multiprocessing (the scenario
 # workers' queues), which live in /dev/shm
 SYSTEM_WRITABLE = (Path("/dev/null"), Path("/dev/shm"))
-_PRELOAD = ["rerun_safety.confine.preload"]
+# imported once by the fork server (an adapter that is not installed is skipped): a child starts with them
+# in memory. Importing them starts no thread, so forking the server is safe.
+_PRELOAD = ["dbt.cli.main", "duckdb", "rerun_safety.cli", "rerun_safety.gameday.core", "rerun_safety.lint",
+            "rerun_safety.report", "dbt.adapters.duckdb", "dbt.adapters.postgres"]
 _CONTEXT: Any = None
 
 
@@ -92,17 +95,19 @@ class _PipeProgress:
         return lambda *args: self._send.send(("progress", name, args))
 
 
-def run_confined(fn: Callable[..., Any], args: tuple, writable: list[Path], progress=None) -> tuple[Any, Confinement]:
+def run_confined(fn: Callable[..., Any], args: tuple, writable: list[Path], progress=None,
+                 stop_name: Callable[[BaseException], str | None] | None = None) -> tuple[Any, Confinement]:
     """Run `fn(*args, confinement=..., progress=...)` in a confined child; return its result (pickled
     back) and how it was confined, or raise what it raised. The child's progress calls reach `progress`
     here. A stop signal to this process is passed on, and this process waits for the child's cleanup
-    before it raises the interrupt itself."""
+    before it raises the interrupt itself. `stop_name`: the stop signal behind an exception in the child
+    (None: not one), the command's own way to tell an interrupt from an error."""
     writable = [Path(p) for p in writable]
     ctx = _context()
     receive, send = ctx.Pipe(duplex=False)
     child = ctx.Process(target=_child_main, name="rerun-safety-confined",
                         args=(send, fn, args, dict(os.environ), os.getcwd(), [str(p) for p in writable],
-                              os.getpid()))
+                              os.getpid(), stop_name))
     child.start()
     send.close()
     answer = None
@@ -161,7 +166,8 @@ def _watch_parent(parent_pid: int) -> None:
     threading.Thread(target=wait, name="rerun-safety-parent-watch", daemon=True).start()
 
 
-def _child_main(send, fn, args, environ: dict, cwd: str, writable: list[str], parent_pid: int) -> None:
+def _child_main(send, fn, args, environ: dict, cwd: str, writable: list[str], parent_pid: int,
+                stop_name=None) -> None:
     import tempfile
 
     os.environ.clear()
@@ -179,7 +185,7 @@ def _child_main(send, fn, args, environ: dict, cwd: str, writable: list[str], pa
         _watch_parent(parent_pid)
         answer = ("ok", fn(*args, confinement=confinement, progress=_PipeProgress(send)), confinement)
     except BaseException as err:  # noqa: BLE001 - everything goes back to the command's process
-        answer = _answer_for(err)
+        answer = _answer_for(err, stop_name)
     try:
         send.send(answer)
     except Exception as err:  # noqa: BLE001 - an exception that does not pickle: its type and first line
@@ -192,10 +198,9 @@ def _child_main(send, fn, args, environ: dict, cwd: str, writable: list[str], pa
     os._exit(0)
 
 
-def _answer_for(err: BaseException) -> tuple:
-    from ..cli import _stop_name
-
-    name = _stop_name(err)
+def _answer_for(err: BaseException, stop_name) -> tuple:
+    name = stop_name(err) if stop_name is not None else (
+        "SIGINT" if isinstance(err, KeyboardInterrupt) else None)
     if name:
         return ("stopped", name, None)
     if isinstance(err, LandlockError):
