@@ -140,8 +140,9 @@ def start_pg_server(extra_opts: str = "") -> PgServer:
 
 
 def create_role(server: PgServer, name: str | None = None, *, password: str | None = None,
-                attributes: str = "login createdb") -> str:
-    """A role without superuser (by default CREATEDB only, as a CI role usually is); returns its name."""
+                attributes: str = "login createdb createrole") -> str:
+    """A role without superuser (by default CREATEDB and CREATEROLE, what a confined game day needs: it
+    creates a role of its own for the sandboxes); returns its name."""
     from psycopg2 import sql as pgsql
 
     name = name or f"rs_role_{uuid.uuid4().hex[:8]}"

@@ -208,3 +208,96 @@ def test_the_kernel_refuses_writes_outside_for_the_process_and_its_children(tmp_
     assert shell == 2 and text == "kept\n"  # a shell the process starts is refused too
     assert (inside / "ok.txt").read_text() == "ok"
     assert sorted(p.name for p in outside.parent.iterdir()) == ["export.csv"]
+
+
+# ------------------------------------------------------------------ PostgreSQL: the run's own role
+
+def _pg_hostile_models(models: Path, export: Path, prod: str) -> dict[str, str]:
+    """One model per hostile hook (a failing hook stops the ones after it), each over payments_merged."""
+    quoted = prod.replace("'", "''")
+    hooks = {
+        "copy_e_string": f"copy (select 1) to E'{export}'",
+        "copy_dollar": f"copy (select 2) to $f${export}$f$",
+        "copy_in_do": f"do $d$ begin execute format('copy (select 3) to %L', '{export}'); end $d$",
+        "copy_program": "do $d$ begin execute 'copy (select 4) to program ''touch /tmp/rerun_safety_pwned'''; end $d$",
+        "alter_prod": f"do $d$ begin execute format('alter database %I set work_mem = %L', '{quoted}', '1MB'); end $d$",
+        "comment_prod": f"do $d$ begin execute format('comment on database %I is %L', '{quoted}', 'x'); end $d$",
+        "alter_role": "do $d$ begin execute format('alter role %I set work_mem = %L', session_user, '2MB'); "
+                      "execute format('alter role %I set work_mem = %L', 'postgres', '2MB'); end $d$",
+        "kill_prod": f"select pg_terminate_backend(pid) from pg_stat_activity where datname = '{quoted}'",
+        "dblink": "create extension if not exists dblink",
+    }
+    for name, hook in hooks.items():
+        (models / f"hostile_{name}.sql").write_text(
+            "{{ config(materialized='table', post_hook=" + json.dumps(hook) + ") }}\n"
+            "select account_id from {{ ref('payments_merged') }}\n")
+    return hooks
+
+
+def test_postgres_hostile_hooks_change_nothing_as_the_runs_own_role(tmp_path, pg_server):
+    """The profile's role is a superuser, the statement guard is off: the database still refuses the run's
+    role every server file, program, other database, role and session; production is unchanged and each
+    model is side_effect naming the refusal. The role is gone afterwards."""
+    from gameday_support import file_sha256, load_report, pg_fingerprint
+    from test_reliability_support import CHEAP, payments_target, spawn_gameday
+
+    target = payments_target("postgres", tmp_path / "proj", server=pg_server)
+    export = Path(pg_server.base) / f"export_{os.getpid()}.csv"
+    export.write_text("the server's export\n")
+    export.chmod(0o666)
+    before_file = file_sha256(export)
+    hooks = _pg_hostile_models(target.project / "models", export, target.dbname)
+    live = pg_server.connect(target.dbname)  # a live session on production: nobody may end it
+    settings_sql = ("select coalesce(shobj_description(d.oid, 'pg_database'), ''), "
+                    "coalesce((select array_agg(s.setconfig::text order by s.setrole) from pg_db_role_setting s "
+                    "where s.setdatabase = d.oid or s.setdatabase = 0), '{}') from pg_database d where d.datname = %s")
+    with live.cursor() as cur:
+        cur.execute(settings_sql, [target.dbname])
+        before_settings = cur.fetchone()
+    before = pg_fingerprint(pg_server, target.dbname)
+    roles_sql = "select coalesce(array_agg(rolname order by rolname), '{}') from pg_roles where rolname like 'rerun\\_safety\\_role\\_%'"
+    with live.cursor() as cur:
+        cur.execute(roles_sql)
+        roles_before = set(cur.fetchone()[0])
+    os.environ["RERUN_SAFETY_STATEMENT_GUARD"] = "off"
+    try:
+        proc = spawn_gameday(target, tmp_path / "run", *CHEAP, "--select", "payments_merged+")
+    finally:
+        del os.environ["RERUN_SAFETY_STATEMENT_GUARD"]
+    _, err = proc.communicate(timeout=600)
+    assert proc.returncode == 1, err
+    with live.cursor() as cur:  # still alive, and production's settings and comment as they were
+        cur.execute(settings_sql, [target.dbname])
+        assert cur.fetchone() == before_settings
+        cur.execute(roles_sql)
+        assert set(cur.fetchone()[0]) <= roles_before  # the run's role was dropped at its end
+        cur.execute("select count(*) from pg_extension where extname = 'dblink'")
+        assert cur.fetchone()[0] == 0
+    live.close()
+    assert pg_fingerprint(pg_server, target.dbname) == before
+    assert file_sha256(export) == before_file
+    assert not Path("/tmp/rerun_safety_pwned").exists()
+    report = {m["name"]: m for m in load_report(proc.out_dir)["models"]}
+    for name, hook in hooks.items():
+        m = report[f"hostile_{name}"]
+        assert m["verdict"] == "side_effect", (name, m)
+        assert m["reason"].startswith("a hook does what the game day's database role may not (refused there by "
+                                      "the database): "), (name, m["reason"])
+        assert m["reason"].endswith(f"; hook: {hook}"), (name, m["reason"])
+    assert report["payments_merged"]["verdict"] == "safe"
+
+
+def test_postgres_profile_role_without_createrole_is_told_what_to_grant(tmp_path, pg_server):
+    from _support import create_role
+    from test_reliability_support import CHEAP, payments_target, spawn_gameday
+
+    role = create_role(pg_server, attributes="login createdb")
+    target = payments_target("postgres", tmp_path / "proj", server=pg_server, role=role)
+    proc = spawn_gameday(target, tmp_path / "run", *CHEAP)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 2, err
+    lines = [ln for ln in err.splitlines() if ln.strip() and not ln.startswith("rerun-safety: game day")]
+    assert lines == [f"rerun-safety: error: the profile's PostgreSQL role {role} cannot create roles: a confined game "
+                     "day reaches its sandboxes as a role of its own, which it creates and drops; grant it with "
+                     f"ALTER ROLE {role} CREATEROLE, or pass --unconfined to run without that protection"], err
+    assert not proc.out_dir.exists()

@@ -121,7 +121,7 @@ def vacuum_server():
 def _role_target(server, tmp: Path):
     from _support import create_role
 
-    role = create_role(server)  # LOGIN CREATEDB, no superuser
+    role = create_role(server)  # LOGIN CREATEDB CREATEROLE, no superuser
     return role, payments_target("postgres", tmp, server=server, role=role)
 
 
@@ -129,8 +129,10 @@ def _databases_of(server, role: str) -> list[str]:
     conn = server.connect()
     try:
         with conn.cursor() as cur:
+            # owned by the role, or by the role of one of its game days (which it was made a member of)
             cur.execute("select datname from pg_database where starts_with(datname, %s) and "
-                        "pg_get_userbyid(datdba) = %s order by 1", [PREFIX, role])
+                        "(pg_get_userbyid(datdba) = %s or datdba in (select m.roleid from pg_auth_members m "
+                        "join pg_roles r on r.oid = m.member where r.rolname = %s)) order by 1", [PREFIX, role, role])
             return [r[0] for r in cur.fetchall()]
     finally:
         conn.close()
@@ -162,10 +164,10 @@ def test_two_roles_on_one_server_never_break_each_other(vacuum_server, tmp_path)
 
     role_a, a = _role_target(vacuum_server, tmp_path / "a")
     role_b, b = _role_target(vacuum_server, tmp_path / "b")
-    # A is killed mid-run: its sandboxes stay (its next run sweeps them)
+    # A is killed mid-run, its whole process group: its sandboxes stay (its next run sweeps them)
     proc = spawn_gameday(a, tmp_path / "run_a", *ROLE_ARGS)
     assert wait_until(lambda: phase(tmp_path / "run_a", vacuum_server) in ("reference", "scenario"), 240, proc)
-    os.kill(proc.pid, signal.SIGKILL)
+    os.killpg(proc.pid, signal.SIGKILL)
     proc.communicate(timeout=60)
     stale_a = _databases_of(vacuum_server, role_a)
     assert stale_a
@@ -327,7 +329,8 @@ def test_pass_spelling_and_pgpassword_never_reach_a_file(tmp_path, pg_server, mo
     def scan() -> None:
         while not stop.is_set():
             seen.extend(files_with(password.encode(), roots))
-            profiles_seen.update(p for p in files_with(role.encode(), [run]) if p.endswith("profiles.yml"))
+            # a sandbox profile names the run's own role (rerun_safety_role_<run>) where the user's was
+            profiles_seen.update(p for p in files_with(b"rerun_safety_role_", [run]) if p.endswith("profiles.yml"))
             time.sleep(0.05)
 
     scanner = threading.Thread(target=scan)

@@ -110,32 +110,21 @@ def run_confined(fn: Callable[..., Any], args: tuple, writable: list[Path], prog
                               os.getpid(), stop_name))
     child.start()
     send.close()
-    answer = None
     try:
-        while answer is None:
-            if receive.poll(0.2):
-                try:
-                    message = receive.recv()
-                except EOFError:
-                    break
-                if message[0] == "progress":
-                    if progress is not None:
-                        getattr(progress, message[1])(*message[2])
-                else:
-                    answer = message
-            elif not child.is_alive() and not receive.poll(0):
-                break
-        child.join()
-    except BaseException as err:
-        # a stop signal here: the child got SIGINT with us from a terminal, or gets it now; it removes
-        # its sandboxes before it ends, and only then may this process say that they are removed
-        sig = signal.SIGTERM if type(err).__name__ == "Terminated" else signal.SIGINT
         try:
-            os.kill(child.pid, sig)
-        except (ProcessLookupError, TypeError):
-            pass
-        child.join()
-        raise
+            answer = _receive(receive, child, progress)
+        except BaseException as err:
+            # a stop signal here: the child got SIGINT with us from a terminal, or gets it now; it removes
+            # its sandboxes before it ends, and only then may this process say that they are removed
+            sig = signal.SIGTERM if type(err).__name__ == "Terminated" else signal.SIGINT
+            try:
+                os.kill(child.pid, sig)
+            except (ProcessLookupError, TypeError):
+                pass
+            late = _receive(receive, child, None)
+            if late is not None and late[0] == "error":
+                raise late[1] from None  # its cleanup failed: that, not "sandboxes removed", is the news
+            raise
     finally:
         receive.close()
     if answer is None:
@@ -146,6 +135,26 @@ def run_confined(fn: Callable[..., Any], args: tuple, writable: list[Path], prog
     if kind == "stopped":
         raise ChildStopped(value)
     raise value
+
+
+def _receive(receive, child, progress) -> tuple | None:
+    """Relay the child's progress until its answer; None when it ended without one. Waits for its end."""
+    answer = None
+    while answer is None:
+        if receive.poll(0.2):
+            try:
+                message = receive.recv()
+            except EOFError:
+                break
+            if message[0] == "progress":
+                if progress is not None:
+                    getattr(progress, message[1])(*message[2])
+            else:
+                answer = message
+        elif not child.is_alive() and not receive.poll(0):
+            break
+    child.join()
+    return answer
 
 
 def _watch_parent(parent_pid: int) -> None:
@@ -199,6 +208,10 @@ def _child_main(send, fn, args, environ: dict, cwd: str, writable: list[str], pa
 
 
 def _answer_for(err: BaseException, stop_name) -> tuple:
+    from ..errors import RerunSafetyError
+
+    if isinstance(err, RerunSafetyError):  # also after a stop signal: a cleanup that failed is the news
+        return ("error", err, None)
     name = stop_name(err) if stop_name is not None else (
         "SIGINT" if isinstance(err, KeyboardInterrupt) else None)
     if name:

@@ -353,7 +353,7 @@ class Gameday:
         ignored = scrub_note(scrub_dbt_environment())
         try:
             self.project = project = Project(o.project_dir, o.profiles_dir, o.target, o.vars_yaml, parse_dir)
-            self.engine = engine = engine_for(project.target_output, o.work_root, self.run_id)
+            self.engine = engine = engine_for(project.target_output, o.work_root, self.run_id, confined=confined)
             project.session.work_dir = engine.run_dir
             if confined and engine.confinement_gap:
                 raise ConfigError(f"cannot confine the project's code: {engine.confinement_gap}; pass --unconfined "

@@ -51,6 +51,11 @@ def failed_result(name: str, message: str, hooks: str = "") -> ScenarioResult:
     kernel = _KERNEL_REFUSED.search(message or "")
     if kernel is not None:
         return _written_outside(name, kernel.group(1) or kernel.group(2), lines)
+    role = _ROLE_REFUSED.search(message or "") if lines else None
+    if role is not None:
+        return ScenarioResult(name, "side_effect", message=(
+            f"a hook does what the game day's database role may not (refused there by the database): "
+            f"{role.group(0).strip()}; hook: {lines[0]}"))
     refused = _REFUSED.search(message or "")
     path = Path(refused.group(1) or refused.group(2) or "") if refused is not None else None
     duckdb_home = Path.home() / ".duckdb"
@@ -78,6 +83,13 @@ def failed_result(name: str, message: str, hooks: str = "") -> ScenarioResult:
 # the kernel refusing a write outside the run folder (confine/): DuckDB's and Python's words for EACCES. Reading
 # is never refused there, so this is a write.
 _KERNEL_REFUSED = re.compile(r'Cannot open file "([^"]*)": Permission denied|Permission denied: \'([^\'\n]*)\'')
+
+
+# PostgreSQL refusing the game day's own role (sandbox/pg_role.py) what takes a superuser, the owner of another
+# database or role, or a membership it lacks: a server file or program, ALTER/COMMENT ON DATABASE, ALTER ROLE,
+# another role's sessions, an untrusted extension. Inside its sandbox the role owns everything.
+_ROLE_REFUSED = re.compile(r"(?:must be (?:a )?superuser|must be owner of|must be a member of|must have privileges of|"
+                           r"permission denied (?:to|for))[^\n]*")
 
 
 def _written_outside(name: str, path: str, hooks: list[str]) -> ScenarioResult:

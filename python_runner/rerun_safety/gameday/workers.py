@@ -97,7 +97,8 @@ def _worker_init(gameday_class, options, run_id: str, parent_pid: int | None = N
     work = options.work_root / f"{PREFIX}{run_id}" / f"worker_{os.getpid()}"
     gd.project = Project(options.project_dir, options.profiles_dir, options.target, options.vars_yaml, work,
                          manifest=load_manifest(manifest) if manifest is not None else None)
-    gd.engine = engine_for(gd.project.target_output, options.work_root, run_id, attach=True)
+    gd.engine = engine_for(gd.project.target_output, options.work_root, run_id, attach=True,
+                           confined=options.confinement is not None and options.confinement.confined)
     gd.engine.learn_project(gd.project.manifest)
     _WORKER["gameday"] = gd
     _WORKER["plan"] = make_plan(gd.project, options.select, options.exclude, options.state)

@@ -6,7 +6,10 @@ from pathlib import Path
 from .base import PREFIX, Engine, Sandbox
 
 
-def engine_for(target_output: dict, work_root: Path, run_id: str, attach: bool = False) -> Engine:
+def engine_for(target_output: dict, work_root: Path, run_id: str, attach: bool = False,
+               confined: bool = False) -> Engine:
+    """`confined`: a game day confined by privilege; on PostgreSQL dbt and the runner then reach the
+    sandboxes as a role of the run's own (see PostgresEngine)."""
     kind = target_output.get("type")
     if kind == "duckdb":
         from .duckdb import DuckDBEngine
@@ -15,7 +18,7 @@ def engine_for(target_output: dict, work_root: Path, run_id: str, attach: bool =
     if kind == "postgres":
         from .postgres import PostgresEngine
 
-        return PostgresEngine(target_output, work_root, run_id, attach)
+        return PostgresEngine(target_output, work_root, run_id, attach, confined=confined)
     if kind == "spark":
         from .spark import SparkEngine
 

@@ -17,11 +17,12 @@ from sqlglot.errors import TokenError
 from sqlglot.tokens import TokenType
 from psycopg2 import sql as pgsql
 
-from ..errors import ConfigError, SandboxError
+from ..errors import ConfigError, SandboxError, first_line
 from ..project import SourceTable
 from ..secrets import password_of
 from .base import KEEP_SECONDS, PREFIX, SNAPSHOT_SCHEMA, Connection, Engine, Sandbox, snapshot_table
 from .pg_redirect import connections_to, map_database, refuse_server_files
+from .pg_role import attached_run_role, create_run_role, drop_run_role, leftover_roles, role_name
 
 _CONNECT_KEYS = ("host", "port", "user", "password", "sslmode", "sslcert", "sslkey", "sslrootcert",
                  "connect_timeout", "keepalives_idle")
@@ -114,7 +115,9 @@ class PgConnection(Connection):
 class PostgresEngine(Engine):
     dialect = "postgres"
 
-    def __init__(self, target_output: dict, work_root: Path, run_id: str, attach: bool = False):
+    def __init__(self, target_output: dict, work_root: Path, run_id: str, attach: bool = False,
+                 confined: bool = False):
+        """`confined`: dbt and the runner reach the sandboxes as the run's own role (see pg_role)."""
         dbname = target_output.get("dbname") or target_output.get("database") or ""
         if dbname.startswith(PREFIX):
             # a sweep drops databases with this prefix: the user's could be taken for a leftover
@@ -134,16 +137,44 @@ class PostgresEngine(Engine):
             self.strategy_clause = pgsql.SQL(" strategy file_copy") if version >= 150000 else pgsql.SQL("")
             if not attach:
                 self.admin.execute("select pg_advisory_lock(%s)", [_lock_key(run_id)])
+            # (name, password) of the role the sandboxes are reached as; None: the profile's own
+            self.role: tuple[str, str] | None = None
+            self.sandbox_params = self.params
+            if confined:
+                self._take_role(attach)
         except BaseException:
             self._abandon()  # a run that cannot connect leaves no run folder
             raise
         self.notes: list[str] = []  # what the snapshot could not copy as it is, one line each
 
+    def _take_role(self, attach: bool) -> None:
+        if attach:
+            self.role = attached_run_role()
+            if self.role is None:
+                raise SandboxError("the run's PostgreSQL role is not in this worker's environment")
+        else:
+            with self.admin.raw.cursor() as cur:
+                self.role = create_run_role(cur, self.run_id)
+        self.sandbox_params = {k: v for k, v in self.params.items() if k not in ("user", "password")}
+        self.sandbox_params.update(user=self.role[0], password=self.role[1])
+        if attach:
+            return
+        try:  # it logs in as the profile's role does (same host and port), or the run stops here
+            PgConnection(self.sandbox_params, self._admin_db).close()
+        except SandboxError as err:
+            with self.admin.raw.cursor() as cur:
+                drop_run_role(cur, self.role[0])
+            raise ConfigError(f"the game day's own PostgreSQL role cannot log in where the profile's does "
+                              f"({first_line(err)}): allow password (scram-sha-256) logins for roles named "
+                              "rerun_safety_role_* in pg_hba.conf, or pass --unconfined") from None
+
     def _admin_connection(self) -> PgConnection:
         last: Exception | None = None
         for db in ("postgres", "template1"):
             try:
-                return PgConnection(self.params, db)
+                con = PgConnection(self.params, db)
+                self._admin_db = db
+                return con
             except SandboxError as err:
                 last = err
         raise SandboxError(f"cannot open a maintenance connection to create sandboxes: {last}")
@@ -155,6 +186,8 @@ class PostgresEngine(Engine):
         if template:
             stmt = pgsql.SQL("create database {} template {}").format(
                 pgsql.Identifier(name), pgsql.Identifier(template)) + self.strategy_clause
+        if self.role is not None:  # owned by the run's role, and by nothing the project's SQL can reach
+            stmt += pgsql.SQL(" owner {}").format(pgsql.Identifier(self.role[0]))
         for attempt in range(40):
             try:
                 with self.admin.raw.cursor() as cur:
@@ -179,7 +212,7 @@ class PostgresEngine(Engine):
     def add_to_snapshot(self, sandbox: Sandbox, sources: Iterable[SourceTable], empty: bool = False) -> None:
         """Copy sources from the user's database into the snapshot (`empty`: their columns only)."""
         user = PgConnection(self.params, self.user_db, read_only=True)
-        snap = PgConnection(self.params, sandbox.location)
+        snap = PgConnection(self.sandbox_params, sandbox.location)
         try:
             for src in sources:
                 if src.database and src.database != self.user_db:
@@ -381,6 +414,12 @@ class PostgresEngine(Engine):
                         failed.append(str(err))
             except SandboxError as err:
                 failed.append(str(err))
+            if self.role is not None and not failed:
+                try:
+                    with self.admin.raw.cursor() as cur:
+                        drop_run_role(cur, self.role[0])
+                except psycopg2.Error as err:
+                    failed.append(f"cannot drop the run's role {self.role[0]}: {first_line(err)}")
         if failed:
             self.close()  # releases the run's advisory lock: the next run's sweep may drop them
             raise SandboxError(f"{failed[0]}; the next game day removes what is left")
@@ -388,7 +427,7 @@ class PostgresEngine(Engine):
     def connect(self, sandbox: Sandbox) -> PgConnection:
         if sandbox.location == self.user_db:
             raise SandboxError(f"refusing to write to the user's own database {self.user_db}")
-        return PgConnection(self.params, sandbox.location)
+        return PgConnection(self.sandbox_params, sandbox.location)
 
     def profile_output(self, sandbox: Sandbox) -> dict:
         # dbt sees the user's database name (target.database, every relation's database), as in
@@ -405,6 +444,10 @@ class PostgresEngine(Engine):
         out.pop("password", None)
         if password is not None:
             out["password"] = password
+        if self.role is not None:  # dbt logs in as the run's role (its password, too, through the environment)
+            for key in ("sslcert", "sslkey", "sslpassword"):  # the profile role's client certificate is not its
+                out.pop(key, None)
+            out["user"], out["password"] = self.role
         return out
 
     def invocation_context(self, sandbox: Sandbox):
@@ -436,9 +479,10 @@ class PostgresEngine(Engine):
         and trying must not fail this run."""
         removed = super().sweep()
         with self.admin.raw.cursor() as cur:
+            roles = leftover_roles(cur)
             cur.execute("select datname, shobj_description(oid, 'pg_database') from pg_database "
-                        "where starts_with(datname, %s) "
-                        "and datdba = (select oid from pg_roles where rolname = current_user)", [PREFIX])
+                        "where starts_with(datname, %s) and datdba in (select oid from pg_roles "
+                        "where rolname = current_user or rolname = any(%s))", [PREFIX, roles])
             rows = cur.fetchall()
         by_run: dict[str, list[str]] = {}
         for name, comment in rows:
@@ -458,7 +502,28 @@ class PostgresEngine(Engine):
                         continue  # e.g. still in use by another role's session: a later run retries
             finally:
                 self.admin.execute("select pg_advisory_unlock(%s)", [key])
+        self._sweep_roles(roles)
         return removed
+
+    def _sweep_roles(self, roles: list[str]) -> None:
+        """Drop the roles of dead runs once they own no database (a kept run's stay with its databases)."""
+        for name in roles:
+            run = name[len(role_name("")):]
+            if run == self.run_id:
+                continue
+            key = _lock_key(run)
+            if not self.admin.fetchone(f"select pg_try_advisory_lock({int(key)})")[0]:
+                continue  # its run is alive
+            try:
+                with self.admin.raw.cursor() as cur:
+                    cur.execute("select count(*) from pg_database where datdba = "
+                                "(select oid from pg_roles where rolname = %s)", [name])
+                    if not cur.fetchone()[0]:
+                        drop_run_role(cur, name)
+            except psycopg2.Error:
+                continue  # a later run retries
+            finally:
+                self.admin.execute("select pg_advisory_unlock(%s)", [key])
 
     def close(self) -> None:
         try:
