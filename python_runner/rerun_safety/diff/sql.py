@@ -103,6 +103,12 @@ def _pg_hash(items: Sequence[tuple[str, str]]) -> str:
     for i, (expr, typ) in enumerate(items):
         if typ == "bigint":
             term = f"hashint4extended({i + 1}, {expr})"  # the value as the seed: all 64 bits mixed
+        elif typ == "numeric":
+            # numeric's hash returns the seed for NaN, Infinity and -Infinity alike: those (and only a
+            # value whose hash happens to equal the seed) are hashed as float8, which tells them apart
+            term = (f"case when hash_numeric_extended({expr}, {i + 1}) = {i + 1} then "
+                    f"hashfloat8extended(cast({expr} as double precision), {i + 1}) "
+                    f"else hash_numeric_extended({expr}, {i + 1}) end")
         elif typ == "boolean":
             term = f"hashint4extended(cast({expr} as integer), {i + 1})"
         elif typ in _PG_HASH_FUNCS:
@@ -302,11 +308,34 @@ def _catalog_query(dialect: str) -> str:
         kind = exp.If(this=exp.column("temporary"), true=exp.Literal.string("LOCAL TEMPORARY"),
                       false=exp.Literal.string("BASE TABLE"))
         tables = named("duckdb_tables", "t", exp.alias_(kind, "table_type"))
+    elif dialect == "postgres":  # information_schema leaves materialized views out: they come from pg_catalog
+        return (f"select c.table_catalog, c.table_schema, c.table_name, c.column_name, c.data_type, t.table_type "
+                f"from ({_PG_COLUMNS}) as c left join ({_PG_TABLES}) as t on {same.sql(dialect=dialect)}")
     else:
         columns = exp.Table(this=ident("columns"), db=ident("information_schema"), alias=exp.TableAlias(this=ident("c")))
         tables = exp.Table(this=ident("tables"), db=ident("information_schema"), alias=exp.TableAlias(this=ident("t")))
     return (exp.select("c.table_catalog", "c.table_schema", "c.table_name", "c.column_name", "c.data_type", "t.table_type")
             .from_(columns).join(tables, on=same, join_type="left").sql(dialect=dialect))
+
+
+# information_schema's columns and tables, and a materialized view's the way information_schema would
+# show them (its data_type: a built-in type's name without modifiers, ARRAY, or USER-DEFINED)
+_PG_MATVIEW_TYPE = ("case when t.typelem <> 0 and t.typlen = -1 then 'ARRAY' when tn.nspname = 'pg_catalog' "
+                    "then format_type(a.atttypid, null) when t.typtype = 'd' and bn.nspname = 'pg_catalog' "
+                    "then format_type(t.typbasetype, null) else 'USER-DEFINED' end")
+_PG_COLUMNS = (
+    "select table_catalog::text, table_schema::text, table_name::text, column_name::text, data_type::text, "
+    "ordinal_position::int from information_schema.columns union all "
+    "select current_database()::text, n.nspname::text, r.relname::text, a.attname::text, "
+    f"{_PG_MATVIEW_TYPE}, a.attnum::int from pg_attribute a join pg_class r on r.oid = a.attrelid "
+    "join pg_namespace n on n.oid = r.relnamespace join pg_type t on t.oid = a.atttypid "
+    "join pg_namespace tn on tn.oid = t.typnamespace left join pg_type b on b.oid = t.typbasetype "
+    "left join pg_namespace bn on bn.oid = b.typnamespace "
+    "where r.relkind = 'm' and a.attnum > 0 and not a.attisdropped and has_table_privilege(r.oid, 'select')")
+_PG_TABLES = (
+    "select table_catalog::text, table_schema::text, table_name::text, table_type::text from information_schema.tables "
+    "union all select current_database()::text, n.nspname::text, r.relname::text, 'MATERIALIZED VIEW' "
+    "from pg_class r join pg_namespace n on n.oid = r.relnamespace where r.relkind = 'm'")
 
 
 def _src(side: Side, d: str) -> str:

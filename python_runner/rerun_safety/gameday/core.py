@@ -375,6 +375,10 @@ class Gameday:
                 o = self.options = replace(o, scenarios=tuple(s for s in o.scenarios if s != "late"))
                 plan.notes.append("late: not run; --late-fraction/--late-by make a share of the rows of inputs "
                                   "without a load time arrive late (inputs with one arrive by it in every scenario)")
+                if not chains:  # nothing would run but the reference: never "safe to run twice"
+                    raise ConfigError("--scenarios late runs nothing without --late-fraction or --late-by (inputs "
+                                      "with a load time arrive by it in every other scenario): add one, or choose "
+                                      "other scenarios")
             if o.threads > 1 and len(chains) > 1 and not engine.parallel_ok:
                 plan.notes.append(f"--threads {o.threads}: scenarios ran one after another, in the one Spark of "
                                   "this process (method: session; its catalog admits one process)")

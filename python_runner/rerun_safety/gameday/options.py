@@ -92,6 +92,12 @@ class GamedayOptions:
             except ConfigError:
                 raise ConfigError(f"--late-by '{late_by}' is not a duration: use e.g. 6h, 2d, 1w, 1mo") from None
         names = tuple(s for s in ALL_SCENARIOS if s in names or s == "reference")
+        if names == ("reference",):
+            raise ConfigError("--scenarios selects nothing but the reference build, which cannot show a rerun "
+                              "defect: choose one or more of " + ", ".join(s for s in ALL_SCENARIOS if s != "reference"))
+        from ..project import parse_vars
+
+        parse_vars(vars_yaml)  # refused here, before anything starts
         out = Path(output_dir).resolve() if output_dir else project_dir / "target" / "rerun_safety"
         kwargs: dict[str, Any] = {}
         if work_root:
