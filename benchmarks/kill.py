@@ -26,6 +26,13 @@ with LOGIN CREATEDB only, on a server whose autovacuum visits each database ever
     .venv/bin/python benchmarks/kill.py --engine postgres --case hardened --trials 20
     .venv/bin/python benchmarks/kill.py --engine duckdb --case hooks --trials 20
     .venv/bin/python benchmarks/kill.py --engine postgres --case hooks --trials 20
+    .venv/bin/python benchmarks/kill.py --engine duckdb --case hooks --guard off --trials 20
+
+A kill hits the command's process alone or its whole process group (the command, its confined game day
+and the workers at once: `--kill group`, a scheduler's or the OOM killer's way), by default one and the
+other in turn. Killed alone, the command's confined game day removes its own sandboxes; killed as a group,
+they stay for the next run's sweep. `--guard off` switches the statement guard off
+(RERUN_SAFETY_STATEMENT_GUARD=off): the hooks then meet only the kernel's and the database's confinement.
 """
 from __future__ import annotations
 
@@ -61,7 +68,7 @@ def full_run(target, tmp: Path) -> tuple[float, int, str]:
     return time.time() - started, proc.returncode, err
 
 
-def trial(target, tmp: Path, delay: float) -> dict:
+def trial(target, tmp: Path, delay: float, group: bool = False) -> dict:
     before = leftovers(tmp, target.server)
     proc = spawn_gameday(target, tmp, *ARGS)
     started = time.time()
@@ -73,16 +80,17 @@ def trial(target, tmp: Path, delay: float) -> dict:
         time.sleep(0.02)
     now = leftovers(tmp, target.server)
     finished = proc.poll() is not None
-    kill(proc)
+    kill(proc, group=group)
     proc.wait()
     # The sweep runs before the snapshot: once this run had a snapshot, older leftovers must be gone.
     stale = sorted(before & now) if PHASES.index(seen) >= 1 else None
     # A worker still importing when its parent died exits on reaching its initializer (it checks
-    # its parent before creating anything); give it time to get there.
+    # its parent before creating anything); give it time to get there. Killed alone, the command's
+    # confined game day ends when it sees its command gone, after removing its sandboxes.
     deadline = time.time() + 30
     while any(alive(p) for p in workers) and time.time() < deadline:
         time.sleep(0.1)
-    return {"delay": delay, "phase": "finished" if finished else seen, "code": proc.returncode,
+    return {"delay": delay, "phase": "finished" if finished else seen, "code": proc.returncode, "group": group,
             "leftovers_before": len(before), "stale_after_sweep": stale,
             "leftovers_after_kill": len(leftovers(tmp, target.server)),
             "orphan_workers": sum(1 for p in workers if alive(p))}
@@ -135,11 +143,19 @@ def main() -> int:
     ap.add_argument("--engine", choices=["duckdb", "postgres"], default="duckdb")
     ap.add_argument("--trials", type=int, default=20)
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--kill", choices=["command", "group", "both"], default="both",
+                    help="SIGKILL the command's process, its whole process group, or one and the other in turn")
+    ap.add_argument("--guard", choices=["on", "off"], default="on",
+                    help="off: the statement guard switched off (RERUN_SAFETY_STATEMENT_GUARD=off)")
     ap.add_argument("--case", choices=["payments", "hardened", "hooks"], default="payments",
                     help="hardened: external models (DuckDB) or a CREATEDB-only role (PostgreSQL); hooks: hooks "
                          "that write the user's files, and a secret in the profile")
     a = ap.parse_args()
     rng = random.Random(a.seed)
+    if a.guard == "off":
+        import os
+
+        os.environ["RERUN_SAFETY_STATEMENT_GUARD"] = "off"  # the game days inherit it
     hardened = a.case == "hardened"
     server = None
     if a.engine == "postgres":
@@ -179,7 +195,8 @@ def main() -> int:
             delay = 1.3 * duration * (i + rng.random()) / a.trials  # runs slow down under load
             # ...but not past the shortest run seen: late kills land in the last diffs and cleanup
             delay = min(delay, cap * (0.85 + 0.15 * rng.random()))
-            r = trial(target, tmp, delay)
+            group = a.kill == "group" or (a.kill == "both" and i % 2 == 1)
+            r = trial(target, tmp, delay, group=group)
             if r["phase"] == "finished":  # the machine got faster: not a kill, lower the cap
                 cap = min(cap, delay)
                 print(f"  (run finished before {delay:.1f}s: not counted; kills now before {cap:.1f}s)")
@@ -203,7 +220,8 @@ def main() -> int:
             if problems:
                 failures.append((i, problems))
             rows.append(r)
-            print(f"  trial {i:2d}: kill at {r['delay']:5.1f}s ({r['phase']:9s}) leftovers before "
+            print(f"  trial {i:2d}: kill {'group' if r['group'] else 'command'} at {r['delay']:5.1f}s ({r['phase']:9s}) "
+                  f"leftovers before "
                   f"{r['leftovers_before']}, after kill {r['leftovers_after_kill']}, stale after the next "
                   f"sweep {len(r['stale_after_sweep']) if r['stale_after_sweep'] is not None else '-'}, "
                   f"user data {'unchanged' if r['unchanged'] else 'CHANGED'}", flush=True)
@@ -223,7 +241,7 @@ def main() -> int:
         secrets = sum(len(r.get("secrets") or ()) for r in rows)
         if secret:
             secrets += len(files_with(secret.encode(), [tmp, target.project]))
-        print(f"[kill {a.engine} {a.case}] user data changed {changed}; secrets found on disk {secrets}; leftovers after the next run "
+        print(f"[kill {a.engine} {a.case} guard {a.guard}] user data changed {changed}; secrets found on disk {secrets}; leftovers after the next run "
               f"{after_final}; trials {len(rows)}, failures {len(failures)}; kills by phase "
               f"{dict(phases)}; leftovers after kills: max {max(r['leftovers_after_kill'] for r in rows)}, "
               f"sum {sum(r['leftovers_after_kill'] for r in rows)}; sweeps checked {swept} (stale {stale}); "

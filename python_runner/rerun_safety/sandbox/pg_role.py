@@ -56,7 +56,9 @@ def create_run_role(cur, run_id: str) -> tuple[str, str]:
             "CREATEROLE, or pass --unconfined to run without that protection")
     name, password = role_name(run_id), secrets.token_urlsafe(24)
     ident = pgsql.Identifier(name)
-    cur.execute(pgsql.SQL("create role {} login nosuperuser nocreatedb nocreaterole noinherit noreplication "
+    # INHERIT: it is a member of nothing but pg_database_owner in its own sandboxes, whose CREATE on the
+    # public schema it needs (NOINHERIT would refuse dbt a seed there)
+    cur.execute(pgsql.SQL("create role {} login nosuperuser nocreatedb nocreaterole inherit noreplication "
                           "nobypassrls password {}").format(ident, pgsql.Literal(scram_verifier(password))))
     # the profile's role may then create databases owned by it, clone them and drop them
     cur.execute(pgsql.SQL("grant {} to current_user").format(ident))
