@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import textwrap
 from pathlib import Path
 
@@ -301,3 +302,56 @@ def test_postgres_profile_role_without_createrole_is_told_what_to_grant(tmp_path
                      "day reaches its sandboxes as a role of its own, which it creates and drops; grant it with "
                      f"ALTER ROLE {role} CREATEROLE, or pass --unconfined to run without that protection"], err
     assert not proc.out_dir.exists()
+
+
+# ------------------------------------------------------------------ secrets: every value through the environment
+
+def test_no_value_of_the_users_profile_reaches_a_file_whatever_its_key(tmp_path):
+    """A secret under a key that does not say so (a plugin's `opaque`) and in the path of an attached
+    database: no file the game day writes holds it, while it runs or after."""
+    import threading
+    import uuid
+
+    import yaml
+
+    from test_reliability_support import CHEAP, files_with, payments_target, spawn_gameday
+
+    secret = f"opaque-{uuid.uuid4().hex}"
+    target = payments_target("duckdb", tmp_path / "proj")
+    attached = tmp_path / f"vault_{secret}" / "refdata.duckdb"
+    attached.parent.mkdir()
+    duckdb.connect(str(attached)).close()
+    path = target.profiles / "profiles.yml"
+    doc = yaml.safe_load(path.read_text())
+    output = doc["payments"]["outputs"]["local"]
+    output["plugins"] = [{"module": "rerun_safety.sandbox.duckdb_confine", "alias": "user_plugin",
+                          "config": {"opaque": secret}}]
+    output["attach"] = [{"path": str(attached), "alias": "refdata"}]
+    path.write_text(yaml.safe_dump(doc))
+    run, out = tmp_path / "run", tmp_path / "out"
+    roots = [run, target.project, out]
+    seen: list[str] = []
+    profiles_seen: set[str] = set()
+    stop = threading.Event()
+
+    def scan() -> None:
+        while not stop.is_set():
+            seen.extend(files_with(secret.encode(), roots))
+            try:
+                profiles_seen.update(str(p) for p in run.rglob("profiles.yml"))
+            except OSError:  # a folder removed while walked
+                pass
+            time.sleep(0.05)
+
+    scanner = threading.Thread(target=scan)
+    scanner.start()
+    try:
+        proc = spawn_gameday(target, run, *CHEAP, "--select", "payments_merged", out=out)
+        _, err = proc.communicate(timeout=600)
+    finally:
+        stop.set()
+        scanner.join()
+    assert proc.returncode == 0, (err, (out / "report.md").read_text() if (out / "report.md").exists() else "")
+    assert seen == [] and files_with(secret.encode(), roots) == []
+    assert len(profiles_seen) >= 2, profiles_seen  # the scan saw the sandbox profiles
+    assert secret not in err

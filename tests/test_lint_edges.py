@@ -180,6 +180,11 @@ def test_game_day_profile_reader_names_file_and_line_without_the_secret(tmp_path
     assert PASSWORD not in str(err.value) and "\n" not in str(err.value)
 
 
+# A confined game day runs in a child process, which this test's patches do not reach: --unconfined runs it
+# here, under the same stop-signal handlers that the confined child installs (cli._gameday_child).
+_IN_THIS_PROCESS = {"lint": [], "gameday": ["--unconfined"]}
+
+
 @pytest.mark.parametrize("command, line", [
     ("lint", "rerun-safety: lint interrupted by SIGINT; scratch catalog removed"),
     ("gameday", "rerun-safety: interrupted by SIGINT; sandboxes removed"),
@@ -200,7 +205,7 @@ def test_ctrl_c_that_a_library_turned_into_another_error_still_exits_130(command
 
     monkeypatch.setattr(rerun_safety.lint, "run_lint", interrupted_import)
     monkeypatch.setattr(rerun_safety.gameday, "run_gameday", interrupted_import)
-    args = [command, "--project-dir", str(tmp_path)]
+    args = [command, "--project-dir", str(tmp_path), *_IN_THIS_PROCESS[command]]
     res = CliRunner().invoke(main, args)
     assert res.exit_code == 130, res.output
     assert [ln for ln in res.output.splitlines() if ln.strip()] == [line]
@@ -239,7 +244,7 @@ def test_ctrl_c_inside_a_finalizer_is_not_lost(command, line, monkeypatch, tmp_p
 
     monkeypatch.setattr(rerun_safety.lint, "run_lint", run)
     monkeypatch.setattr(rerun_safety.gameday, "run_gameday", run)
-    res = CliRunner().invoke(main, [command, "--project-dir", str(tmp_path)])
+    res = CliRunner().invoke(main, [command, "--project-dir", str(tmp_path), *_IN_THIS_PROCESS[command]])
     assert interrupted == [True]
     assert res.exit_code == 130, res.output
     assert [ln for ln in res.output.splitlines() if ln.strip()] == [line]

@@ -34,14 +34,28 @@ def is_secret_key(key: str) -> bool:
     return any(word in key.lower() for word in _SECRET_WORDS)
 
 
+# Top-level keys whose values a sandbox profile holds as they are: they name the adapter, the connection's
+# host and user, the sandbox's own file and schema. dbt shows some of them in its messages, which would be
+# masked if they went through DBT_ENV_SECRET_ variables.
+PLAIN_KEYS = frozenset({"type", "threads", "schema", "database", "dbname", "host", "port", "user", "path", "method",
+                        "keep_open", "external_root", "sslmode", "connect_timeout", "retries", "keepalives_idle",
+                        "search_path", "role", "cluster", "driver", "session_properties"})
+# every other string of the user's profile (a plugin's config, an attached database's path, a setting) goes
+# through the environment too, whatever its key is called, under this prefix (not masked by dbt)
+PLAIN_ENV_SUFFIX = "PLAIN_"
+
+
 def secrets_through_env(output: dict, environ: MutableMapping[str, str] | None = None,
                         prefix: str = SECRET_ENV_PREFIX) -> dict:
-    """A copy of `output` whose secret strings, at any depth, are `{{ env_var(...) }}` references, the
-    values put into `environ` (default os.environ)."""
+    """A copy of `output` whose strings, at any depth, are `{{ env_var(...) }}` references, the values put
+    into `environ` (default os.environ): a secret (by its key or its form) as DBT_ENV_SECRET_..., which dbt
+    masks in its logs; any other but those of PLAIN_KEYS and a plugin's module name under a variable of its
+    own (its key may not say that it is a secret: `config: {opaque: ...}`)."""
     environ = os.environ if environ is None else environ
+    plain_prefix = prefix.replace("DBT_ENV_SECRET_", "", 1) + PLAIN_ENV_SUFFIX
 
-    def to_env(path: list[str], value: str) -> str:
-        name = prefix + re.sub(r"[^A-Z0-9]+", "_", "_".join(path).upper()).strip("_")
+    def to_env(path: list[str], value: str, secret: bool) -> str:
+        name = (prefix if secret else plain_prefix) + re.sub(r"[^A-Z0-9]+", "_", "_".join(path).upper()).strip("_")
         environ[name] = value
         return "{{ env_var('%s') }}" % name
 
@@ -53,8 +67,13 @@ def secrets_through_env(output: dict, environ: MutableMapping[str, str] | None =
         if isinstance(value, list):
             in_secrets = path[-1:] == ["secrets"]
             return [walk(v, [*path, str(i)], secret, in_secrets) for i, v in enumerate(value)]
-        if isinstance(value, str) and value and (secret or _URL_CREDENTIALS.search(value)):
-            return to_env(path, value)
+        if isinstance(value, str) and value:
+            if secret or _URL_CREDENTIALS.search(value):
+                return to_env(path, value, True)
+            if (len(path) == 1 and path[0] in PLAIN_KEYS) or (len(path) == 3 and path[0] == "plugins"
+                                                               and path[2] == "module"):
+                return value
+            return to_env(path, value, False)
         return value
 
     return walk(output, [], False, False)

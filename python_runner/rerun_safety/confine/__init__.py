@@ -162,7 +162,9 @@ def _watch_parent(parent_pid: int) -> None:
     removed then, instead of a run going on that nobody waits for."""
     try:
         fd = os.pidfd_open(parent_pid)
-    except (OSError, AttributeError):
+    except ProcessLookupError:
+        os._exit(1)  # gone already, before anything was created: nobody waits for this run
+    except (OSError, AttributeError):  # no pidfd (Linux < 5.3): the next run's sweep cleans up after a kill
         return
     import select
 
@@ -197,9 +199,9 @@ def _child_main(send, fn, args, environ: dict, cwd: str, writable: list[str], pa
         answer = _answer_for(err, stop_name)
     try:
         send.send(answer)
-    except Exception as err:  # noqa: BLE001 - an exception that does not pickle: its type and first line
-        send.send(("error", RuntimeError(f"{type(answer[1]).__name__}: {answer[1]}"[:400] if len(answer) > 1
-                                          else str(err)), None))
+    except Exception:  # noqa: BLE001 - a result or exception that does not pickle: its type and first line
+        text = f"{type(answer[1]).__name__}: {answer[1]}"[:400]
+        send.send(("error", RuntimeError(text), None))
     finally:
         send.close()
     sys.stdout.flush()
