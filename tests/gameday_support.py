@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -170,3 +171,78 @@ def shop_gameday(engine: str, tmp: Path, server=None) -> dict:
     return {"engine": engine, "code": code, "stdout": stdout, "stderr": stderr, "report": load_report(out),
             "out": out, "before": before, "after": fingerprint(), "seconds": seconds,
             "raw": raw or "raw", "audit": audit or "audit"}
+
+
+def sha256_of(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def hostile_project(tmp: Path) -> dict:
+    """A DuckDB project whose hooks write the user's export and landing folder and overwrite a seed, and
+    whose Python model writes a CSV next to the export: plausible in real teams, each a production write."""
+    user = tmp / "userdata"
+    (user / "exports").mkdir(parents=True)
+    (user / "landing").mkdir()
+    project = tmp / "project"
+    (project / "models").mkdir(parents=True)
+    (project / "seeds").mkdir()
+    export, py_export, landing = user / "exports" / "daily.csv", user / "exports" / "from_python.csv", user / "landing"
+    seed = project / "seeds" / "plans.csv"
+    (project / "dbt_project.yml").write_text(textwrap.dedent("""\
+        name: hostile
+        version: "1.0"
+        profile: hostile
+        models:
+          hostile:
+            +materialized: table
+        """))
+    (project / "profiles.yml").write_text(textwrap.dedent(f"""\
+        hostile:
+          target: prod
+          outputs:
+            prod:
+              type: duckdb
+              path: {user / 'prod.duckdb'}
+              threads: 1
+        """))
+    (project / "models" / "sources.yml").write_text(textwrap.dedent("""\
+        version: 2
+        sources:
+          - name: raw
+            schema: raw
+            tables:
+              - name: events
+                config:
+                  event_time: event_time
+        """))
+    (project / "models" / "events_exported.sql").write_text(textwrap.dedent(f"""\
+        {{{{ config(materialized='incremental', unique_key='id', incremental_strategy='merge',
+                  post_hook=["copy (select * from {{{{ this }}}}) to '{export}' (header)",
+                             "copy (select 1 as x) to '{landing / 'next_batch.csv'}'",
+                             "copy (select 9 as plan_id) to '{seed}'"]) }}}}
+        select id, event_time, amount from {{{{ source('raw', 'events') }}}}
+        {{% if is_incremental() %}}
+        where event_time > (select max(event_time) from {{{{ this }}}}) - interval 1 day
+        {{% endif %}}
+        """))
+    (project / "models" / "events_to_csv.py").write_text(textwrap.dedent(f"""\
+        def model(dbt, session):
+            dbt.config(materialized="table")
+            df = dbt.source("raw", "events").df()
+            df.to_csv({str(py_export)!r})
+            return df
+        """))
+    seed.write_text("plan_id,name\n1,basic\n2,pro\n")
+    import duckdb
+
+    con = duckdb.connect(str(user / "prod.duckdb"))
+    con.execute("create schema raw")
+    con.execute("create table raw.events as select i as id, timestamp '2026-03-01' + i * interval 1 hour as "
+                "event_time, i * 1.5 as amount from range(200) t(i)")
+    con.close()
+    export.write_text("the user's export\n")
+    py_export.write_text("the user's python export\n")
+    (landing / "already_there.csv").write_text("a,b\n")
+    files = [export, py_export, seed, user / "prod.duckdb"]
+    return {"project": project, "user": user, "files": files, "landing": landing,
+            "before": {str(f): sha256_of(f) for f in files}, "listing": sorted(p.name for p in landing.iterdir())}

@@ -4,94 +4,19 @@ Python model try to write the user's files; with the statement guard switched of
 kernel alone keeps every file byte-identical, and the verdict names what was refused."""
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import subprocess
 import sys
 import time
-import textwrap
 from pathlib import Path
 
 import duckdb
 import pytest
 
-from gameday_support import run_cli
+from gameday_support import hostile_project, run_cli, sha256_of
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Landlock is Linux's")
-
-
-def _sha(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def _hostile_project(tmp: Path) -> dict:
-    """A DuckDB project whose hooks write the user's export and landing folder and overwrite a seed, and
-    whose Python model writes a CSV next to the export: plausible in real teams, each a production write."""
-    user = tmp / "userdata"
-    (user / "exports").mkdir(parents=True)
-    (user / "landing").mkdir()
-    project = tmp / "project"
-    (project / "models").mkdir(parents=True)
-    (project / "seeds").mkdir()
-    export, py_export, landing = user / "exports" / "daily.csv", user / "exports" / "from_python.csv", user / "landing"
-    seed = project / "seeds" / "plans.csv"
-    (project / "dbt_project.yml").write_text(textwrap.dedent("""\
-        name: hostile
-        version: "1.0"
-        profile: hostile
-        models:
-          hostile:
-            +materialized: table
-        """))
-    (project / "profiles.yml").write_text(textwrap.dedent(f"""\
-        hostile:
-          target: prod
-          outputs:
-            prod:
-              type: duckdb
-              path: {user / 'prod.duckdb'}
-              threads: 1
-        """))
-    (project / "models" / "sources.yml").write_text(textwrap.dedent("""\
-        version: 2
-        sources:
-          - name: raw
-            schema: raw
-            tables:
-              - name: events
-                config:
-                  event_time: event_time
-        """))
-    (project / "models" / "events_exported.sql").write_text(textwrap.dedent(f"""\
-        {{{{ config(materialized='incremental', unique_key='id', incremental_strategy='merge',
-                  post_hook=["copy (select * from {{{{ this }}}}) to '{export}' (header)",
-                             "copy (select 1 as x) to '{landing / 'next_batch.csv'}'",
-                             "copy (select 9 as plan_id) to '{seed}'"]) }}}}
-        select id, event_time, amount from {{{{ source('raw', 'events') }}}}
-        {{% if is_incremental() %}}
-        where event_time > (select max(event_time) from {{{{ this }}}}) - interval 1 day
-        {{% endif %}}
-        """))
-    (project / "models" / "events_to_csv.py").write_text(textwrap.dedent(f"""\
-        def model(dbt, session):
-            dbt.config(materialized="table")
-            df = dbt.source("raw", "events").df()
-            df.to_csv({str(py_export)!r})
-            return df
-        """))
-    seed.write_text("plan_id,name\n1,basic\n2,pro\n")
-    con = duckdb.connect(str(user / "prod.duckdb"))
-    con.execute("create schema raw")
-    con.execute("create table raw.events as select i as id, timestamp '2026-03-01' + i * interval 1 hour as "
-                "event_time, i * 1.5 as amount from range(200) t(i)")
-    con.close()
-    export.write_text("the user's export\n")
-    py_export.write_text("the user's python export\n")
-    (landing / "already_there.csv").write_text("a,b\n")
-    files = [export, py_export, seed, user / "prod.duckdb"]
-    return {"project": project, "user": user, "files": files, "landing": landing,
-            "before": {str(f): _sha(f) for f in files}, "listing": sorted(p.name for p in landing.iterdir())}
 
 
 def _gameday(p: dict, out: Path, *extra: str) -> tuple[int, str, str]:
@@ -100,7 +25,7 @@ def _gameday(p: dict, out: Path, *extra: str) -> tuple[int, str, str]:
 
 
 def _unchanged(p: dict) -> None:
-    assert {str(f): _sha(f) for f in p["files"]} == p["before"]
+    assert {str(f): sha256_of(f) for f in p["files"]} == p["before"]
     assert sorted(x.name for x in p["landing"].iterdir()) == p["listing"]
 
 
@@ -109,7 +34,7 @@ def hostile_unguarded(tmp_path_factory):
     """The game day with the statement guard switched off: only the kernel stands between the hooks and
     the user's files."""
     tmp = tmp_path_factory.mktemp("hostile")
-    p = _hostile_project(tmp)
+    p = hostile_project(tmp)
     os.environ["RERUN_SAFETY_STATEMENT_GUARD"] = "off"
     try:
         code, out, err = _gameday(p, tmp / "out")
@@ -138,7 +63,7 @@ def test_without_the_statement_guard_the_kernel_keeps_every_user_file(hostile_un
 
 
 def test_with_the_guard_the_verdicts_are_the_same_and_unconfined_says_so_first(hostile_unguarded, tmp_path):
-    p = _hostile_project(tmp_path)
+    p = hostile_project(tmp_path)
     code, out, err = _gameday(p, tmp_path / "out", "--unconfined", "--scenarios", "rerun")
     assert code == 1, err
     report = json.loads((tmp_path / "out" / "report.json").read_text())
@@ -146,9 +71,9 @@ def test_with_the_guard_the_verdicts_are_the_same_and_unconfined_says_so_first(h
     # beyond any statement guard: unconfined, it was written, which is what the kernel's confinement stops
     py_export = str(p["user"] / "exports" / "from_python.csv")
     assert {f: h for f, h in p["before"].items() if f != py_export} == {
-        str(f): _sha(f) for f in p["files"] if str(f) != py_export}
+        str(f): sha256_of(f) for f in p["files"] if str(f) != py_export}
     assert sorted(x.name for x in p["landing"].iterdir()) == p["listing"]
-    assert _sha(Path(py_export)) != p["before"][py_export]
+    assert sha256_of(Path(py_export)) != p["before"][py_export]
     verdicts = {m["name"]: m["verdict"] for m in report["models"]}
     assert verdicts["events_exported"] == "side_effect", verdicts
     notes = report["summary"]["notes"]
@@ -163,7 +88,7 @@ def test_a_kernel_without_landlock_is_refused_in_one_line(tmp_path, monkeypatch)
     from rerun_safety.confine import landlock
 
     monkeypatch.setattr(landlock, "abi_version", lambda: 0)
-    p = _hostile_project(tmp_path)
+    p = hostile_project(tmp_path)
     code, out, err = _gameday(p, tmp_path / "out")
     assert code == 2
     lines = err.strip().splitlines()

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gameday_support import run_cli
-from test_confinement import _hostile_project
+from gameday_support import hostile_project, run_cli
 
 BOMB = ("a: &a [x, x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
         "c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\n"
@@ -40,7 +39,7 @@ def test_vars_whose_aliases_expand_without_bound_are_refused(tmp_path, vars_yaml
 
 
 def test_late_alone_without_a_late_share_is_refused(tmp_path):
-    p = _hostile_project(tmp_path)
+    p = hostile_project(tmp_path)
     code, out, err = run_cli(["gameday", "--project-dir", str(p["project"]), "--profiles-dir", str(p["project"]),
                               "--output-dir", str(tmp_path / "out"), "--scenarios", "late"])
     assert (code, out) == (2, "")

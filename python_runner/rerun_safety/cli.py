@@ -185,17 +185,20 @@ def gameday(ctx, project_dir, profiles_dir, target, select, exclude, vars_yaml, 
             float_tolerance, late_fraction, late_by, scenarios, output_dir, threads, keep_sandboxes, state, defer,
             baseline, unconfined):
     """Replay every incremental model in sandboxes and diff it against a clean reference build."""
-    from .confine import ChildStopped, Confinement
-    from .gameday import GamedayOptions, default_threads, run_gameday
-    from .report import write_reports
-    from .report.terminal import TerminalProgress, print_summary
+    from .confine import ChildStopped, Confinement, prestart
 
-    debug = ctx.obj["debug"]
     # Workers stopped on Ctrl-C die holding the locks dbt made in them; multiprocessing's resource
     # tracker (started later, with these warning options) removes them and need not say so after
     # our one line.
     if "ignore:resource_tracker:UserWarning" not in sys.warnoptions:
         sys.warnoptions.append("ignore:resource_tracker:UserWarning")
+    if not unconfined:  # (after the warning options, which the resource tracker it starts takes)
+        prestart()  # the confined game day's fork server imports dbt while this process imports the rest
+    from .gameday import GamedayOptions, default_threads, run_gameday
+    from .report import write_reports
+    from .report.terminal import TerminalProgress, print_summary
+
+    debug = ctx.obj["debug"]
     _preload()
     previous = {sig: signal.signal(sig, _on_stop_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
