@@ -192,7 +192,6 @@ def _child_main(send, fn, args, environ: dict, cwd: str, writable: list[str], pa
     os.environ.clear()
     os.environ.update(environ)
     os.chdir(cwd)
-    tempfile.tempdir = None
     answer: tuple
     try:
         paths = [Path(p) for p in writable]

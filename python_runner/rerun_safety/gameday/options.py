@@ -95,7 +95,7 @@ class GamedayOptions:
         if names == ("reference",):
             raise ConfigError("--scenarios selects nothing but the reference build, which cannot show a rerun "
                               "defect: choose one or more of " + ", ".join(s for s in ALL_SCENARIOS if s != "reference"))
-        from ..project import parse_vars
+        from ..vars import parse_vars
 
         parse_vars(vars_yaml)  # refused here, before anything starts
         out = Path(output_dir).resolve() if output_dir else project_dir / "target" / "rerun_safety"
