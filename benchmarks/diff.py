@@ -128,8 +128,8 @@ def child(method: str, target: str, extra: str) -> dict:
         t0 = time.perf_counter()
         if method in ("pg_ours_keyed", "pg_ours_unkeyed", "pg_ours_across", "pg_ours_keyed_scan"):
             from rerun_safety.diff import Side, compare, parse_where
-            from rerun_safety.sandbox.base import table
-            from rerun_safety.sandbox.postgres import PgConnection
+            from rerun_safety.warehouse.base import table
+            from rerun_safety.warehouse.postgres.engine import PgConnection
             lcon = PgConnection(dsn, params["db"], read_only=True)
             rcon = PgConnection(dsn, params["db2"], read_only=True) if method == "pg_ours_across" else lcon
             # a (no-op) filter: no table statistics apply, so a min/max scan sizes the buckets
@@ -194,7 +194,7 @@ def spark_bench(rows: int, rounds: int, driver_memory: str, profile: bool) -> No
 
         import pyspark
         from rerun_safety.diff_command import run_diff
-        from rerun_safety.sandbox import spark as spark_sandbox
+        from rerun_safety.warehouse.spark import engine as spark_sandbox
 
         t = time.perf_counter()
         builder = SparkSession.builder.appName("rerun_safety diff benchmark").enableHiveSupport()

@@ -60,7 +60,7 @@ def measure(engine: str, con, schema: str, args) -> None:
     from rerun_safety.diff import diff_relations
     from rerun_safety.diff.core import _table
     from rerun_safety.diff.results import Side
-    from rerun_safety.diff.sql import _int_sum, _src, columns_of, row_hash
+    from rerun_safety.diff.sql import int_sum, side_source, columns_of, row_hash
 
     build(con, engine, args.rows, args.columns, args.changed)
     d = con.dialect
@@ -68,16 +68,16 @@ def measure(engine: str, con, schema: str, args) -> None:
 
     def checksum():
         h = row_hash(cols, d)
-        return con.fetchone(f"select * from (select count(*), {_int_sum(h, d)} from {schema}.wide_l) a "
-                            f"cross join (select count(*), {_int_sum(h, d)} from {schema}.wide_r) b")
+        return con.fetchone(f"select * from (select count(*), {int_sum(h, d)} from {schema}.wide_l) a "
+                            f"cross join (select count(*), {int_sum(h, d)} from {schema}.wide_r) b")
 
     def ours():
         return diff_relations(con, (schema, "wide_l"), (schema, "wide_r"), key=("id",))
 
     def old_search():  # the column search before: two scalar subqueries (scans) per column
         left, right = Side(con, _table((schema, "wide_l"))), Side(con, _table((schema, "wide_r")))
-        parts = [f"(select {_int_sum(row_hash([c], d), d)} from {_src(left, d)}), "
-                 f"(select {_int_sum(row_hash([c], d), d)} from {_src(right, d)})" for c in cols]
+        parts = [f"(select {int_sum(row_hash([c], d), d)} from {side_source(left, d)}), "
+                 f"(select {int_sum(row_hash([c], d), d)} from {side_source(right, d)})" for c in cols]
         return con.fetchone("select " + ", ".join(parts))
 
     base, (t_ours, result) = both(checksum, ours, args.rounds)
@@ -98,7 +98,7 @@ def main() -> None:
     args = ap.parse_args()
     import tempfile
 
-    from rerun_safety.sandbox.duckdb import DuckDBConnection
+    from rerun_safety.warehouse.duckdb.engine import DuckDBConnection
 
     tmp = Path(tempfile.mkdtemp(prefix="rs_bench_wide_"))
     con = DuckDBConnection(str(tmp / "wide.duckdb"))
@@ -110,7 +110,7 @@ def main() -> None:
         return
     from _support import start_pg_server
 
-    from rerun_safety.sandbox.postgres import PgConnection
+    from rerun_safety.warehouse.postgres.engine import PgConnection
 
     server = start_pg_server()
     try:

@@ -132,7 +132,7 @@ def add_secret(target) -> str:
     if output["type"] == "postgres":
         output["password"] = secret
     else:
-        output["plugins"] = [{"module": "rerun_safety.sandbox.duckdb_confine", "alias": "user_plugin",
+        output["plugins"] = [{"module": "rerun_safety.warehouse.duckdb.confine", "alias": "user_plugin",
                               "config": {"api_key": secret}}]
     path.write_text(yaml.safe_dump(doc))
     return secret

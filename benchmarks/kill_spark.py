@@ -36,7 +36,7 @@ def trial(cluster, tmp: Path) -> tuple[bool, str]:
     from _support import write_profiles
     from gameday_support import SHOP, copy_project, dbt_deps, shop_generator, spark_fingerprint
 
-    from rerun_safety.sandbox.spark import SparkEngine
+    from rerun_safety.warehouse.spark.engine import SparkEngine
 
     project = copy_project(SHOP, tmp / "shop")
     raw, audit, target = unique_schema("shop_raw"), unique_schema("shop_audit"), unique_schema("shop")

@@ -120,7 +120,7 @@ def plan_many(tmp: Path, n_models: int) -> int:
     t = time.perf_counter()
     proj = Project(project, str(project), None, None, tmp / "parse")
     gd = Gameday(GamedayOptions.build(project_dir=project, profiles_dir=str(project), work_root=tmp / "work"))
-    plan = gd._plan(proj)
+    plan = gd.make_diff_plan(proj)
     planned = time.perf_counter() - t
     print(f"[scale] {n_models}-model project planned in {planned:.1f}s: {len(plan.build)} models built, "
           f"{len(plan.judged)} judged, {sum(m.incremental for m in plan.build)} incremental, "

@@ -149,7 +149,7 @@ class SparkCluster:
             finally:
                 cur.close()
         finally:
-            from rerun_safety.sandbox.spark import close_hive_connection
+            from rerun_safety.warehouse.spark.engine import close_hive_connection
 
             close_hive_connection(conn)  # bounded: this server sometimes never answers a close
 

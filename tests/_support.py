@@ -243,10 +243,10 @@ def warehouse_target(engine: str, project: Path, profile: str, tmp: Path, reques
 def engine_connection(engine: str, tmp_path: Path, request):
     """(a runner Connection to a fresh DuckDB file or to the test's PostgreSQL database, its schema)."""
     if engine == "duckdb":
-        from rerun_safety.sandbox.duckdb import DuckDBConnection
+        from rerun_safety.warehouse.duckdb.engine import DuckDBConnection
 
         return DuckDBConnection(str(Path(tmp_path) / "g.duckdb")), "main"
-    from rerun_safety.sandbox.postgres import PgConnection
+    from rerun_safety.warehouse.postgres.engine import PgConnection
 
     server = request.getfixturevalue("pg_server")
     return PgConnection({"host": server.host, "port": server.port, "user": server.user},

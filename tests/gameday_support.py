@@ -170,7 +170,47 @@ def shop_gameday(engine: str, tmp: Path, server=None) -> dict:
     (tmp / "gameday_output.txt").write_text(stdout + stderr)  # kept for a failing assertion's reader
     return {"engine": engine, "code": code, "stdout": stdout, "stderr": stderr, "report": load_report(out),
             "out": out, "before": before, "after": fingerprint(), "seconds": seconds,
-            "raw": raw or "raw", "audit": audit or "audit"}
+            "raw": raw or "raw", "audit": audit or "audit",
+            "argv": ["gameday", "--project-dir", str(project), "--profiles-dir", str(profiles), "--steps", "4", *extra],
+            "cwd": project}
+
+
+def again_with_threads(run: dict, threads: int, out: Path) -> dict:
+    """The same game day as `run` (its "argv", from its "cwd") with --threads `threads`: its report."""
+    cwd = os.getcwd()
+    os.chdir(run["cwd"])
+    try:
+        code, stdout, stderr = run_cli([*run["argv"], "--threads", str(threads), "--output-dir", str(out)])
+    finally:
+        os.chdir(cwd)
+    assert code == run["code"], stdout + stderr
+    return load_report(out)
+
+
+def differences(a, b, path: str = "") -> list[str]:
+    """Where two JSON values differ (paths, each with both values), for an assertion's message."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return [d for k in sorted(set(a) | set(b), key=str) for d in (
+            differences(a[k], b[k], f"{path}.{k}") if k in a and k in b else [f"{path}.{k}: only on one side"])]
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return [d for i, (x, y) in enumerate(zip(a, b)) for d in differences(x, y, f"{path}[{i}]")]
+    return [] if a == b else [f"{path}: {str(a)[:200]} != {str(b)[:200]}"]
+
+
+def report_essentials(report: dict) -> dict:
+    """A report without what differs between two runs of one game day: timings, the order dbt's
+    invocations finished in (their node counts stay, as a multiset), and the sampled rows of a
+    nondeterministic model (its values are new at every build)."""
+    out = json.loads(json.dumps(report))
+    out.pop("started_at", None)
+    for key in ("wall_time_s", "model_time_s"):
+        out["summary"].pop(key, None)
+    out["extra"]["invocations"] = sorted(i["nodes"] for i in out["extra"]["invocations"])
+    for m in out["models"]:
+        if m["verdict"] == "nondeterministic":
+            for s in m["scenarios"]:
+                s["sample"] = len(s["sample"])
+    return out
 
 
 def sha256_of(path: Path) -> str:

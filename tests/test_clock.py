@@ -66,9 +66,9 @@ def test_dbt_runs_at_the_simulated_time(engine, tmp_path, request):
 
     def connect():
         if engine == "duckdb":
-            from rerun_safety.sandbox.duckdb import DuckDBConnection
+            from rerun_safety.warehouse.duckdb.engine import DuckDBConnection
             return DuckDBConnection(str(tmp_path / "clock.duckdb"))
-        from rerun_safety.sandbox.postgres import PgConnection
+        from rerun_safety.warehouse.postgres.engine import PgConnection
         return PgConnection({k: output[k] for k in ("host", "port", "user", "password")}, output["dbname"])
 
     con = connect()

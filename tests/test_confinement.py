@@ -249,7 +249,7 @@ def test_no_value_of_the_users_profile_reaches_a_file_whatever_its_key(tmp_path)
     path = target.profiles / "profiles.yml"
     doc = yaml.safe_load(path.read_text())
     output = doc["payments"]["outputs"]["local"]
-    output["plugins"] = [{"module": "rerun_safety.sandbox.duckdb_confine", "alias": "user_plugin",
+    output["plugins"] = [{"module": "rerun_safety.warehouse.duckdb.confine", "alias": "user_plugin",
                           "config": {"opaque": secret}}]
     output["attach"] = [{"path": str(attached), "alias": "refdata"}]
     path.write_text(yaml.safe_dump(doc))

@@ -41,7 +41,7 @@ def test_a_thrift_server_failing_to_close_a_session_does_not_fail_the_model():
     from dbt.adapters.spark.connections import PyhiveConnectionWrapper
     from pyhive.exc import OperationalError
 
-    from rerun_safety.dbt_invoke import tolerant_thrift_close
+    from rerun_safety.warehouse.dialects import dialect_for
 
     class Handle:
         def __init__(self, message: str):
@@ -54,7 +54,7 @@ def test_a_thrift_server_failing_to_close_a_session_does_not_fail_the_model():
     server_side = "TCloseSessionResp(status=TStatus(statusCode=3, infoMessages=['*java.lang.RuntimeException:" \
                   "java.lang.NoClassDefFoundError: org/apache/hadoop/hive/llap/security/LlapSigner$Signable'])"
     original = PyhiveConnectionWrapper.close
-    with tolerant_thrift_close("spark"):
+    with dialect_for("spark").dbt_session():
         handle = Handle(server_side)
         PyhiveConnectionWrapper(handle).close()  # tolerated
         assert handle.closed == 1
@@ -63,7 +63,7 @@ def test_a_thrift_server_failing_to_close_a_session_does_not_fail_the_model():
     assert PyhiveConnectionWrapper.close is original
     with pytest.raises(OperationalError, match="TCloseSessionResp"):
         PyhiveConnectionWrapper(Handle(server_side)).close()  # outside our invocations: as dbt-spark does
-    with tolerant_thrift_close("postgres"):
+    with dialect_for("postgres").dbt_session():
         assert PyhiveConnectionWrapper.close is original
 
 
@@ -85,7 +85,7 @@ def test_a_thrift_close_without_answer_ends_within_the_timeout(monkeypatch):
     from thrift.transport import TSocket, TTransport
 
     from rerun_safety import thrift
-    from rerun_safety.dbt_invoke import tolerant_thrift_close
+    from rerun_safety.warehouse.dialects import dialect_for
 
     server = socket.create_server(("127.0.0.1", 0))
     peers = []
@@ -107,7 +107,7 @@ def test_a_thrift_close_without_answer_ends_within_the_timeout(monkeypatch):
         assert 0.9 < time.monotonic() - started < 5 and "timeout" in error.lower()
 
         monkeypatch.setattr(thrift, "CLOSE_TIMEOUT_S", 1.0)
-        with tolerant_thrift_close("spark"):
+        with dialect_for("spark").dbt_session():
             started = time.monotonic()
             PyhiveConnectionWrapper(silent_connection()).close()  # logged, not raised
             assert time.monotonic() - started < 5
@@ -138,14 +138,14 @@ def test_ephemeral_models_are_inlined_in_every_invocation_of_a_reused_manifest(t
         res = session.invoke(["run", "--select", "m"])
         assert res.success, res.error
         assert [n.status for n in res.nodes] == ["success"]
-    from rerun_safety.dbt_invoke import release_duckdb
+    from rerun_safety.warehouse.duckdb.session import release_duckdb
 
     release_duckdb()
     assert duckdb.connect(str(tmp_path / "p.duckdb")).execute("select n from main.m").fetchone() == (2,)
 
 
 def test_map_database_points_three_part_names_at_the_sandbox_and_nothing_else():
-    from rerun_safety.sandbox.postgres import map_database
+    from rerun_safety.warehouse.postgres.engine import map_database
 
     sql = ('select \'"prod".analytics.t\' as s, "prod"."analytics"."t".a, prod.col, x.prod, '
            'md5(\'prod.analytics\') from prod.raw.events e join "prod".information_schema."columns" c on 1=1 '
@@ -160,7 +160,7 @@ def test_map_database_points_three_part_names_at_the_sandbox_and_nothing_else():
 def test_a_sandbox_run_on_postgres_sees_the_users_database_name(pg_server, pg_database, tmp_path):
     # Connector packages write target.database into rows and hash it into keys: in a sandbox dbt must
     # render the user's name while its connections and statements go to the sandbox database.
-    from rerun_safety.sandbox.postgres import connections_to, map_database
+    from rerun_safety.warehouse.postgres.engine import connections_to, map_database
 
     sandbox = pg_server.create_database("sbx")
     project = tmp_path / "p"

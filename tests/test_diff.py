@@ -17,9 +17,9 @@ from rerun_safety import diff as diffmod
 from rerun_safety.cli import main
 from rerun_safety.diff import Side, compare, diff_relations
 from rerun_safety.diff_command import run_diff
-from rerun_safety.sandbox.base import table
-from rerun_safety.sandbox.duckdb import DuckDBConnection
-from rerun_safety.sandbox.postgres import PgConnection
+from rerun_safety.warehouse.base import table
+from rerun_safety.warehouse.duckdb.engine import DuckDBConnection
+from rerun_safety.warehouse.postgres.engine import PgConnection
 
 
 class Env:
@@ -464,12 +464,12 @@ def test_postgres_samples_from_views_and_moved_rows(pg_server, pg_database):
         for right in ("b", "bv"):
             got = compare(Side(con, table("public", "a")), Side(con, table("public", right)), key=("id",))
             assert sorted((r["_diff"], r["id"], r["v"]) for r in got.sample) == [("extra", 7, -1), ("missing", 7, 7)]
-        plan = diffmod.plan._plan(Side(con, table("public", "a")), Side(con, table("public", "b")), ("id",), (), None,
+        plan = diffmod.plan.make_diff_plan(Side(con, table("public", "a")), Side(con, table("public", "b")), ("id",), (), None,
                                   True)
-        assert diffmod.plan._set_range_buckets(plan)
+        assert diffmod.plan.set_range_buckets(plan)
         row = con.fetchone(f"select {plan.rb}, {plan.rh}, cast(ctid as text) from b where id = 7")
         stale = (int(row[0]), int(row[1]), "(0,1)")  # the address of another row
-        rows = diffmod.samples._fetch_sample(plan, plan.right, plan.rb, plan.rh, [stale], "extra")
+        rows = diffmod.samples.fetch_sample(plan, plan.right, plan.rb, plan.rh, [stale], "extra")
         assert [(r["id"], r["v"]) for r in rows] == [(7, -1)]
     finally:
         con.close()
@@ -496,17 +496,17 @@ def test_postgres_column_search_reads_the_unmatched_rows_by_address(pg_server, p
         assert (got.changed_rows, got.missing_keys, got.differing_columns) == (15, 1, ("v", "w"))
         assert sum("ctid = any(array[" in q for q in seen) == 1
         seen.clear()
-        same_rows = rows._rows_same
+        same_rows = rows.rows_same
 
         def moved(plan, buckets):  # one address no longer holds the row
             out = same_rows(plan, buckets)
             plan.extra["unmatched_tids"][1][0] = "(999,1)"
             return out
 
-        monkeypatch.setattr(rows, "_rows_same", moved)
+        monkeypatch.setattr(rows, "rows_same", moved)
         import rerun_safety.diff.core as core
 
-        monkeypatch.setattr(core, "_rows_same", moved)
+        monkeypatch.setattr(core, "rows_same", moved)
         again = compare(Side(con, table("public", "a")), Side(con, table("public", "b")), key=("id",))
         assert (again.changed_rows, again.differing_columns) == (15, ("v", "w"))
         assert sum("ctid = any(array[" in q for q in seen) == 1 and sum(q.startswith("select max(") for q in seen) == 1
@@ -519,8 +519,8 @@ def test_postgres_buckets_sized_from_statistics(pg_server, pg_database, monkeypa
     outside the sampled range (even at the ends of bigint) and NULL keys still compare exactly."""
     con = PgConnection({"host": pg_server.host, "port": pg_server.port, "user": pg_server.user}, pg_database)
     got_stats: list = []
-    real = diffmod.plan._pg_stats_row
-    monkeypatch.setattr(diffmod.plan, "_pg_stats_row",
+    real = diffmod.plan._stats_row
+    monkeypatch.setattr(diffmod.plan, "_stats_row",
                         lambda side, cands: got_stats.append(real(side, cands)) or got_stats[-1])
     try:
         con.execute("create table a (id bigint, v int)")
@@ -563,10 +563,10 @@ def test_package_keeps_every_import():
     from rerun_safety.errors import RerunSafetyError
 
     users = {name: importlib.import_module(f"rerun_safety.{name}")
-             for name in ("diff_command", "gameday.verdict", "gameday.core")}
+             for name in ("diff_command", "gameday.verdict", "gameday.replay")}
     assert users["diff_command"].compare is compare and users["diff_command"].DiffError is DiffError
     assert users["gameday.verdict"].DiffResult is DiffResult is pkg.results.DiffResult
-    assert users["gameday.core"].diff_relations is diff_relations is pkg.core.diff_relations
+    assert users["gameday.replay"].diff_relations is diff_relations is pkg.core.diff_relations
     assert issubclass(DiffError, RerunSafetyError) and Side is pkg.results.Side
     assert (columns_of, parse_where, row_hash) == (pkg.sql.columns_of, pkg.sql.parse_where, pkg.sql.row_hash)
     assert (DEFAULT_FLOAT_TOLERANCE, SAMPLE_ROWS) == (1e-9, 5)
@@ -824,8 +824,8 @@ def test_duckdb_range_buckets_go_first_and_leave_nothing_behind(tmp_path, monkey
                     "as grp, case when id % 1000 = 9 then x + 1 else x * (1 + 1e-12) end as x from a "
                     "where id % 5000 <> 11")
     calls: list[str] = []
-    totals = core._totals
-    monkeypatch.setattr(core, "_totals", lambda plan, same: calls.append("totals") or totals(plan, same))
+    totals = core.checksum_totals
+    monkeypatch.setattr(core, "checksum_totals", lambda plan, same: calls.append("totals") or totals(plan, same))
     import rerun_safety.diff.rows as rows
 
     narrow = rows._narrow_to_keys

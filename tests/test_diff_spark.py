@@ -105,7 +105,7 @@ def _both(env: dict, left: str, right: str, *extra: str) -> tuple[dict, dict]:
     return out[0], out[1]
 
 
-def _counts(d: dict, fields: dict) -> dict:
+def row_counts(d: dict, fields: dict) -> dict:
     return {k: d[k] for k in fields}
 
 
@@ -113,14 +113,14 @@ def test_identical(spark_tables):
     # the right side is a bare name: the target's schema
     spark, duck = _both(spark_tables, "kl", "same", "--key", "id")
     assert (spark["exit"], duck["exit"]) == (0, 0)
-    assert _counts(spark, KEYED) == _counts(duck, KEYED) == {**dict.fromkeys(KEYED, 0), "identical": True,
+    assert row_counts(spark, KEYED) == row_counts(duck, KEYED) == {**dict.fromkeys(KEYED, 0), "identical": True,
                                                              "left_rows": 6, "right_rows": 6}
     assert spark["buckets"]["buckets"] == 1  # one checksum scan decided it
 
 
 def test_keyed_differences(spark_tables):
     spark, duck = _both(spark_tables, "kl", "kr", "--key", "id")
-    assert _counts(spark, KEYED) == _counts(duck, KEYED) == KEYED
+    assert row_counts(spark, KEYED) == row_counts(duck, KEYED) == KEYED
     assert spark["exit"] == duck["exit"] == 1
     assert spark["differing_columns"] == duck["differing_columns"] == ["a", "f"]
     assert sorted(r["id"] for r in spark["sample"]) == sorted(r["id"] for r in duck["sample"]) == [2, 2, 3, 4, 6, 6, 7]
@@ -129,7 +129,7 @@ def test_keyed_differences(spark_tables):
 @pytest.mark.parametrize("extra, expected", [((), UNKEYED), (("--float-tolerance", "0"), UNKEYED_EXACT)])
 def test_unkeyed_multisets_with_nulls_and_floats(spark_tables, extra, expected):
     spark, duck = _both(spark_tables, "ul", "ur", *extra)
-    assert _counts(spark, expected) == _counts(duck, expected) == expected
+    assert row_counts(spark, expected) == row_counts(duck, expected) == expected
     assert spark["rows_only_left"] == expected["only_left"]
     rows = [sorted(repr((r["id"], r["a"], r["b"], r["c"])) for r in d["sample"] if r["_diff"] == "only_left")
             for d in (spark, duck)]
@@ -159,7 +159,7 @@ def test_bad_input_exits_2_with_one_line(spark_tables, args, message):
 
 def test_where_filters_both_sides(spark_tables):
     spark, duck = _both(spark_tables, "kl", "kr", "--key", "id", "--where", "id <= 2 or id = 5")
-    assert _counts(spark, KEYED) == _counts(duck, KEYED)
+    assert row_counts(spark, KEYED) == row_counts(duck, KEYED)
     assert (spark["left_rows"], spark["right_rows"], spark["changed"], spark["only_left"]) == (3, 3, 1, 0)
 
 
@@ -191,7 +191,7 @@ def test_many_buckets_give_duckdbs_answers(spark_tables):
     spark_query(f"create table {s}.many_r using parquet as {_MANY_RIGHT.replace('many_l', f'{s}.many_l')}")
     try:
         spark, duck = _both(spark_tables, "many_l", "many_r", "--key", "id")
-        assert _counts(spark, MANY_KEYED) == _counts(duck, MANY_KEYED) == MANY_KEYED
+        assert row_counts(spark, MANY_KEYED) == row_counts(duck, MANY_KEYED) == MANY_KEYED
         assert spark["buckets"]["bucketing"] == "range" and spark["buckets"]["differing"] > 20
         left = {r[0]: r for r in spark_query(f"select * from {s}.many_l")}
         right = {r[0] for r in spark_query(f"select id from {s}.many_r where id % 97 = 5 or id >= 10000 "
@@ -234,7 +234,7 @@ def test_a_wide_model_that_differs_everywhere(spark_tables):
         for key in (("--key", "id"), ()):
             spark, duck = _both(spark_tables, "wide_l", "wide_r", *key)
             fields = ("identical", "left_rows", "right_rows", "only_left", "only_right", "changed")
-            assert _counts(spark, fields) == _counts(duck, fields)
+            assert row_counts(spark, fields) == row_counts(duck, fields)
             assert (spark["left_rows"], spark["only_left"] + spark["changed"]) == (100, 100)
         assert len([r for r in spark["sample"] if r["_diff"] == "only_left"]) == 5
     finally:
@@ -253,7 +253,7 @@ def test_thrift_server(spark_cluster, tmp_path):
         args = _project(tmp_path, spark_cluster.profile(schema))
         code, text = _run(["kl", "kr", "--key", "id", "--format", "json", *args])
         assert code == 1, text
-        assert _counts(json.loads(text), KEYED) == KEYED
+        assert row_counts(json.loads(text), KEYED) == KEYED
         code, text = _run(["kl", "missing", *args])
         assert code == 2 and len(text.strip().splitlines()) == 1 and "does not exist" in text
         assert {r[1] for r in spark_cluster.query(f"show tables in {schema}")} == {"kl", "kr"}
@@ -272,7 +272,7 @@ def test_a_spark_sql_error_is_not_logged_with_the_jvm_stack():
     from pyspark.logger import PySparkLogger
 
     from _spark import session_parameters
-    from rerun_safety.sandbox.spark import SessionBackend
+    from rerun_safety.warehouse.spark.engine import SessionBackend
 
     records: list[logging.LogRecord] = []
     handler = logging.Handler()
@@ -293,7 +293,7 @@ def test_a_connection_lists_a_database_once_until_it_writes(spark_tables):
     ~0.1 s): a connection lists a database once and describes a table once, and forgets both as
     soon as it runs anything but a read."""
     from _spark import session_parameters
-    from rerun_safety.sandbox.spark import SessionBackend, SparkConnection
+    from rerun_safety.warehouse.spark.engine import SessionBackend, SparkConnection
 
     class Recording(SessionBackend):
         def __init__(self):

@@ -18,9 +18,9 @@ import pytest
 from _support import engine_connection
 from rerun_safety import diff as diffmod
 from rerun_safety.diff import DEFAULT_FLOAT_TOLERANCE, Side, compare, diff_relations, floats_close
-from rerun_safety.sandbox.base import table
-from rerun_safety.sandbox.duckdb import DuckDBConnection
-from rerun_safety.sandbox.postgres import PgConnection
+from rerun_safety.warehouse.base import table
+from rerun_safety.warehouse.duckdb.engine import DuckDBConnection
+from rerun_safety.warehouse.postgres.engine import PgConnection
 from test_diff import Env, _oracle_keys
 
 N = 2000

@@ -12,7 +12,8 @@ import pytest
 import yaml
 
 from _support import FIXTURES, write_profiles
-from gameday_support import by_name, copy_project, dbt_deps, file_sha256, load_report, pg_fingerprint, run_cli
+from gameday_support import (again_with_threads, by_name, differences, copy_project, dbt_deps, file_sha256, load_report,
+                             pg_fingerprint, report_essentials, run_cli)
 
 
 def _load_data_module():
@@ -63,7 +64,16 @@ def conformance_run(request, tmp_path_factory):
     finally:
         os.chdir(cwd)
     return {"engine": engine, "code": code, "stdout": stdout, "stderr": stderr, "report": load_report(out),
-            "unchanged": before == fingerprint(), "project": project}
+            "unchanged": before == fingerprint(), "project": project, "cwd": project,
+            "argv": ["gameday", "--project-dir", str(project), "--profiles-dir", str(project), "--steps", "3"]}
+
+
+def test_one_thread_and_two_give_the_same_report(conformance_run, tmp_path):
+    """--threads 2 runs the scenarios in worker processes, each sent one ScenarioJob; --threads 1 runs
+    them in this process on the plan itself: verdicts, counts and samples are the same."""
+    one = again_with_threads(conformance_run, 1, tmp_path / "one")
+    found = differences(report_essentials(one), report_essentials(conformance_run["report"]))
+    assert found == [], "\n".join(found[:40])
 
 
 def test_every_model_gets_its_labelled_verdict(conformance_run):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from gameday_support import by_name, scenario
+from gameday_support import again_with_threads, by_name, differences, report_essentials, scenario
 
 SAFE = ["stg_events", "dim_users", "events_delete_insert", "events_merge", "events_partition_overwrite",
         "events_microbatch", "daily_revenue_safe", "events_by_load", "events_totalled"]
@@ -30,6 +30,14 @@ def shop_run(request, shop_gameday):
     elif request.param == "spark_thrift":
         server = request.getfixturevalue("spark_cluster")
     return shop_gameday(request.param, server)
+
+
+def test_one_thread_and_two_give_the_same_report(shop_run, tmp_path):
+    """--threads 2 runs the scenarios in worker processes, each sent one ScenarioJob; --threads 1 runs
+    them in this process on the plan itself: verdicts, counts and samples are the same."""
+    one = again_with_threads(shop_run, 1, tmp_path / "one")
+    found = differences(report_essentials(one), report_essentials(shop_run["report"]))
+    assert found == [], "\n".join(found[:40])
 
 
 def test_exit_code_and_reports(shop_run):

@@ -1,6 +1,6 @@
 """No import circle in the runner: every `import` of a rerun_safety module, at module level or inside a
 function (where circles hide), and the package `__init__` each import runs first, form a graph without a
-cycle. The layers stay cli -> gameday -> diff/verdict -> sandbox/lint/project -> report -> results."""
+cycle. The layers stay cli -> gameday -> diff/verdict -> warehouse/lint/project -> report -> results."""
 from __future__ import annotations
 
 import ast
@@ -85,9 +85,9 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_graph_sees_function_level_imports_and_package_inits():
     graph = import_graph()
-    assert "rerun_safety.diff" in graph["rerun_safety.gameday.core"]  # from ..diff import diff_relations
-    # from ..sandbox.base import ...: the sandbox package's __init__ runs first
-    assert {"rerun_safety.sandbox", "rerun_safety.sandbox.base"} <= graph["rerun_safety.gameday.core"]
+    assert "rerun_safety.diff" in graph["rerun_safety.gameday.replay"]  # from ..diff import diff_relations
+    # from ..warehouse.base import ...: the warehouse package's __init__ runs first
+    assert {"rerun_safety.warehouse", "rerun_safety.warehouse.base"} <= graph["rerun_safety.gameday.core"]
     assert "rerun_safety.gameday.core" in graph["rerun_safety.gameday"]  # the package's public face
     assert "rerun_safety.clock" in graph["rerun_safety.dbt_invoke"]  # imported inside DbtSession.invoke
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
@@ -98,8 +98,83 @@ def test_no_import_circle():
 
 
 def test_only_the_cli_reads_the_game_day():
-    """The game day sits on top: no lower layer (diff, sandbox, lint, project, report, results) imports it."""
+    """The game day sits on top: no lower layer (diff, warehouse, lint, project, report, results) imports it."""
     graph = import_graph()
     readers = {m for m, deps in graph.items() if not m.startswith("rerun_safety.gameday")
                and any(d == "rerun_safety.gameday" or d.startswith("rerun_safety.gameday.") for d in deps)}
     assert readers == {"rerun_safety.cli"}
+
+
+ENGINE_NAMES = {"duckdb", "postgres", "spark"}
+
+
+def _names_an_engine(node: ast.AST) -> bool:
+    """A string constant naming an engine, or a tuple, list or set of them."""
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, str) and node.value.lower() in ENGINE_NAMES
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return any(_names_an_engine(e) for e in node.elts)
+    return False
+
+
+def engine_name_comparisons(source: str) -> list[int]:
+    """Lines that choose by an engine's name: a comparison with one (==, !=, in, not in), or a dict
+    keyed by engine names (looked up by name)."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare) and any(_names_an_engine(n) for n in [node.left, *node.comparators]):
+            lines.append(node.lineno)
+        elif isinstance(node, ast.Dict) and any(k is not None and _names_an_engine(k) for k in node.keys):
+            lines.append(node.lineno)
+    return sorted(set(lines))
+
+
+def test_the_engine_name_check_sees_every_form():
+    src = ('a = d == "duckdb"\nb = kind in ("postgres", "x")\nc = {"spark": 1}.get(d)\n'
+           'e = "DuckDB" != k\nf = d.materialized\ng = x.sql(dialect="duckdb")\n')
+    assert engine_name_comparisons(src) == [1, 2, 3, 4]
+
+
+def test_only_the_warehouse_chooses_by_engine_name():
+    """Engine differences live in warehouse/ (dialects, capability flags): no feature compares an
+    engine's name (passing one to sqlglot to render SQL is not a choice)."""
+    found = {}
+    for path in ROOT.rglob("*.py"):
+        rel = path.relative_to(ROOT).as_posix()
+        if rel.startswith("warehouse/"):
+            continue
+        lines = engine_name_comparisons(path.read_text())
+        if lines:
+            found[rel] = lines
+    assert found == {}
+
+
+SCENARIO_NAMES = {"reference", "replay", "rerun", "partial", "backfill", "late", "determinism"}
+
+
+def test_scenarios_carry_their_behaviour():
+    """Code asks a scenario what it does (gameday/scenarios.py's Scenario), never compares its name."""
+    found = {}
+    for path in ROOT.rglob("*.py"):
+        rel = path.relative_to(ROOT).as_posix()
+        if rel == "gameday/scenarios.py":
+            continue
+        lines = sorted({node.lineno for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.Compare)
+                        and any(isinstance(n, ast.Constant) and n.value in SCENARIO_NAMES or isinstance(
+                            n, (ast.Tuple, ast.List, ast.Set)) and any(isinstance(e, ast.Constant) and e.value in
+                                                                       SCENARIO_NAMES for e in n.elts)
+                                for n in [node.left, *node.comparators])})
+        if lines:
+            found[rel] = lines
+    assert found == {}
+
+
+def test_no_module_imports_another_modules_private_name():
+    """A name used by another module is part of its module's interface: it has no leading underscore."""
+    found = []
+    for path in ROOT.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                found += [f"{path.relative_to(ROOT)}: {node.module}.{a.name}" for a in node.names
+                          if a.name.startswith("_") and not a.name.startswith("__")]
+    assert found == []

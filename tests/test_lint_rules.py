@@ -585,7 +585,7 @@ def test_a_strategy_or_materialization_of_the_projects_own_is_named_not_passed_o
 
 def test_a_strategy_no_macro_implements_is_an_error_not_the_projects_own(adapter):
     """Another tool's strategy name (SQLMesh's incremental_by_time_range in a dbt project): dbt finds
-    no get_incremental_<name>_sql and fails on every incremental run."""
+    no get_incremental_<name>sql_text and fails on every incremental run."""
     ctx = incremental(adapter, LOOKBACK, "incremental_by_time_range", "id")
     ctx = dataclasses.replace(ctx, strategy_macros=frozenset({"get_incremental_merge_sql"}))
     found = [(f.rule, f.severity) for f in run_rules(ctx) if f.rule in ("own-strategy", "unknown-strategy")]

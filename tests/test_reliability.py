@@ -22,9 +22,10 @@ from test_reliability_support import (CHEAP, PREFIX, alive, children, files_with
                                       leftover_folders, next_run_sweep, payments_target, phase, spawn_gameday,
                                       wait_until, work_root)
 from rerun_safety.errors import SandboxError
-from rerun_safety.sandbox import Sandbox, engine_for
-from rerun_safety.sandbox.duckdb import DuckDBConnection, _attach_read_only
-from rerun_safety.sandbox.postgres import PgConnection
+from rerun_safety.warehouse.base import Sandbox
+from rerun_safety.warehouse.engines import engine_for
+from rerun_safety.warehouse.duckdb.engine import DuckDBConnection, _attach_read_only
+from rerun_safety.warehouse.postgres.engine import PgConnection
 
 PHASES = ("start", "snapshot", "reference", "scenario")
 # Verdicts of a game day of the payments fixture alone with CHEAP settings (see test_side_by_side).

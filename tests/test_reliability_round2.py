@@ -357,7 +357,7 @@ def test_duckdb_settings_and_secrets_reach_sandbox_profiles_through_the_environm
 
     from rerun_safety.gameday import Gameday, GamedayOptions
     from rerun_safety.project import load_target_output
-    from rerun_safety.sandbox import engine_for
+    from rerun_safety.warehouse.engines import engine_for
 
     from _support import write_profiles
 
@@ -427,7 +427,7 @@ def test_snapshot_copies_types_and_reads_the_rest_as_text(tmp_path, pg_server):
     """The snapshot itself: same type names for enum, domain and citext (citext compares case-insensitively
     there too), the composite as text, and one note naming it."""
     from rerun_safety.project import SourceTable
-    from rerun_safety.sandbox import engine_for
+    from rerun_safety.warehouse.engines import engine_for
 
     target = payments_target("postgres", tmp_path / "proj", server=pg_server)
     conn = pg_server.connect(target.dbname)
@@ -513,7 +513,7 @@ def test_read_only_connection_stays_read_only_after_set_config(pg_payments):
     transaction."""
     import psycopg2
 
-    from rerun_safety.sandbox.postgres import PgConnection
+    from rerun_safety.warehouse.postgres.engine import PgConnection
 
     params = {k: pg_payments.output[k] for k in ("host", "port", "user")}
     con = PgConnection(params, pg_payments.dbname, read_only=True)
@@ -531,8 +531,8 @@ def test_read_only_connection_stays_read_only_after_set_config(pg_payments):
 def test_sweep_removes_half_made_run_folders_of_dead_runs(tmp_path):
     """A run killed between creating its run folder and naming it leaves `.rerun_safety_new_*`: the next
     sweep removes an old one, and leaves a young one (a live run may still be making it)."""
-    from rerun_safety.sandbox import engine_for
-    from rerun_safety.sandbox.base import NEW_PREFIX
+    from rerun_safety.warehouse.engines import engine_for
+    from rerun_safety.warehouse.base import NEW_PREFIX
 
     target = payments_target("duckdb", tmp_path / "proj")
     root = tmp_path / "work"

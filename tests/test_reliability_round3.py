@@ -73,7 +73,7 @@ def test_diff_where_reads_a_backslash_as_itself_whatever_the_database_setting(pg
 
 def test_a_read_only_connection_sends_one_statement_or_none(pg_off):
     from rerun_safety.errors import SandboxError
-    from rerun_safety.sandbox.postgres import PgConnection
+    from rerun_safety.warehouse.postgres.engine import PgConnection
 
     params = {k: pg_off.output[k] for k in ("host", "port", "user")}
     con = PgConnection(params, pg_off.dbname, read_only=True)
@@ -144,7 +144,7 @@ def test_secrets_at_any_depth_never_reach_a_sandbox_profile(tmp_path):
     import types
 
     from rerun_safety.gameday import Gameday, GamedayOptions
-    from rerun_safety.sandbox import engine_for
+    from rerun_safety.warehouse.engines import engine_for
 
     target = payments_target("duckdb", tmp_path / "proj")
     user, keys = _cloud_profile(target.output)
@@ -164,16 +164,16 @@ def test_secrets_at_any_depth_never_reach_a_sandbox_profile(tmp_path):
         back = _render_back(target.project, folder)
         for key in ("settings", "secrets", "filesystems"):
             assert back[key] == user[key], key
-        # the user's plugins, then the sandbox's own (sandbox/duckdb_confine)
+        # the user's plugins, then the sandbox's own (warehouse/duckdb/confine)
         assert back["plugins"][:-1] == user["plugins"]
-        assert back["plugins"][-1]["module"] == "rerun_safety.sandbox.duckdb_confine"
+        assert back["plugins"][-1]["module"] == "rerun_safety.warehouse.duckdb.confine"
     finally:
         gd.engine.cleanup()
         gd.engine.close()
 
 
 def test_secrets_at_any_depth_never_reach_the_lint_scratch_profile(tmp_path):
-    from rerun_safety.lint.scratch import TargetProfile, write_profile
+    from rerun_safety.warehouse.scratch import TargetProfile, write_profile
 
     target = payments_target("duckdb", tmp_path / "proj")
     user, keys = _cloud_profile(target.output)
@@ -378,8 +378,8 @@ def test_kept_sandboxes_survive_other_game_days_for_a_day(tmp_path, request, eng
     import time
 
     from gameday_support import load_report
-    from rerun_safety.sandbox import engine_for
-    from rerun_safety.sandbox.base import KEPT_MARKER
+    from rerun_safety.warehouse.engines import engine_for
+    from rerun_safety.warehouse.base import KEPT_MARKER
     from test_reliability_support import CHEAP, PREFIX, leftover_databases, spawn_gameday, work_root
 
     server = request.getfixturevalue("pg_server") if engine == "postgres" else None

@@ -197,7 +197,7 @@ def alive(pid: int) -> bool:
 def next_run_sweep(target: Target, tmp: Path) -> int:
     """What the next game day does first: sweep sandboxes of runs that are no longer alive."""
     sys.path.insert(0, str(REPO_ROOT / "python_runner"))
-    from rerun_safety.sandbox import engine_for
+    from rerun_safety.warehouse.engines import engine_for
 
     engine = engine_for(target.output, work_root(tmp), f"sweep{uuid.uuid4().hex[:6]}")
     try:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from rerun_safety.sandbox.spark import map_bare_schema, map_schemas
+from rerun_safety.warehouse.spark.engine import map_bare_schema, map_schemas
 
 P = "rerun_safety_sbx_1a2b_replay__"
 

@@ -1,6 +1,7 @@
 """Command line: parses options and calls the core. The core never prints; this module does."""
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -99,6 +100,44 @@ def _fail_unexpected(err: BaseException, debug: bool) -> None:
     sys.exit(2)
 
 
+def _interrupted(text: str, name: str) -> None:
+    click.secho(f"rerun-safety: {text.format(name=name)}", fg="red", err=True)
+    sys.exit(143 if name == "SIGTERM" else 130)
+
+
+@contextlib.contextmanager
+def exit_codes(debug: bool, interrupted: str, handler=None, stop_first: bool = False, cleanup=None):
+    """The one mapping from how a command ends to its exit code, for every command: a stop signal
+    130 (SIGINT) or 143 (SIGTERM) with `interrupted` ("... by {name}"); nothing to check 0; the
+    user's mistake (RerunSafetyError) 2 with its line; anything else 2 with one line (the traceback
+    with --debug). A verdict is the command's own exit code, never 1 for a crash. The stop handlers
+    are in place inside, put back after. `stop_first`: an error after a stop is the interrupt (the
+    diff's engines turn it into a query error); otherwise a RerunSafetyError stays the news (the
+    game day's cleanup that failed). `cleanup`: run after, whatever happened."""
+    from .confine import ChildStopped
+
+    previous = {sig: signal.signal(sig, handler or _on_stop_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    except NothingToCheck as err:
+        _nothing_to_check(err)
+    except ChildStopped as err:
+        _interrupted(interrupted, err.name)
+    except (KeyboardInterrupt, Exception) as err:  # noqa: BLE001 - not a verdict: exit 2 with one line, never 1
+        name = _stop_name(err)
+        if isinstance(err, RerunSafetyError) and not (stop_first and name):
+            _fail(err, debug)
+        if name:
+            _interrupted(interrupted, name)
+        _fail_unexpected(err, debug)
+    finally:
+        _STOPPED.clear()
+        for sig, previous_handler in previous.items():
+            signal.signal(sig, previous_handler)
+        if cleanup is not None:
+            cleanup()
+
+
 _UNCONFINED = click.option(
     "--unconfined", is_flag=True,
     help="Run the project's code without the kernel's confinement (where Linux Landlock is missing): only the "
@@ -110,7 +149,7 @@ def _confined_gameday(options):
     """The game day in a child process that may write only beneath the work root (see confine/); this
     process checks what the child cannot (the output folder) and writes the reports after it."""
     from .confine import check_available, run_confined
-    from .sandbox.base import check_writable_dir, private_work_root
+    from .warehouse.base import check_writable_dir, private_work_root
 
     check_available(False)
     work_root = private_work_root(options.work_root)
@@ -185,7 +224,7 @@ def gameday(ctx, project_dir, profiles_dir, target, select, exclude, vars_yaml, 
             float_tolerance, late_fraction, late_by, scenarios, output_dir, threads, keep_sandboxes, state, defer,
             baseline, unconfined):
     """Replay every incremental model in sandboxes and diff it against a clean reference build."""
-    from .confine import ChildStopped, Confinement, prestart
+    from .confine import Confinement, prestart
 
     # Workers stopped on Ctrl-C die holding the locks dbt made in them; multiprocessing's resource
     # tracker (started later, with these warning options) removes them and need not say so after
@@ -200,8 +239,7 @@ def gameday(ctx, project_dir, profiles_dir, target, select, exclude, vars_yaml, 
 
     debug = ctx.obj["debug"]
     _preload()
-    previous = {sig: signal.signal(sig, _on_stop_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
+    with exit_codes(debug, "interrupted by {name}; sandboxes removed"):
         options = GamedayOptions.build(
             project_dir=project_dir, profiles_dir=profiles_dir, target=target, select=select,
             exclude=exclude, vars_yaml=vars_yaml, steps=steps, scenarios=scenarios,
@@ -215,26 +253,6 @@ def gameday(ctx, project_dir, profiles_dir, target, select, exclude, vars_yaml, 
         else:
             report = _confined_gameday(options)
         paths = write_reports(report, options.output_dir)
-    except NothingToCheck as err:
-        _nothing_to_check(err)
-        return
-    except RerunSafetyError as err:  # a user's mistake, or a cleanup that an interrupt left undone
-        _fail(err, debug)
-        return
-    except ChildStopped as err:
-        click.secho(f"rerun-safety: interrupted by {err.name}; sandboxes removed", fg="red", err=True)
-        sys.exit(143 if err.name == "SIGTERM" else 130)
-    except (KeyboardInterrupt, Exception) as err:  # noqa: BLE001 - not a verdict: exit 2 with one line, never 1
-        name = _stop_name(err)
-        if name:
-            click.secho(f"rerun-safety: interrupted by {name}; sandboxes removed", fg="red", err=True)
-            sys.exit(143 if name == "SIGTERM" else 130)
-        _fail_unexpected(err, debug)
-        return
-    finally:
-        _STOPPED.clear()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
     print_summary(report, paths)
     summary = report.summary()
     if "baseline" in summary:
@@ -271,31 +289,8 @@ def lint(ctx, project_dir, profiles_dir, target, select, exclude, vars_yaml, fmt
             STOP.append("SIGTERM" if signum == signal.SIGTERM else "SIGINT")
         _on_stop_signal(signum, frame)
 
-    _preload()
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        result = run_lint(project_dir=project_dir, profiles_dir=profiles_dir, target=target,
-                          select=select, exclude=exclude, vars_yaml=vars_yaml, state=state)
-    except NothingToCheck as err:
-        _nothing_to_check(err)
-        return
-    except RerunSafetyError as err:
-        _fail(err, ctx.obj["debug"])
-        return
-    except (KeyboardInterrupt, Exception) as err:  # noqa: BLE001 - a crash is never exit 1: one line, exit 2
-        name = _stop_name(err)
-        if name:
-            click.secho(f"rerun-safety: lint interrupted by {name}; scratch catalog removed", fg="red", err=True)
-            sys.exit(143 if name == "SIGTERM" else 130)
-        if ctx.obj["debug"]:
-            raise
-        _fail(RerunSafetyError(f"{type(err).__name__}: {' '.join(str(err).split())[:400]}"), False)
-        return
-    finally:
+    def cleanup() -> None:
         STOP.clear()
-        _STOPPED.clear()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
         # A dbt compile that stops on a failing model can leave its thread pool running; finalised
         # at interpreter exit, its __del__ writes to a closed pipe ("Bad file descriptor"
         # traceback). Collect and stop such pools here, while the interpreter is whole.
@@ -305,6 +300,12 @@ def lint(ctx, project_dir, profiles_dir, target, select, exclude, vars_yaml, fmt
         for obj in gc.get_objects():
             if isinstance(obj, Pool) and getattr(obj, "_state", None) == RUN:
                 obj.terminate()
+
+    _preload()
+    with exit_codes(ctx.obj["debug"], "lint interrupted by {name}; scratch catalog removed", handler=on_signal,
+                    cleanup=cleanup):
+        result = run_lint(project_dir=project_dir, profiles_dir=profiles_dir, target=target,
+                          select=select, exclude=exclude, vars_yaml=vars_yaml, state=state)
     if fmt == "json":
         click.echo(json.dumps(result.to_dict(), indent=2))
     else:
@@ -321,13 +322,10 @@ def init(ctx, project_dir, spark):
     """Write the partition_overwrite strategy shim into a dbt project (idempotent)."""
     from .init import write_shim
 
-    try:
+    with exit_codes(ctx.obj["debug"], "init interrupted by {name}"):
         written = [write_shim(Path(project_dir))]
         if spark:
             written.append(write_shim(Path(project_dir), spark=True))
-    except RerunSafetyError as err:
-        _fail(err, ctx.obj["debug"])
-        return
     for path, changed in written:
         click.echo(f"{'wrote' if changed else 'already present:'} {path}")
 
@@ -353,25 +351,11 @@ def diff(ctx, left, right, key, partition_by, where_sql, float_tolerance, fmt, a
     from .diff_command import RENDERERS, run_diff
 
     _preload()
-    previous = {sig: signal.signal(sig, _on_stop_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
+    with exit_codes(ctx.obj["debug"], "diff interrupted by {name}", stop_first=True):
         result = run_diff(left, right, key=tuple(k.strip() for k in (key or "").split(",") if k.strip()),
                           partition_by=partition_by, where=where_sql, project_dir=project_dir,
                           profiles_dir=profiles_dir, target=target, float_tolerance=float_tolerance)
         text = RENDERERS[fmt](replace(result, all_columns=all_columns))
-    except (KeyboardInterrupt, Exception) as err:  # noqa: BLE001 - never 1 ("different"): the diff did not finish
-        name = _stop_name(err)  # (DuckDB turns the interrupt into RuntimeError: Query interrupted)
-        if name:
-            click.secho(f"rerun-safety: diff interrupted by {name}", fg="red", err=True)
-            sys.exit(143 if name == "SIGTERM" else 130)
-        if isinstance(err, RerunSafetyError):
-            _fail(err, ctx.obj["debug"])
-        _fail_unexpected(err, ctx.obj["debug"])
-        return
-    finally:
-        _STOPPED.clear()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
     click.echo(text)
     sys.exit(result.exit_code)
 

@@ -19,8 +19,9 @@ import itertools
 import re
 from typing import Callable, Iterator
 
-from sqlglot import exp
 from sqlglot.tokens import TokenType
+
+from .warehouse.dialects import dialect_for
 
 CLOCK_SCHEMA = "rerun_safety_clock"
 CLOCK_TABLE = "clock"
@@ -50,53 +51,17 @@ _PYTHON_CLOCK = re.compile(r"\b(datetime\.(?:datetime\.)?(?:now|utcnow|today)|da
 
 def setup_sql(dialect: str) -> list[str]:
     """Statements that create the clock (one row) and its functions in a sandbox."""
-    s, t = CLOCK_SCHEMA, f"{CLOCK_SCHEMA}.{CLOCK_TABLE}"
-    if dialect == "spark":
-        # Spark: a parquet table (no UPDATE: set_sql overwrites its one row); `timestamp` is
-        # Spark's zoned kind, `timestamp_ntz` the naive one. The schema comes from the
-        # connection's create_schema (a sandbox's databases are named by the sandbox).
-        return [f"create table {t} (ts timestamp_ntz, tstz timestamp, d date) using parquet",
-                f"insert into {t} values (null, null, null)", *function_sql(dialect)]
-    out = [f"create schema if not exists {s}",
-           f"create table {t} (ts timestamp, tstz timestamptz, d date)",
-           f"insert into {t} values (null, null, null)"]
-    return out + function_sql(dialect)
+    return dialect_for(dialect).clock_setup(CLOCK_SCHEMA, CLOCK_TABLE)
 
 
 def function_sql(dialect: str) -> list[str]:
     """The clock's functions (a sandbox cloned on Spark gets its own, reading its own row)."""
-    s, t = CLOCK_SCHEMA, f"{CLOCK_SCHEMA}.{CLOCK_TABLE}"
-    bodies = {"rs_timestamp": ("timestamp", f"select ts from {t}"),
-              "rs_timestamptz": ("timestamptz", f"select tstz from {t}"),
-              "rs_date": ("date", f"select d from {t}"),
-              "rs_time": ("time", f"select cast(ts as time) from {t}")}
-    out = []
-    for name, (rtype, body) in bodies.items():
-        if dialect == "duckdb":
-            out.append(f"create macro {s}.{name}() as ({body})")
-        elif dialect == "spark":
-            if name == "rs_time":
-                continue  # no time-of-day type to return
-            spark_type = {"timestamp": "timestamp_ntz", "timestamptz": "timestamp"}.get(rtype, rtype)
-            out.append(f"create or replace function {s}.{name}() returns {spark_type} return ({body})")
-        else:
-            out.append(f"create function {s}.{name}() returns {rtype} language sql stable as $$ {body} $$")
-    return out
+    return dialect_for(dialect).clock_functions(CLOCK_SCHEMA, CLOCK_TABLE)
 
 
 def set_sql(when: dt.datetime, dialect: str) -> str:
     """Set the clock to `when` (naive, in the data's time frame; as UTC where a zone is needed)."""
-    text = when.strftime("%Y-%m-%d %H:%M:%S.%f")
-    if dialect == "spark":
-        return (f"insert overwrite table {CLOCK_SCHEMA}.{CLOCK_TABLE} select "
-                f"cast('{text}' as timestamp_ntz), cast('{text}+00:00' as timestamp), "
-                f"cast('{when.strftime('%Y-%m-%d')}' as date)")
-    update = exp.update(
-        exp.table_(CLOCK_TABLE, db=CLOCK_SCHEMA),
-        {"ts": exp.cast(exp.Literal.string(text), exp.DataType.build("timestamp")),
-         "tstz": exp.cast(exp.Literal.string(text + "+00"), exp.DataType.build("timestamptz")),
-         "d": exp.cast(exp.Literal.string(when.strftime("%Y-%m-%d")), exp.DataType.build("date"))})
-    return update.sql(dialect=dialect)
+    return dialect_for(dialect).clock_set(when, CLOCK_SCHEMA, CLOCK_TABLE)
 
 
 def rewrite(sql: str, dialect: str) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
@@ -213,7 +178,7 @@ def simulated(when: dt.datetime | None, dialect: str,
               rewrite_sql: Callable[[str], str] | None = None) -> Iterator[None]:
     """Within the block, dbt invocations in this process run at `when` (see the module's doc).
     `record(node, replaced, kept)` is told which node's SQL read the clock. `rewrite_sql`: what
-    every statement goes through after that (a sandbox's names, see sandbox/spark.py); with
+    every statement goes through after that (a sandbox's names, see warehouse/spark/engine.py); with
     `when` None only that."""
     if when is None and rewrite_sql is None:
         yield

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .errors import ConfigError, DbtInvocationError
+from .warehouse.dialects import dialect_for
 
 os.environ.setdefault("DBT_SEND_ANONYMOUS_USAGE_STATS", "false")
 os.environ.setdefault("DO_NOT_TRACK", "1")
@@ -268,43 +269,6 @@ def watched_statements(watch: StatementWatch | None):
         SQLConnectionManager.add_query = original
 
 
-@contextlib.contextmanager
-def tolerant_thrift_close(dialect: str):
-    """dbt closes its connection after every model. A Spark Thrift server built without Hive's LLAP
-    jars (the pyspark distribution's) sometimes fails to tear a session down (NoClassDefFoundError:
-    ...LlapSigner$Signable; the session is dropped anyway) and answers CloseSession with that error,
-    or never answers: dbt would fail the model whose statements all succeeded, or wait forever.
-    During our invocations the close waits at most CLOSE_TIMEOUT_S for the answer, and a close that
-    fails is logged, not raised (sandbox/spark.py close_hive_connection)."""
-    if dialect != "spark":
-        yield
-        return
-    try:
-        from dbt.adapters.spark.connections import PyhiveConnectionWrapper
-    except ImportError:
-        yield
-        return
-    from .thrift import CLOSE_TIMEOUT_S, close_hive_connection
-
-    original = PyhiveConnectionWrapper.close
-
-    def tolerated(err: Exception) -> bool:  # CloseSession's error answer, or none (a timeout)
-        return "TCloseSessionResp" in str(err) or type(err).__name__ == "TTransportException"
-
-    def close(self) -> None:
-        # the timeout bounds the cursor's close and the session's
-        failed = close_hive_connection(getattr(self, "handle", None), CLOSE_TIMEOUT_S, close=lambda: original(self),
-                                       tolerate=tolerated)
-        if failed:
-            logging.getLogger("rerun_safety").debug("Spark Thrift server failed to close a session: %s", failed)
-
-    PyhiveConnectionWrapper.close = close
-    try:
-        yield
-    finally:
-        PyhiveConnectionWrapper.close = original
-
-
 class DbtSession:
     """Runs dbt commands for one project, reusing one parsed manifest across invocations."""
 
@@ -377,7 +341,7 @@ class DbtSession:
 
         try:
             with redirect_stdout(buffer), simulated(clock, dialect, record, rewrite_sql), \
-                    watched_statements(watch), tolerant_thrift_close(dialect), context or contextlib.nullcontext():
+                    watched_statements(watch), dialect_for(dialect).dbt_session(), context or contextlib.nullcontext():
                 res = runner.invoke(args)
         finally:
             trim_behavior_flags()
@@ -409,7 +373,7 @@ class DbtSession:
         copy_partial_parse(Path(self.project_dir), self.work_dir / "dbt_target")
         res = self.invoke(["parse"], use_manifest=False)
         if not res.success or res.raw is None:
-            raise _parse_error(res.error or "dbt parse failed")
+            raise parse_error(res.error or "dbt parse failed")
         self.manifest = res.raw
         return self.manifest
 
@@ -510,32 +474,7 @@ def _rebuild_manifest(state: dict) -> Any:
     return Manifest(**state)
 
 
-def release_duckdb() -> None:
-    """Close the DuckDB database that dbt-duckdb keeps open between invocations.
-
-    Sandbox profiles set `keep_open: true`: dbt-duckdb then opens a sandbox's database once and
-    keeps it (in a class attribute) across invocations with the same credentials, instead of
-    opening and checkpointing it for every connection (~30 ms + ~40 ms each; a game day makes
-    hundreds). The runner's own connections to that file share the open instance. Call this
-    before a sandbox file is copied or removed, so no handle of dbt's outlives it.
-    """
-    import sys
-
-    module = sys.modules.get("dbt.adapters.duckdb.connections")
-    if module is None:
-        return
-    manager = module.DuckDBConnectionManager
-    with manager._LOCK:
-        env = manager._ENV
-        manager._ENV = None
-        if env is not None:
-            try:
-                env.close()
-            except Exception:  # noqa: BLE001 - closing a database that is already gone
-                pass
-
-
-def _parse_error(message: str) -> Exception:
+def parse_error(message: str) -> Exception:
     lower = message.lower()
     if any(s in lower for s in ("profile", "could not find", "not found", "does not exist", "no dbt_project")):
         return ConfigError(f"dbt could not load the project: {message}")

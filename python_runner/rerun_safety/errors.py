@@ -21,6 +21,10 @@ class DbtInvocationError(RerunSafetyError):
     """dbt itself failed (parse error, crash), as opposed to a model failing in a scenario."""
 
 
+class DiffError(RerunSafetyError):
+    """A relation, column or filter given to the diff is wrong, or a query failed."""
+
+
 class SandboxError(RerunSafetyError):
     """A snapshot or sandbox could not be created, cloned or removed."""
 

@@ -1,5 +1,5 @@
 """Closing a PyHive (Spark Thrift) connection without waiting forever: used by dbt's connections
-during the runner's invocations (dbt_invoke) and by the Spark sandboxes' own (sandbox/spark_backends)."""
+during the runner's invocations (dbt_invoke) and by the Spark sandboxes' own (warehouse/spark/backends)."""
 from __future__ import annotations
 
 from typing import Any, Callable

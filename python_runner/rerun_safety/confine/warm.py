@@ -11,13 +11,6 @@ from pathlib import Path
 
 import yaml
 
-_OUTPUTS = {
-    "duckdb": {"type": "duckdb", "path": ":memory:", "threads": 1},
-    "postgres": {"type": "postgres", "host": "127.0.0.1", "port": 5432, "user": "warm", "password": "",
-                 "dbname": "warm", "schema": "warm", "threads": 1},
-}
-
-
 def _warm(adapter: str, output: dict, root: Path) -> None:
     project = root / adapter
     (project / "models").mkdir(parents=True)
@@ -33,7 +26,12 @@ def _warm(adapter: str, output: dict, root: Path) -> None:
 def warm_up() -> None:
     root = Path(tempfile.mkdtemp(prefix="rerun_safety_warm_"))
     try:
-        for adapter, output in _OUTPUTS.items():
+        from ..warehouse.dialects import ENGINES, dialect_for
+
+        for adapter in ENGINES:
+            output = dialect_for(adapter).warm_output()
+            if output is None:
+                continue
             try:
                 __import__(f"dbt.adapters.{adapter}")
                 _warm(adapter, output, root)

@@ -6,25 +6,26 @@ from contextlib import contextmanager
 from typing import Sequence
 
 from . import limits
-from .plan import _pair, _Plan
+from .plan import both_sides, DiffPlan
 from .results import Side
-from .sql import SPARK_PARTS, _hash_sql, _int_sum, materialized, spark_combine, text_type
 
 
-def _bucket_query(plan: _Plan, side: Side, b: str, h: str, p: str) -> str:
+
+def _bucket_query(plan: DiffPlan, side: Side, b: str, h: str, p: str) -> str:
     d = plan.dialect
     if plan.mode == "column":
-        return (f"select {_hash_sql(['p'], d)} as b, p, c, s from (select {p} as p, count(*) as c, "
-                f"{_int_sum(h, d)} as s from {plan.src(side)} group by 1) g")
-    if plan.mode == "range" and d == "duckdb":
+        return (f"select {d.row_hash(['p'])} as b, p, c, s from (select {p} as p, count(*) as c, "
+                f"{d.int_sum(h)} as s from {plan.src(side)} group by 1) g")
+    if plan.mode == "range" and d.perfect_hash_setting:
+        # the bare range expression (NULL coalesced after the aggregate) keeps the perfect hash
         return (f"select coalesce(b, -1) as b, null as p, c, s from (select {plan.extra['range_raw']} as b, "
-                f"count(*) as c, {_int_sum(h, d)} as s from {plan.src(side)} group by 1) g")
-    return (f"select {b} as b, null as p, count(*) as c, {_int_sum(h, d)} as s "
+                f"count(*) as c, {d.int_sum(h)} as s from {plan.src(side)} group by 1) g")
+    return (f"select {b} as b, null as p, count(*) as c, {d.int_sum(h)} as s "
             f"from {plan.src(side)} group by 1")
 
 
-def _pg_bucket_groups(plan: _Plan, sides: Sequence[tuple[int, Side, str, str, str]]) -> str:
-    """PostgreSQL bucket checksums of one or both sides in one aggregate that can run in parallel.
+def _union_bucket_groups(plan: DiffPlan, sides: Sequence[tuple[int, Side, str, str, str]]) -> str:
+    """Bucket checksums (Dialect.union_bucket_aggregate: PostgreSQL) of one or both sides in one aggregate that can run in parallel.
 
     The sides are one UNION ALL: its output column has no statistics, so the planner expects few
     buckets and picks a Partial HashAggregate under a Gather (a GROUP BY on an expression of a
@@ -41,12 +42,12 @@ def _pg_bucket_groups(plan: _Plan, sides: Sequence[tuple[int, Side, str, str, st
                f"sum(h) filter (where s = 0) as ls, sum(h) filter (where s = 1) as rs "
                f"from ({' union all '.join(branches)}) u group by g")
     if col:
-        return f"select {_hash_sql(['g'], plan.dialect)} as b, cast(g as text) as p, lc, rc, ls, rs from ({grouped}) x"
+        return f"select {plan.dialect.row_hash(['g'])} as b, cast(g as text) as p, lc, rc, ls, rs from ({grouped}) x"
     return f"select g as b, cast(null as text) as p, lc, rc, ls, rs from ({grouped}) x"
 
 
-def _pg_differing_buckets_same(plan: _Plan) -> tuple[int, int, int, list[tuple]]:
-    g = _pg_bucket_groups(plan, ((0, plan.left, plan.lb, plan.lh, plan.lp), (1, plan.right, plan.rb, plan.rh, plan.rp)))
+def _union_differing_buckets_same(plan: DiffPlan) -> tuple[int, int, int, list[tuple]]:
+    g = _union_bucket_groups(plan, ((0, plan.left, plan.lb, plan.lh, plan.lp), (1, plan.right, plan.rb, plan.rh, plan.rp)))
     differ = "lc <> rc or ls is distinct from rs"
     rows = plan.left.con.fetchall(
         f"with g as materialized ({g}) select t.lt, t.rt, t.nb, t.nj, j.b, j.p, j.lc, j.rc from "
@@ -60,32 +61,33 @@ def _pg_differing_buckets_same(plan: _Plan) -> tuple[int, int, int, list[tuple]]
 
 
 @contextmanager
-def _perfect_hash(plan: _Plan, con):
-    """DuckDB, range buckets: let the bucket aggregate use a perfect hash table (an array indexed
+def _perfect_hash(plan: DiffPlan, con):
+    """Range buckets (Dialect.perfect_hash_setting: DuckDB): let the bucket aggregate use a perfect hash table (an array indexed
     by the bucket, whose range DuckDB knows from the key's statistics) instead of a hash table:
     0.22 s against 0.24-0.30 s per 10M rows. DuckDB does so only for ranges of up to
     `perfect_ht_threshold` bits (12 by default: 4,096 buckets); the setting is raised for this
     query (at most MAX_BUCKETS, 2^18 entries of a few dozen bytes) and put back."""
     bits = max(1, plan.buckets).bit_length() + 1
-    if plan.dialect != "duckdb" or plan.mode != "range" or bits <= 12:
+    setting = plan.dialect.perfect_hash_setting
+    if not setting or plan.mode != "range" or bits <= 12:
         yield
         return
-    before = con.fetchone("select current_setting('perfect_ht_threshold')")[0]
-    con.execute(f"set perfect_ht_threshold = {max(int(before), bits)}")
+    before = con.fetchone(f"select current_setting('{setting}')")[0]
+    con.execute(f"set {setting} = {max(int(before), bits)}")
     try:
         yield
     finally:
-        con.execute(f"set perfect_ht_threshold = {int(before)}")
+        con.execute(f"set {setting} = {int(before)}")
 
 
-def _differing_buckets_same(plan: _Plan) -> tuple[int, int, int, list[tuple]]:
+def differing_buckets_same(plan: DiffPlan) -> tuple[int, int, int, list[tuple]]:
     """One query: both sides' bucket checksums, joined in the warehouse; returns the differing ones."""
-    if plan.dialect == "postgres":
-        return _pg_differing_buckets_same(plan)
+    if plan.dialect.union_bucket_aggregate:
+        return _union_differing_buckets_same(plan)
     lq = _bucket_query(plan, plan.left, plan.lb, plan.lh, plan.lp)
     rq = _bucket_query(plan, plan.right, plan.rb, plan.rh, plan.rp)
-    label = f"cast(coalesce(l.p, r.p) as {text_type(plan.dialect)})"
-    m = materialized(plan.dialect)
+    label = f"cast(coalesce(l.p, r.p) as {plan.dialect.text_type})"
+    m = plan.dialect.materialized
     sql = (f"with l as {m}({lq}), r as {m}({rq}), "
            f"j as (select coalesce(l.b, r.b) as b, {label} as p, coalesce(l.c, 0) as lc, coalesce(r.c, 0) as rc "
            f"from l full outer join r on l.b = r.b where l.c is distinct from r.c or l.s is distinct from r.s) "
@@ -102,19 +104,19 @@ def _differing_buckets_same(plan: _Plan) -> tuple[int, int, int, list[tuple]]:
     return lt, rt, nj, listed
 
 
-def _differing_buckets_across(plan: _Plan) -> tuple[int, int, int, list[tuple]]:
+def differing_buckets_across(plan: DiffPlan) -> tuple[int, int, int, list[tuple]]:
     def fetch(side: Side, b: str, h: str, p: str):
-        if plan.dialect == "postgres":
-            sql = f"select b, p, lc, ls from ({_pg_bucket_groups(plan, [(0, side, b, h, p)])}) x"
+        if plan.dialect.union_bucket_aggregate:
+            sql = f"select b, p, lc, ls from ({_union_bucket_groups(plan, [(0, side, b, h, p)])}) x"
         else:
             sql = _bucket_query(plan, side, b, h, p)
         with _perfect_hash(plan, side.con):
             found = side.con.fetchall(sql)
         return {r[0]: (r[1], int(r[2]), r[3]) for r in found}
 
-    if plan.dialect == "spark":
-        return _spark_differing_buckets(plan)
-    lmap, rmap = _pair(plan, lambda: fetch(plan.left, plan.lb, plan.lh, plan.lp),
+    if plan.dialect.costly_queries:
+        return _batched_differing_buckets(plan)
+    lmap, rmap = both_sides(plan, lambda: fetch(plan.left, plan.lb, plan.lh, plan.lp),
                        lambda: fetch(plan.right, plan.rb, plan.rh, plan.rp))
     if plan.mode == "column":
         plan.buckets = len(set(lmap) | set(rmap))
@@ -128,26 +130,26 @@ def _differing_buckets_across(plan: _Plan) -> tuple[int, int, int, list[tuple]]:
     return (sum(v[1] for v in lmap.values()), sum(v[1] for v in rmap.values()), len(listed), listed)
 
 
-def _spark_differing_buckets(plan: _Plan) -> tuple[int, int, int, list[tuple]]:
+def _batched_differing_buckets(plan: DiffPlan) -> tuple[int, int, int, list[tuple]]:
     """Spark: both sides' bucket checksums compared in one query, which returns only the differing
     buckets. Spark would compute a CTE of the checksums again for each reference, so the buckets are
     one aggregate over the rows of both sides."""
     if plan.mode == "column":
-        return _spark_differing_partitions(plan)
+        return _batched_differing_partitions(plan)
     rows = " union all ".join(f"select {s} as side, {b} as b, {h} as h from {plan.src(side)}"
                               for s, side, b, h in ((0, plan.left, plan.lb, plan.lh), (1, plan.right, plan.rb, plan.rh)))
     # The totals are known (`_totals` ran first): each bucket's row counts per side and the difference
     # of its hash sums, exact as three signed bigint sums of 21-22-bit parts (see sql._int_sum)
     sums = ", ".join(f"sum(case when side = 0 then {x} else -{x} end) as d{i}"
-                     for i, x in enumerate(p.format("h") for p in SPARK_PARTS))
+                     for i, x in enumerate(p.format("h") for p in plan.dialect.sum_parts))
     found = plan.left.con.fetchall(
         f"select b, lc, rc from (select b, sum(1 - side) as lc, sum(side) as rc, {sums} from ({rows}) u "
-        f"group by b) g where lc <> rc or {spark_combine(['d0', 'd1', 'd2'])} <> 0")
+        f"group by b) g where lc <> rc or {plan.dialect.combine_sums(['d0', 'd1', 'd2'])} <> 0")
     listed = sorted((r[0], None, int(r[1]), int(r[2])) for r in found)
     return plan.counts[0], plan.counts[1], len(listed), listed
 
 
-def _spark_differing_partitions(plan: _Plan) -> tuple[int, int, int, list[tuple]]:
+def _batched_differing_partitions(plan: DiffPlan) -> tuple[int, int, int, list[tuple]]:
     """Spark, a bucket per partition value: the differing partitions, and the totals on every row
     (as window sums over the groups); the first bucket also comes back, so that there is a row when
     none differs."""

@@ -7,15 +7,15 @@ from typing import Sequence
 
 from sqlglot import exp
 
-from ..sandbox.base import Connection, ident
+from ..warehouse.base import Connection, ident
 from . import keyed, limits
-from .buckets import _differing_buckets_across, _differing_buckets_same
+from .buckets import differing_buckets_across, differing_buckets_same
 from .floats import float_tolerance_of, round_float_sql
-from .plan import _Plan, _plan, _set_hash_buckets, _set_range_buckets, _totals
-from .results import DiffError, DiffResult, Side, _jsonable
-from .rows import _rows_across, _rows_same
-from .samples import _fetch_sample, _sample_columns, _spark_samples
-from .sql import (_TEMPORAL, _at_addresses, _hash_sql, _in_list, _int_sum, _is_base_table, _q, _src, columns_of_pair,
+from .plan import DiffPlan, make_diff_plan, set_hash_buckets, set_range_buckets, checksum_totals
+from .results import DiffError, DiffResult, Side, jsonable
+from .rows import rows_across, rows_same
+from .samples import batched_samples, fetch_sample, sample_columns, ordered
+from .sql import (TEMPORAL_TYPES, at_addresses, hash_sql, in_list, int_sum, is_base_table, quote_id, side_source, columns_of_pair,
                   parse_where, row_hash, text_type)
 
 
@@ -32,19 +32,14 @@ def compare(left: Side, right: Side, *, key: Sequence[str] = (), ignore_columns:
     # One connection: both sides' checksums joined in the warehouse. Not on Spark, which computes
     # a CTE again for every reference to it: there each side's bucket checksums come back here
     # (at most MAX_BUCKETS rows) and are compared as with two connections.
-    same = left.con is right.con and left.con.dialect != "spark"
+    same = left.con is right.con and left.con.dialect.materialized_ctes
     if left.con.dialect != right.con.dialect:
         raise DiffError(f"cannot compare a {left.con.dialect} relation with a {right.con.dialect} relation")
-    plan = _plan(left, right, key, ignore_columns, bucket_column, strict, float_tolerance)
+    plan = make_diff_plan(left, right, key, ignore_columns, bucket_column, strict, float_tolerance)
     d = plan.dialect
-    if d == "postgres":
-        # Bucket aggregates with the default 4MB spill to disk; a read-only session may SET.
-        # No JIT: the row hash of a wide table is one long expression, which LLVM took seconds to
-        # compile in every parallel worker, for a query that then runs in a fraction of that
-        # (150 columns, 200,000 rows: the rows step 6.8 s with JIT, 1.4 s without).
-        for con in {id(left.con): left.con, id(right.con): right.con}.values():
-            con.execute("set work_mem = '128MB'")
-            con.execute("set jit = off")
+    for con in {id(left.con): left.con, id(right.con): right.con}.values():
+        for statement in d.diff_session_settings():
+            con.execute(statement)
     if keyed.usable(plan, same):
         try:
             found = keyed.compare_keyed(plan, whole_samples)
@@ -61,17 +56,17 @@ def compare(left: Side, right: Side, *, key: Sequence[str] = (), ignore_columns:
         # aggregate use a perfect hash table (buckets.py), 1.1-1.3x the plain scan, and a
         # difference then costs no second full pass (10M rows, 1,000 differences: 1.25 s -> 0.9 s).
         # (Spark reads the key's range with the totals.)
-        tried = d in ("postgres", "duckdb")
-        ranged = _set_range_buckets(plan) if tried else False
+        tried = not d.costly_queries
+        ranged = set_range_buckets(plan) if tried else False
         if not ranged:
-            lt, rt, ls, rs = _totals(plan, same)
+            lt, rt, ls, rs = checksum_totals(plan, same)
             plan.counts = (lt, rt)
             if lt == rt and ls == rs and not plan.schema_message:
                 return DiffResult(lt, rt, True, keyed=bool(plan.key), type_changes=plan.type_changes,
                                   bucketing=plan.mode, buckets=1, float_tolerance=plan.tolerance)
-            if tried or not _set_range_buckets(plan):
-                _set_hash_buckets(plan)
-    lt, rt, nj, listed = (_differing_buckets_same if same else _differing_buckets_across)(plan)
+            if tried or not set_range_buckets(plan):
+                set_hash_buckets(plan)
+    lt, rt, nj, listed = (differing_buckets_same if same else differing_buckets_across)(plan)
     result = dict(reference_rows=lt, rows=rt, keyed=bool(plan.key), schema_message=plan.schema_message,
                   type_changes=plan.type_changes, bucketing=plan.mode, buckets=plan.buckets, buckets_differing=nj,
                   float_tolerance=plan.tolerance)
@@ -86,7 +81,7 @@ def compare(left: Side, right: Side, *, key: Sequence[str] = (), ignore_columns:
         _drop_temp_tables(plan)
 
 
-def _drop_temp_tables(plan: _Plan) -> None:
+def _drop_temp_tables(plan: DiffPlan) -> None:
     for temp in plan.extra.pop("temp_tables", []):
         plan.left.con.execute_temp(f"drop table if exists {temp.sql(dialect=plan.dialect)}")
     plan.extra.pop("keyed_table", None)
@@ -99,20 +94,20 @@ def _row_level(plan, same: bool, nj: int, listed: list[tuple], result: dict) -> 
     # a filter costs more than the rows it leaves out)
     within = [b for b, *_ in listed] if nj <= limits.MAX_LISTED_BUCKETS and nj * 2 <= plan.buckets else None
     if same:
-        counts, lpick, rpick = _rows_same(plan, within)
+        counts, lpick, rpick = rows_same(plan, within)
     else:
-        counts, lpick, rpick = _rows_across(plan, listed)  # every differing bucket is listed
-    sample = _spark_samples(plan, lpick, rpick) if d == "spark" else None
+        counts, lpick, rpick = rows_across(plan, listed)  # every differing bucket is listed
+    sample = batched_samples(plan, lpick, rpick) if d.costly_queries else None
     if sample is None:
-        sample = (_fetch_sample(plan, plan.right, plan.rb, plan.rh, rpick, "extra")
-                  + _fetch_sample(plan, plan.left, plan.lb, plan.lh, lpick, "missing"))
+        sample = (fetch_sample(plan, plan.right, plan.rb, plan.rh, rpick, "extra")
+                  + fetch_sample(plan, plan.left, plan.lb, plan.lh, lpick, "missing"))
     if plan.key and counts["changed_rows"]:
         sample = [*sample, *_other_halves(plan, sample)]
     if same and plan.key and counts["changed_rows"]:
         # the columns that differ in every changed key, not only in the sampled ones
         changed = _changed_columns(plan, within)
     else:
-        changed = _sample_columns(sample, plan.key, plan.columns, dict(plan.floats))
+        changed = sample_columns(sample, plan.key, plan.columns, dict(plan.floats))
     result.update(
         identical=False, extra_rows=counts["only_r"], missing_rows=counts["only_l"], extra_copies=counts["copies_r"],
         sample=tuple(sample), differing_columns=tuple(changed))
@@ -180,7 +175,7 @@ def _other_halves(plan, sample: list[dict]) -> list[dict]:
     side has exactly one row of the key and it differs: a changed key is then shown as a pair."""
     d = plan.dialect
     out: list[dict] = []
-    cols = ", ".join(_q(c, d) for c in plan.columns)
+    cols = ", ".join(quote_id(c, d) for c in plan.columns)
     for label, side, mine in (("missing", plan.left, "extra"), ("extra", plan.right, "missing")):
         have = {tuple(r.get(k) for k in plan.key) for r in sample if r["_diff"] == label}
         want = {tuple(r.get(k) for k in plan.key): r for r in sample if r["_diff"] == mine}
@@ -193,11 +188,11 @@ def _other_halves(plan, sample: list[dict]) -> list[dict]:
                                     f"limit {2 * len(want) + 1}")
         found: dict[tuple, list[dict]] = {}
         for r in rows:
-            row = {c: _jsonable(r[c]) for c in plan.columns}
+            row = {c: jsonable(r[c]) for c in plan.columns}
             found.setdefault(tuple(row.get(k) for k in plan.key), []).append(row)
-        for k, rs in found.items():
-            if len(rs) == 1 and k in want and rs[0] != {c: want[k].get(c) for c in plan.columns}:
-                out.append({"_diff": label, **rs[0]})
+        mine_out = [{"_diff": label, **rs[0]} for k, rs in found.items()
+                    if len(rs) == 1 and k in want and rs[0] != {c: want[k].get(c) for c in plan.columns}]
+        out += ordered(mine_out, plan.key, plan.columns)
     return out
 
 
@@ -210,10 +205,10 @@ def _differing_columns(con: Connection, left: Side, right: Side, columns: list[s
         return []
     sums = []
     for i, c in enumerate(columns):
-        hc = _hash_sql([round_float_sql(_q(c, d), d, floats[c])], d) if c in floats else row_hash([c], d)
-        sums.append(f"{_int_sum(hc, d)} as s{i}")
-    row = con.fetchone(f"select * from (select {', '.join(sums)} from {_src(left, d)}) rs_l "
-                       f"cross join (select {', '.join(sums)} from {_src(right, d)}) rs_r")
+        hc = hash_sql([round_float_sql(quote_id(c, d), d, floats[c])], d) if c in floats else row_hash([c], d)
+        sums.append(f"{int_sum(hc, d)} as s{i}")
+    row = con.fetchone(f"select * from (select {', '.join(sums)} from {side_source(left, d)}) rs_l "
+                       f"cross join (select {', '.join(sums)} from {side_source(right, d)}) rs_r")
     n = len(columns)
     return [c for i, c in enumerate(columns) if row[i] != row[n + i]]
 
@@ -229,26 +224,26 @@ def _changed_columns(plan, buckets: list[int] | None) -> list[str]:
         return []
     exprs = plan.extra["column_exprs"]
     keys = ", ".join(f"{k} as k{i}" for i, k in enumerate(plan.keys_sql))
-    hashed = d != "postgres"
+    hashed = d.cheap_row_hash
 
-    listed = plan.extra.get("unmatched_keys")  # every changed key is among them (rows._rows_same)
-    # PostgreSQL: a row of every unmatched group, by address (rows._rows_same), when few
-    tids = plan.extra.get("unmatched_tids") if d == "postgres" else None
+    listed = plan.extra.get("unmatched_keys")  # every changed key is among them (rows.rows_same)
+    # PostgreSQL: a row of every unmatched group, by address (rows.rows_same), when few
+    tids = plan.extra.get("unmatched_tids") if d.row_addresses else None
 
     def side(s: Side, b: str, h: str, which: int, by_address: bool) -> str:
-        cond = (_at_addresses(tids[which]) if by_address and tids else
+        cond = (at_addresses(tids[which]) if by_address and tids else
                 None if plan.extra.get("narrowed") else  # rows.py: only the unmatched keys' rows
-                _in_list(plan.keys_sql[0], listed, d) if listed is not None else
-                _in_list(b, buckets, d) if buckets is not None else None)
+                in_list(plan.keys_sql[0], listed, d) if listed is not None else
+                in_list(b, buckets, d) if buckets is not None else None)
         values = ", ".join(f"{exprs[c][which]} as c{j}" for j, c in enumerate(cols))
         return f"select {keys}, {f'{h} as h, ' if hashed else ''}{values} from {plan.src(s, cond)}"
 
     def differs(j: int) -> str:
-        return f"not (l.c{j} <=> r.c{j})" if d == "spark" else f"l.c{j} is distinct from r.c{j}"
+        return d.is_distinct(f"l.c{j}", f"r.c{j}")
 
     on = " and ".join(f"l.k{i} = r.k{i}" for i in range(len(plan.key))) + (" and l.h <> r.h" if hashed else "")
     flags = ", ".join(f"max(case when {differs(j)} then 1 else 0 end) as f{j}" for j in range(len(cols)))
-    if tids and all(tids) and all(_is_base_table(s) for s in (plan.left, plan.right)):
+    if tids and all(tids) and all(is_base_table(s) for s in (plan.left, plan.right)):
         # the rows at those addresses, unless one moved since (a concurrent update): then a scan
         row = plan.left.con.fetchone(
             f"with l as ({side(plan.left, plan.lb, plan.lh, 0, True)}), "
@@ -265,8 +260,8 @@ def _partition_expr(column: str, types: dict[str, str], dialect: str) -> str | N
     ctype = types.get(column.lower())
     if ctype is None:
         return None
-    q = _q(column, dialect)
-    if any(t in ctype for t in _TEMPORAL):
+    q = quote_id(column, dialect)
+    if any(t in ctype for t in TEMPORAL_TYPES):
         return f"cast(cast({q} as date) as {text_type(dialect)})"
     return f"cast({q} as {text_type(dialect)})"
 
@@ -275,6 +270,6 @@ def _partitions(con: Connection, left: Side, right: Side, part: str) -> list[tup
     d = con.dialect
     rows = con.fetchall(
         f"select p, sum(1 - rs_side), sum(rs_side) from ("
-        f"select 0 as rs_side, {part} as p from {_src(left, d)} union all "
-        f"select 1 as rs_side, {part} as p from {_src(right, d)}) u group by p order by p limit {limits.MAX_PARTITIONS}")
+        f"select 0 as rs_side, {part} as p from {side_source(left, d)} union all "
+        f"select 1 as rs_side, {part} as p from {side_source(right, d)}) u group by p order by p limit {limits.MAX_PARTITIONS}")
     return [("NULL" if p is None else str(p), int(r), int(c)) for p, r, c in rows]

@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import Protocol, Sequence
 
+from ..warehouse.dialects import dialect_for
 from .results import DiffError
 
 
@@ -55,7 +56,7 @@ def round_float_sql(expr: str, dialect: str, tolerance: float) -> str:
     M = 1.5 * 2^(53-p) rounds to multiples of 2^(1-p), the grid of [1, 2). Infinities, NaN and
     magnitudes over 1e300 (where the split would overflow) stay as they are.
     """
-    double = "double precision" if dialect == "postgres" else "double"
+    double = dialect_for(dialect).double_type
     x = f"cast({expr} as {double})"
     bits = 1 + math.ceil(-math.log2(tolerance))
     if bits >= 53:
@@ -79,7 +80,7 @@ def floats_close(a, b, tolerance: float) -> bool:
 
 
 @dataclass
-class _Loose:
+class LooseRow:
     """A row unmatched by the row hash: side (0 left), bucket, row hash, key, hash of the exact
     columns, floats, left rows of its row-hash group, rows of its key per side, PostgreSQL ctid."""
     s: int
@@ -104,11 +105,11 @@ def _float_class(v) -> object:
     return "finite" if math.isfinite(v) else ("nan" if v != v else v)
 
 
-def _sort_key(v) -> tuple:
+def float_sort_key(v) -> tuple:
     return (v is None, v is not None and v != v, 0.0 if v is None or v != v else float(v))
 
 
-def _pair_floats(plan: _FloatPlan, rows: list[_Loose], out: dict) -> tuple[list, list]:
+def pair_floats(plan: _FloatPlan, rows: list[LooseRow], out: dict) -> tuple[list, list]:
     """Pair unmatched left and right rows whose exact columns agree and floats are within tolerance.
 
     Adjusts the counts in `out` for every pair and returns the picks (bucket, row hash[, ctid]) of
@@ -118,7 +119,7 @@ def _pair_floats(plan: _FloatPlan, rows: list[_Loose], out: dict) -> tuple[list,
     tols = [t for _c, t in plan.floats]
     t0 = tols[0]
     groups: dict[tuple, tuple[list, list]] = {}
-    rest: list[_Loose] = [r for r in rows if r.alone]
+    rest: list[LooseRow] = [r for r in rows if r.alone]
     for r in rows:
         if not r.alone:
             groups.setdefault((r.key, r.nh, _float_class(r.floats[0])), ([], []))[r.s].append(r)

@@ -22,12 +22,12 @@ from typing import NamedTuple
 
 from sqlglot import exp
 
-from ..sandbox.base import ident
+from ..warehouse.base import ident
 from . import limits
 from .floats import floats_close
-from .plan import _Plan
-from .results import _jsonable
-from .sql import _TID, _INTEGER, _at_addresses, _hash_sql, _is_base_table, _pg_hash, _q, _rows_joined, _rows_of_keys
+from .plan import DiffPlan
+from .results import jsonable
+from .sql import TID, INTEGER_TYPES, at_addresses, is_base_table, quote_id, rows_joined, rows_of_keys
 
 
 class _Key(NamedTuple):
@@ -41,55 +41,51 @@ class _Key(NamedTuple):
     groups: int
 
 
-def usable(plan: _Plan, same: bool) -> bool:
+def usable(plan: DiffPlan, same: bool) -> bool:
     """Keyed on one column, many columns, the same columns and types on both sides, one connection:
     DuckDB with an integer key (its rows read back by key), PostgreSQL base tables (by address)."""
     if not (same and plan.mode == "hash" and len(plan.key) == 1 and len(plan.columns) >= limits.WIDE_COLUMNS
             and not plan.type_changes and not plan.schema_message):
         return False
     key_type = plan.extra["types"][plan.key[0]]
-    if plan.dialect == "duckdb":
-        return key_type in _INTEGER
+    if plan.dialect.keyed_comparison == "key_join":
+        return key_type in INTEGER_TYPES
     # a key PostgreSQL can group by with `=` (not json, not a type without a hash opclass)
-    return (plan.dialect == "postgres" and (key_type in _INTEGER or key_type in _PG_KEY_TYPES)
-            and _is_base_table(plan.left) and _is_base_table(plan.right))
+    return (plan.dialect.keyed_comparison == "address" and (key_type in INTEGER_TYPES or key_type in _PG_KEY_TYPES)
+            and is_base_table(plan.left) and is_base_table(plan.right))
 
 
 _PG_KEY_TYPES = ("text", "character varying", "character", "uuid", "date", "numeric",
                  "timestamp without time zone", "timestamp with time zone")
 
 
-def _groups(plan: _Plan) -> list[list[str]]:
+def _groups(plan: DiffPlan) -> list[list[str]]:
     cols = [c for c in plan.columns if c not in plan.key]
-    if plan.dialect == "postgres":
+    if plan.dialect.keyed_comparison == "address":  # one hash per row: its groups are read back by address
         return [cols]
     n = max(1, math.ceil(len(cols) / limits.WIDE_GROUP_COLUMNS))
     size = math.ceil(len(cols) / n)
     return [cols[i:i + size] for i in range(0, len(cols), size)]
 
 
-def _group_hash(plan: _Plan, cols: list[str]) -> str:
+def _group_hash(plan: DiffPlan, cols: list[str]) -> str:
     """Values as they are, floats too (a float that moved within its tolerance is compared here)."""
-    d = plan.dialect
-    if d == "postgres":
-        types = plan.extra["types"]
-        return _pg_hash([(_q(c, d), types[c]) for c in cols])
-    # DuckDB: one hash of the group's columns (compared, never summed)
-    return f"hash({', '.join(_q(c, d) for c in cols)})"
+    d, types = plan.dialect, plan.extra["types"]
+    return d.group_hash([quote_id(c, d) for c in cols], [(quote_id(c, d), types[c]) for c in cols])
 
 
-def _row_hash(plan: _Plan, n: int) -> str:
+def _row_hash(plan: DiffPlan, n: int) -> str:
     """DuckDB: the row's hash from its key and its groups' hashes (the join compares it)."""
-    return _hash_sql(["k"] + [f"g{i}" for i in range(n)], plan.dialect)
+    return plan.dialect.row_hash(["k"] + [f"g{i}" for i in range(n)])
 
 
-def compare_keyed(plan: _Plan, whole_samples: bool = True) -> dict | None:
+def compare_keyed(plan: DiffPlan, whole_samples: bool = True) -> dict | None:
     """The row-level fields of the DiffResult, or None: the bucket path must answer. With
     `whole_samples` False a sampled changed key shows its key and the differing columns, as read for
     the comparison (no further read: reading five whole rows of 150 columns back costs a fifth of
     a checksum scan of both sides)."""
     groups = _groups(plan)
-    found = (_pg_differing_keys if plan.dialect == "postgres" else _duckdb_differing_keys)(plan, groups)
+    found = (_keys_by_address if plan.dialect.keyed_comparison == "address" else _keys_by_key_join)(plan, groups)
     if found is None:
         return None
     found, ltotal, rtotal = found
@@ -134,7 +130,7 @@ def compare_keyed(plan: _Plan, whole_samples: bool = True) -> dict | None:
         "differing_columns": tuple(c for c in plan.columns if c in differing), "sample": tuple(sample)}
 
 
-def _duckdb_differing_keys(plan: _Plan, groups: list[list[str]]) -> tuple[list[_Key], int, int] | None:
+def _keys_by_key_join(plan: DiffPlan, groups: list[list[str]]) -> tuple[list[_Key], int, int] | None:
     """DuckDB: both sides' key, group hashes and row hash, joined on the key (1.3x a checksum scan
     of both sides, against 1.9x for the same grouped by key); the join's rows with a left and with a
     right key counted in the same aggregate that lists the differing keys."""
@@ -188,7 +184,7 @@ def _duckdb_differing_keys(plan: _Plan, groups: list[list[str]]) -> tuple[list[_
     return [_Key(r[1], r[2] is not None, r[3] is not None, None, None, r[7]) for r in found], ltotal, rtotal
 
 
-def _pg_differing_keys(plan: _Plan, groups: list[list[str]]) -> tuple[list[_Key], int, int] | None:
+def _keys_by_address(plan: DiffPlan, groups: list[list[str]]) -> tuple[list[_Key], int, int] | None:
     """PostgreSQL: both sides' group hashes aggregated by key in one parallel aggregate (a join there
     runs in one process): per key its rows on each side, one row's address and the XOR of each
     group's hashes. A key with more than one row on a side shows, so nothing needs to balance."""
@@ -214,7 +210,7 @@ def _pg_differing_keys(plan: _Plan, groups: list[list[str]]) -> tuple[list[_Key]
     rows = [r[1:] for r in found if r[0] == 0]
     if len(rows) > limits.MAX_LISTED_KEYS or any(r[0] is None or r[3] > 1 or r[4] > 1 for r in rows):
         return None
-    if not all(_TID.match(t) for r in rows for t in r[1:3] if t is not None):
+    if not all(TID.match(t) for r in rows for t in r[1:3] if t is not None):
         return None
     return ([_Key(r[0], bool(r[3]), bool(r[4]), r[1], r[2],
                   sum(1 << i for i in range(n) if r[5 + i] != r[5 + n + i])) for r in rows], ltotal, rtotal)
@@ -228,28 +224,28 @@ def _same(a, b, tolerance: float | None) -> bool:
     return a == b
 
 
-def _rows_of(plan: _Plan, which: int, keys: list[_Key], cols: list[str]) -> str:
+def _rows_of(plan: DiffPlan, which: int, keys: list[_Key], cols: list[str]) -> str:
     """SELECT of `cols` (and the side's number first) from the rows of these keys on one side: by
     address on PostgreSQL; on DuckDB joined to the keys (0.010 s for 1,000 keys of 200,000 rows,
     against 0.015 s as an IN filter, 0.043 s as a short constant list on 150 columns)."""
     d = plan.dialect
     side = (plan.left, plan.right)[which]
-    sel = ", ".join(_q(c, d) for c in cols)
-    if d == "postgres":
-        rows = plan.src(side, _at_addresses([k.rtid if which else k.ltid for k in keys]))
+    sel = ", ".join(quote_id(c, d) for c in cols)
+    if d.row_addresses:
+        rows = plan.src(side, at_addresses([k.rtid if which else k.ltid for k in keys]))
     else:
-        rows = _rows_of_keys(plan.src(side), plan.keys_sql[0], [k.key for k in keys])
+        rows = rows_of_keys(plan.src(side), plan.keys_sql[0], [k.key for k in keys])
     return f"select {which} as rs_side, {sel} from {rows}"
 
 
-def _read(plan: _Plan, keys: dict, cols: list[str]) -> tuple[dict, dict]:
+def _read(plan: DiffPlan, keys: dict, cols: list[str]) -> tuple[dict, dict]:
     """Per side, key -> the values of `cols`, for `keys`, the keys on both sides (both sides in one
     query; on DuckDB joined to the differing keys as the join kept them)."""
     out: tuple[dict, dict] = ({}, {})
     if "keyed_table" in plan.extra:
-        sel = ", ".join(_q(c, plan.dialect) for c in [plan.key[0], *cols])
+        sel = ", ".join(quote_id(c, plan.dialect) for c in [plan.key[0], *cols])
         both = f"select k as rs_k from {plan.extra['keyed_table']} where kind = 0 and a is not null and b is not null"
-        sql = " union all ".join(f"select {which} as rs_side, {sel} from {_rows_joined(plan.src(side), plan.keys_sql[0], both)}"
+        sql = " union all ".join(f"select {which} as rs_side, {sel} from {rows_joined(plan.src(side), plan.keys_sql[0], both)}"
                                  for which, side in ((0, plan.left), (1, plan.right)))
     else:
         sql = " union all ".join(_rows_of(plan, which, list(keys.values()), [plan.key[0], *cols]) for which in (0, 1))
@@ -259,7 +255,7 @@ def _read(plan: _Plan, keys: dict, cols: list[str]) -> tuple[dict, dict]:
     return out
 
 
-def _sample(plan: _Plan, missing: list, extra: list, changed: dict, read: tuple | None = None) -> list[dict]:
+def _sample(plan: DiffPlan, missing: list, extra: list, changed: dict, read: tuple | None = None) -> list[dict]:
     """The first SAMPLE_ROWS rows by key of each side that the other lacks, and the other side's
     row of a changed key sampled on one side: whole rows, as the bucket path shows them. With
     `read` (the differing columns, their places in the values read, the values per side) a changed
@@ -278,12 +274,12 @@ def _sample(plan: _Plan, missing: list, extra: list, changed: dict, read: tuple 
         for which, rows in sides:
             for k in (k.key for k in rows if k.key in changed):
                 row = values[which][k]
-                got[which][k] = {plan.key[0]: _jsonable(k), **{c: _jsonable(row[i]) for c, i in zip(cols, places)}}
+                got[which][k] = {plan.key[0]: jsonable(k), **{c: jsonable(row[i]) for c, i in zip(cols, places)}}
     parts = [_rows_of(plan, which, todo, plan.columns) for which, rows in sides
              if (todo := [k for k in rows if k.key not in got[which]])]
     if parts:
         for r in plan.left.con.fetch_dicts(" union all ".join(parts)):
-            got[r["rs_side"]][r[plan.key[0]]] = {c: _jsonable(r[c]) for c in plan.columns}
+            got[r["rs_side"]][r[plan.key[0]]] = {c: jsonable(r[c]) for c in plan.columns}
     out = []
     for label, which, rows in (("extra", 1, picks[0]), ("missing", 0, picks[1]),
                                ("missing", 0, need_left), ("extra", 1, need_right)):

@@ -6,18 +6,17 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from sqlglot import exp
 
 from . import limits
 from .floats import check_float_tolerance, float_tolerance_of, round_float_sql
 from .results import DiffError, Side
-from .sql import (_INTEGER, _PG_TEXT_HASHED, _TEMPORAL, _hash_sql, _int_sum, _is_base_table, _pg_hash, _q,
-                  columns_of, columns_of_pair, text_type, wide_type)
+from .sql import INTEGER_TYPES, TEMPORAL_TYPES, is_base_table, quote_id, columns_of, columns_of_pair
+from ..warehouse.dialect import Dialect
 
 
 @dataclass
-class _Plan:
-    dialect: str
+class DiffPlan:
+    dialect: Dialect
     left: Side
     right: Side
     columns: list[str]
@@ -42,11 +41,11 @@ class _Plan:
     def src(self, side: Side, extra_cond: str | None = None, after: str | None = None) -> str:
         """FROM ... WHERE for a side; `extra_cond` selects buckets, `after` filters the selected rows."""
         if after:
-            if self.dialect == "postgres":
+            if self.dialect.row_addresses:
                 # The fence makes PostgreSQL pick the bucket's rows before hashing any of them.
                 return f"(select * from {self.src(side, extra_cond)} offset 0) as picked where {after}"
             return f"{self.src(side, extra_cond)} and {after}"
-        if extra_cond and self.dialect == "duckdb" and _is_base_table(side):
+        if extra_cond and self.dialect.late_materialization and is_base_table(side):
             # Late materialization: find the rowids reading only the bucket's columns, then fetch
             # whole rows for those alone (about half the cost of filtering whole rows).
             inner = self.src(side)
@@ -62,11 +61,11 @@ class _Plan:
 
     @property
     def keys_sql(self) -> list[str]:
-        return [_q(k, self.dialect) for k in self.key]
+        return [quote_id(k, self.dialect) for k in self.key]
 
 
-def _plan(left: Side, right: Side, key: Sequence[str], ignore_columns: Sequence[str],
-          bucket_column: str | None, strict: bool, float_tolerance: float | None = None) -> _Plan:
+def make_diff_plan(left: Side, right: Side, key: Sequence[str], ignore_columns: Sequence[str],
+          bucket_column: str | None, strict: bool, float_tolerance: float | None = None) -> DiffPlan:
     d = left.con.dialect
     tolerance = check_float_tolerance(float_tolerance)
     lcols, rcols = (columns_of_pair(left.con, left.table, right.table) if left.con is right.con
@@ -104,20 +103,20 @@ def _plan(left: Side, right: Side, key: Sequence[str], ignore_columns: Sequence[
              and (t := float_tolerance_of(ltypes[c], tolerance)) is not None}
 
     def col(c: str, types: dict[str, str], rounded: bool = True) -> tuple[str, str]:
-        q = _q(c, d)
+        q = quote_id(c, d)
         if rounded and c in loose:
             return round_float_sql(q, d, loose[c]), "double precision"
         if ltypes[c] != rtypes[c]:
-            return f"cast({q} as {text_type(d)})", "text"
-        if d == "postgres" and (types[c] in _PG_TEXT_HASHED or types[c].startswith(_PG_TEXT_HASHED)):
+            return f"cast({q} as {d.text_type})", "text"
+        if d.hashed_as_text(types[c]):
             return f"cast({q} as text)", "text"
         return q, types[c]
 
     def hashed(cols: Sequence[str], types: dict[str, str], rounded: bool = True) -> str:
         items = [col(c, types, rounded) for c in cols]
-        return _pg_hash(items) if d == "postgres" else _hash_sql([e for e, _ in items], d)
+        return d.typed_row_hash(items)
 
-    plan = _Plan(d, left, right, columns, key, schema_message=schema_message, type_changes=type_changes,
+    plan = DiffPlan(d, left, right, columns, key, schema_message=schema_message, type_changes=type_changes,
                  tolerance=tolerance, floats=list(loose.items()))
     plan.extra["types"] = ltypes
     plan.lh = hashed(columns, ltypes)
@@ -129,17 +128,17 @@ def _plan(left: Side, right: Side, key: Sequence[str], ignore_columns: Sequence[
         plan.lnh, plan.rnh = hashed(exact, ltypes), hashed(exact, rtypes)
     if bucket_column:
         plan.mode = "column"
-        q = _q(bucket_column, d)
-        temporal = any(t in ltypes[bucket_column] for t in _TEMPORAL) and any(t in rtypes[bucket_column] for t in _TEMPORAL)
+        q = quote_id(bucket_column, d)
+        temporal = any(t in ltypes[bucket_column] for t in TEMPORAL_TYPES) and any(t in rtypes[bucket_column] for t in TEMPORAL_TYPES)
         plan.lp = plan.rp = f"cast({q} as date)" if temporal else q
         if ltypes[bucket_column] != rtypes[bucket_column] and not temporal:
-            plan.lp = plan.rp = f"cast({q} as {text_type(d)})"
-        plan.lb = plan.rb = _hash_sql([plan.lp], d)
+            plan.lp = plan.rp = f"cast({q} as {d.text_type})"
+        plan.lb = plan.rb = d.row_hash([plan.lp])
     else:
         # Range buckets need a column whose equal rows (or keys) always share a value: a key
         # column when keyed, any compared column otherwise; integers only.
         pool = key if key else tuple(columns)
-        plan.extra["range_candidates"] = [c for c in pool if ltypes[c] in _INTEGER and rtypes[c] in _INTEGER]
+        plan.extra["range_candidates"] = [c for c in pool if ltypes[c] in INTEGER_TYPES and rtypes[c] in INTEGER_TYPES]
         if key:
             plan.mode = "hash"
             plan.lb = plan.rb = hashed(key, ltypes, rounded=False)
@@ -149,99 +148,74 @@ def _plan(left: Side, right: Side, key: Sequence[str], ignore_columns: Sequence[
     return plan
 
 
-def _pair(plan: _Plan, left, right) -> tuple:
-    """Call `left()` and `right()`; two PostgreSQL connections run at the same time (two backends)."""
-    if plan.dialect == "postgres" and plan.left.con is not plan.right.con:
+def both_sides(plan: DiffPlan, left, right) -> tuple:
+    """Call `left()` and `right()`; two connections run at the same time where the engine can."""
+    if plan.dialect.concurrent_sides and plan.left.con is not plan.right.con:
         with ThreadPoolExecutor(max_workers=1) as pool:
             later = pool.submit(right)
             return left(), later.result()
     return left(), right()
 
 
-def _totals(plan: _Plan, same: bool) -> tuple[int, int, object, object]:
+def checksum_totals(plan: DiffPlan, same: bool) -> tuple[int, int, object, object]:
     d = plan.dialect
-    if d == "spark":
-        return _spark_totals(plan)
+    if d.costly_queries:
+        return _batched_totals(plan)
     parts = {}
     for name, side, h in (("l", plan.left, plan.lh), ("r", plan.right, plan.rh)):
-        parts[name] = f"select count(*) as c, {_int_sum(h, d)} as s from {plan.src(side)}"
+        parts[name] = f"select count(*) as c, {d.int_sum(h)} as s from {plan.src(side)}"
     if same:
         row = plan.left.con.fetchone(f"select l.c, l.s, r.c, r.s from ({parts['l']}) l, ({parts['r']}) r")
         return int(row[0]), int(row[2]), row[1], row[3]
-    a, b = _pair(plan, lambda: plan.left.con.fetchone(parts["l"]), lambda: plan.right.con.fetchone(parts["r"]))
+    a, b = both_sides(plan, lambda: plan.left.con.fetchone(parts["l"]), lambda: plan.right.con.fetchone(parts["r"]))
     return int(a[0]), int(b[0]), a[1], b[1]
 
 
-def _spark_totals(plan: _Plan) -> tuple[int, int, object, object]:
-    """Both sides' count(*), sum(row hash) in one Spark query (a query costs ~0.3 s before any
-    work), with the min/max of the range candidates on the same scan for `_set_range_buckets`."""
+def _batched_totals(plan: DiffPlan) -> tuple[int, int, object, object]:
+    """Both sides' count(*), sum(row hash) in one query (on Spark a query costs ~0.3 s before any
+    work), with the min/max of the range candidates on the same scan for `set_range_buckets`."""
     d = plan.dialect
     cands = plan.extra.get("range_candidates") or []
-    minmax = "".join(f", min({_q(c, d)}), max({_q(c, d)})" for c in cands)
+    minmax = "".join(f", min({quote_id(c, d)}), max({quote_id(c, d)})" for c in cands)
     rows = plan.left.con.fetchall(" union all ".join(
-        f"select {s} as side, count(*) as c, {_int_sum(h, d)} as s{minmax} from {plan.src(side)}"
+        f"select {s} as side, count(*) as c, {d.int_sum(h)} as s{minmax} from {plan.src(side)}"
         for s, side, h in ((0, plan.left, plan.lh), (1, plan.right, plan.rh))))
     rows.sort(key=lambda r: r[0])
     plan.extra["range_rows"] = [(r[1], *r[3:]) for r in rows]
     return int(rows[0][1]), int(rows[1][1]), rows[0][2], rows[1][2]
 
 
-def _pg_stats_row(side: Side, cands: Sequence[str]) -> tuple | None:
-    """(rows, min, max per candidate) of a PostgreSQL table from its statistics, or None.
-
-    Only for a plain table without a filter, analyzed since its last 10% of changes, with a
-    histogram or common values for every candidate. The numbers are a sample's: they only size
-    the buckets, and any cut into buckets gives the same answer.
-    """
-    if side.where is not None or not _is_base_table(side):
+def _stats_row(side: Side, cands: Sequence[str]) -> tuple | None:
+    """(rows, min, max per candidate) of a side from the planner's statistics, or None: only for a
+    plain table without a filter (see Dialect.table_stats). The numbers only size the buckets, and
+    any cut into buckets gives the same answer."""
+    if side.where is not None or not is_base_table(side):
         return None
-    lit = lambda v: exp.Literal.string(v).sql(dialect="postgres")  # noqa: E731
-    rows = side.con.fetchall(
-        f"select c.reltuples, s.n_mod_since_analyze, st.attname, cast(st.histogram_bounds as text), "
-        f"cast(st.most_common_vals as text) from pg_catalog.pg_class c "
-        f"join pg_catalog.pg_namespace n on n.oid = c.relnamespace "
-        f"left join pg_catalog.pg_stat_user_tables s on s.relid = c.oid "
-        f"left join pg_catalog.pg_stats st on st.schemaname = n.nspname and st.tablename = c.relname "
-        f"and not st.inherited and st.attname in ({', '.join(lit(c) for c in cands)}) "
-        f"where c.relkind = 'r' and n.nspname = {lit(side.table.db or 'public')} and c.relname = {lit(side.table.name)}")
-    if not rows or rows[0][0] is None or rows[0][0] < 1 or rows[0][1] is None or rows[0][1] > 0.1 * rows[0][0]:
-        return None
-    found = {}
-    for _n, _m, att, hist, mcv in rows:
-        try:
-            values = [int(v) for text in (hist, mcv) if text for v in text.strip("{}").split(",") if v != "NULL"]
-        except ValueError:
-            return None
-        if att is None or not values:
-            return None
-        found[att] = (min(values), max(values))
-    if set(found) != set(cands):
-        return None
-    return (int(rows[0][0]), *(v for c in cands for v in found[c]))
+    return side.con.dialect.table_stats(side.con, side.table.db or side.con.dialect.default_schema, side.table.name, cands)
 
 
-def _set_range_buckets(plan: _Plan) -> bool:
+def set_range_buckets(plan: DiffPlan) -> bool:
     """Pick an integer column whose range spreads the rows over enough buckets; False if none."""
     d, cands = plan.dialect, plan.extra.get("range_candidates") or []
     if not cands:
         return False
     rows = None
-    if d == "postgres":
-        rows = list(_pair(plan, lambda: _pg_stats_row(plan.left, cands), lambda: _pg_stats_row(plan.right, cands)))
+    if d.planner_statistics:
+        rows = list(both_sides(plan, lambda: _stats_row(plan.left, cands), lambda: _stats_row(plan.right, cands)))
         rows = None if None in rows else rows
     from_stats = rows is not None
     if rows is None:
-        rows = plan.extra.pop("range_rows", None)  # Spark: read with the totals
+        rows = plan.extra.pop("range_rows", None)  # read with the totals (_batched_totals)
     if rows is None:
-        sel = ", ".join(f"min({_q(c, d)}), max({_q(c, d)})" for c in cands)
+        sel = ", ".join(f"min({quote_id(c, d)}), max({quote_id(c, d)})" for c in cands)
         lq, rq = (f"select count(*), {sel} from {plan.src(side)}" for side in (plan.left, plan.right))
-        if d == "postgres" and plan.left.con is plan.right.con:
+        if d.concurrent_sides and plan.left.con is plan.right.con:
             both = plan.left.con.fetchone(f"select * from ({lq}) l cross join ({rq}) r")
             rows = [both[:len(both) // 2], both[len(both) // 2:]]
         else:
-            rows = list(_pair(plan, lambda: plan.left.con.fetchone(lq), lambda: plan.right.con.fetchone(rq)))
+            rows = list(both_sides(plan, lambda: plan.left.con.fetchone(lq), lambda: plan.right.con.fetchone(rq)))
     plan.counts = (int(rows[0][0]), int(rows[1][0]))
-    per_bucket = limits.RANGE_ROWS_PER_BUCKET if d == "duckdb" else limits.PG_RANGE_ROWS_PER_BUCKET
+    per_bucket = limits.RANGE_ROWS_PER_BUCKET if d.narrow_range_buckets else limits.PG_RANGE_ROWS_PER_BUCKET
     wanted = max(1, min(limits.MAX_BUCKETS, -(-max(plan.counts) // per_bucket)))
     for i, c in enumerate(cands):
         mins = [r[1 + 2 * i] for r in rows if r[1 + 2 * i] is not None]
@@ -257,17 +231,12 @@ def _set_range_buckets(plan: _Plan) -> bool:
         width = max(1, -(-span // limits.MAX_BUCKETS),
                     min(per_bucket, -(-span * per_bucket // max(1, max(plan.counts)))))
         plan.buckets = -(-(hi - lo + 1) // width) + 1
-        div = {"duckdb": "//", "spark": "div"}.get(d, "/")
-        q = _q(c, d)
+        q = quote_id(c, d)
         # Integers computed here, not user text; NULL gets its own bucket.
         # Values lie in [lo, hi]: `q - lo` cannot overflow when the span fits 31 bits. A bare
         # column expression keeps DuckDB's statistics, so its aggregate stays cheap.
-        operand = q if hi - lo < 2**31 else f"cast({q} as {wide_type(d)})"
-        raw = f"({operand} - ({lo})) {div} {width}"
-        if d == "postgres" and operand != q:
-            # numeric `/` keeps the fraction; the span is at least 2**31, so the width is at least
-            # 2**13 and the quotient fits a bigint.
-            raw = f"cast(div({operand} - ({lo}), {width}) as bigint)"
+        operand = q if hi - lo < 2**31 else f"cast({q} as {d.wide_type})"
+        raw = d.bucket_division(operand, lo, width, widened=operand != q)
         if from_stats:
             # Values may lie outside the sampled range: no offset, so nothing can overflow (and
             # NULL may share bucket -1 with values just below zero, which changes no answer).
@@ -280,7 +249,7 @@ def _set_range_buckets(plan: _Plan) -> bool:
     return False
 
 
-def _set_hash_buckets(plan: _Plan) -> None:
+def set_hash_buckets(plan: DiffPlan) -> None:
     n = 1
     while n < limits.MAX_BUCKETS and n * limits.HASH_ROWS_PER_BUCKET < max(plan.counts):
         n *= 2

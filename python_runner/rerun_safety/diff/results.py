@@ -9,12 +9,8 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from ..errors import RerunSafetyError
-from ..sandbox.base import Connection
-
-
-class DiffError(RerunSafetyError):
-    """A relation, column or filter given to the diff is wrong, or a query failed."""
+from ..errors import DiffError  # noqa: F401 - the diff's error, re-exported
+from ..warehouse.base import Connection
 
 
 @dataclass(frozen=True)
@@ -67,7 +63,7 @@ class Side:
         return self.display or ".".join(p.name for p in self.table.parts)
 
 
-def _jsonable(value):
+def jsonable(value):
     if value is None or isinstance(value, (bool, int, str)):
         return value
     if isinstance(value, float):

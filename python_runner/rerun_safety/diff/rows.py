@@ -10,11 +10,11 @@ from typing import Iterable
 from sqlglot import exp
 
 from . import limits
-from .floats import _Loose, _pair_floats, _sort_key
-from .plan import _pair, _Plan
+from .floats import LooseRow, pair_floats, float_sort_key
+from .plan import both_sides, DiffPlan
 from .results import Side
-from ..sandbox.base import ident
-from .sql import _TID, _hash_type, _in_list, _is_base_table, _kinds, _q, _rows_of_keys, materialized, wide_type
+from ..warehouse.base import ident
+from .sql import TID, in_list, is_base_table, relation_kinds, quote_id, rows_of_keys
 
 
 _COUNT_FIELDS = ("only_l", "only_r", "copies_r", "keys_only_l", "keys_only_r", "changed_rows",
@@ -31,15 +31,15 @@ def _near_buckets_from_c() -> str:
     return f"(select lb as x from c union select rb from c) cb limit {limits.MAX_LISTED_BUCKETS + 1}"
 
 
-def _rows_same(plan: _Plan, buckets: list[int] | None) -> tuple[dict, list, list]:
+def rows_same(plan: DiffPlan, buckets: list[int] | None) -> tuple[dict, list, list]:
     """Row-level multiset comparison of the differing buckets, in one query in the warehouse."""
-    d, ht = plan.dialect, _hash_type(plan.dialect)
+    d, ht = plan.dialect, plan.dialect.hash_type
     ks = plan.keys_sql
     kcols = "".join(f", {k} as k{i}" for i, k in enumerate(ks))
     knames = "".join(f"k{i}, " for i in range(len(ks)))
-    # PostgreSQL base tables: keep one row address (ctid) per differing (bucket, key, hash), so
-    # that the sample rows are then fetched by address instead of by another scan.
-    pg = d == "postgres"
+    # Base tables with row addresses (PostgreSQL's ctid): keep one per differing (bucket, key, hash),
+    # so that the sample rows are then fetched by address instead of by another scan.
+    pg = d.row_addresses
     # Floats: the hash of the exact (non-float) columns rides along (it follows from the row hash,
     # so the groups stay the same): unmatched rows on both sides with equal exact columns may
     # pair within the tolerance, and only their buckets are read again with the floats' values.
@@ -47,15 +47,15 @@ def _rows_same(plan: _Plan, buckets: list[int] | None) -> tuple[dict, list, list
     # with a single integer key: there the rows of the unmatched keys are copied aside anyway
     # (_narrow_to_keys), and pair there; the hash is computed only if they are too many to list.
     int_key = _int_key(plan)
-    carry = bool(plan.floats) and not (d == "duckdb" and int_key)
+    carry = bool(plan.floats) and not (d.keyed_comparison == "key_join" and int_key)
     fnames = ", nh" if carry else ""
     parts = []
     for s, side, b, h, nh in ((0, plan.left, plan.lb, plan.lh, plan.lnh), (1, plan.right, plan.rb, plan.rh, plan.rnh)):
-        cond = _in_list(b, buckets, d) if buckets is not None else None
-        tid = (", cast(ctid as text) as t" if _is_base_table(side) else ", cast(null as text) as t") if pg else ""
+        cond = in_list(b, buckets, d) if buckets is not None else None
+        tid = (", cast(ctid as text) as t" if is_base_table(side) else ", cast(null as text) as t") if pg else ""
         fcols = f", {nh} as nh" if carry else ""
         parts.append(f"select {s} as s, {b} as b, {h} as h{kcols}{fcols}{tid} from {plan.src(side, cond)}")
-    nb = f"cast(null as {wide_type(d)})"
+    nb = f"cast(null as {d.wide_type})"
     z = "cast(0 as bigint)"
     nt = ", cast(null as text)" if pg else ""
 
@@ -64,7 +64,7 @@ def _rows_same(plan: _Plan, buckets: list[int] | None) -> tuple[dict, list, list
 
     tids = ", min(t) filter (where s = 0) as tl, min(t) filter (where s = 1) as tr" if pg else ""
     sql = (f"with u as ({parts[0]} union all {parts[1]}), "
-           f"p as {materialized(d)}(select b, {knames}h{fnames}, sum(1 - s) as lc, sum(s) as rc{tids} from u "
+           f"p as {d.materialized}(select b, {knames}h{fnames}, sum(1 - s) as lc, sum(s) as rc{tids} from u "
            f"group by b, {knames}h{fnames}) ")
     counts = (f"select 'rows' as kind, {i('case when lc > rc then lc - rc else 0 end')} as a1, "
               f"{i('case when rc > lc then rc - lc else 0 end')} as a2, "
@@ -84,13 +84,13 @@ def _rows_same(plan: _Plan, buckets: list[int] | None) -> tuple[dict, list, list
             f"{i('case when kr > 1 and kr > kl then 1 else 0 end')}, {nb}, cast(null as {ht}){nt} from k")
     for kind, cond in (("l", "lc > rc"), ("r", "rc > lc")):
         selects.append(f"select * from (select '{kind}', {z}, {z}, {z}, {z}, {z}, {z}, {z}, {z}, {z}, "
-                       f"cast(b as {wide_type(d)}), h{', t' + kind if pg else ''} "
+                       f"cast(b as {d.wide_type}), h{', t' + kind if pg else ''} "
                        f"from p where {cond} order by b, h limit {limits.SAMPLE_ROWS}) x{kind}")
     if int_key:
         # A single integer key: the keys of the unmatched groups (a few thousand at most) filter
         # the float pairing and the column search below far better than their buckets do.
         selects.append(f"select * from (select distinct 'u', {z}, {z}, {z}, {z}, {z}, {z}, {z}, {z}, {z}, "
-                       f"cast(k0 as {wide_type(d)}), cast(null as {ht}){nt} from p where lc <> rc "
+                       f"cast(k0 as {d.wide_type}), cast(null as {ht}){nt} from p where lc <> rc "
                        f"limit {limits.MAX_LISTED_KEYS + 1}) xu")
     if pg:
         # PostgreSQL: the address of a row of every unmatched group (when they are few), so that
@@ -102,7 +102,7 @@ def _rows_same(plan: _Plan, buckets: list[int] | None) -> tuple[dict, list, list
     if carry:
         # Buckets holding a left-unmatched and a right-unmatched group with the same exact
         # columns: only there may rows pair (their floats are then compared one by one).
-        num = wide_type(d)
+        num = d.wide_type
         sql += f", {_NEAR_CTE} "
         selects.append(f"select * from (select 'c', {z}, {z}, {z}, {z}, {z}, {z}, {z}, {z}, {z}, cast(x as {num}), "
                        f"cast(null as {ht}){nt} from {_near_buckets_from_c()}) xc")
@@ -132,10 +132,10 @@ def _rows_same(plan: _Plan, buckets: list[int] | None) -> tuple[dict, list, list
                                     else None)
     found = [tids["tl"], tids["tr"]]
     plan.extra["unmatched_tids"] = (found if all(len(t) <= limits.MAX_LISTED_KEYS and
-                                                 all(x is not None and _TID.match(x) for x in t) for t in found)
+                                                 all(x is not None and TID.match(x) for x in t) for t in found)
                                     else None)
     listed = plan.extra["unmatched_keys"]
-    narrowed = d == "duckdb" and bool(listed)
+    narrowed = d.keyed_comparison == "key_join" and bool(listed)
     if narrowed:
         _narrow_to_keys(plan, listed)
     elif plan.floats and not carry and out["only_l"] and out["only_r"]:
@@ -145,7 +145,7 @@ def _rows_same(plan: _Plan, buckets: list[int] | None) -> tuple[dict, list, list
         within = None if narrowed else buckets if len(near_buckets) > limits.MAX_LISTED_BUCKETS else near_buckets
         loose = _loose_rows_same(plan, within, None if narrowed else listed)
         if loose is not None:
-            lrest, rrest = _pair_floats(plan, loose, out)
+            lrest, rrest = pair_floats(plan, loose, out)
             # samples: the rows that stay unmatched, also those outside the buckets read here
             seen = set(within) if within is not None else None
             lsample, rsample = (sorted([p for p in picks if seen is not None and p[0] not in seen] + rest,
@@ -154,7 +154,7 @@ def _rows_same(plan: _Plan, buckets: list[int] | None) -> tuple[dict, list, list
     return out, lsample, rsample
 
 
-def _narrow_to_keys(plan: _Plan, keys: list[int]) -> None:
+def _narrow_to_keys(plan: DiffPlan, keys: list[int]) -> None:
     """DuckDB, a single integer key whose unmatched keys are all listed: copy every row of those
     keys, of both sides, into a temporary table per side (one scan of each), and point the plan at
     them. The float pairing, the samples, the other halves of changed keys and the column search
@@ -165,7 +165,7 @@ def _narrow_to_keys(plan: _Plan, keys: list[int]) -> None:
     tag = uuid.uuid4().hex[:12]
     # each row's bucket and hashes are computed once, here, and kept beside it (a wide row's hash
     # is a long expression: each query that computed it again paid for it, planning included)
-    kept = {name: _q(f"rs_diff_{name}_{tag}", "duckdb") for name in ("b", "h", "nh")}
+    kept = {name: quote_id(f"rs_diff_{name}_{tag}", "duckdb") for name in ("b", "h", "nh")}
     for attr, b, h, nh in (("left", "lb", "lh", "lnh"), ("right", "rb", "rh", "rnh")):
         side = getattr(plan, attr)
         temp = exp.Table(this=ident(f"rs_diff_{attr}_{tag}"), db=ident("main"), catalog=ident("temp"))
@@ -173,10 +173,10 @@ def _narrow_to_keys(plan: _Plan, keys: list[int]) -> None:
         if plan.floats:
             extra += f", {getattr(plan, nh)} as {kept['nh']}"
         con.execute_temp(f"create temp table {temp.sql(dialect='duckdb')} as select *{extra} from "
-                         f"{_rows_of_keys(plan.src(side), plan.keys_sql[0], keys)}")
+                         f"{rows_of_keys(plan.src(side), plan.keys_sql[0], keys)}")
         made.append(temp)
         # a few rows: filtered directly, no late materialization (and no catalog query to know)
-        _kinds(con)[temp.sql(dialect="duckdb")] = False
+        relation_kinds(con)[temp.sql(dialect="duckdb")] = False
         setattr(plan, attr, Side(con, temp, None, side.label))
         setattr(plan, b, kept["b"])
         setattr(plan, h, kept["h"])
@@ -185,27 +185,27 @@ def _narrow_to_keys(plan: _Plan, keys: list[int]) -> None:
     plan.extra["narrowed"] = True
 
 
-def _near_buckets(plan: _Plan, buckets: list[int] | None) -> list[int]:
+def _near_buckets(plan: DiffPlan, buckets: list[int] | None) -> list[int]:
     """Buckets holding a left-unmatched and a right-unmatched group whose exact (non-float)
-    columns are equal: only there may rows pair within the float tolerance (what `_rows_same`
+    columns are equal: only there may rows pair within the float tolerance (what `rows_same`
     finds on the way when it carries the hash of the exact columns)."""
     d = plan.dialect
     parts = [f"select {s} as s, {b} as b, {h} as h, {nh} as nh from "
-             f"{plan.src(side, _in_list(b, buckets, d) if buckets is not None else None)}"
+             f"{plan.src(side, in_list(b, buckets, d) if buckets is not None else None)}"
              for s, side, b, h, nh in ((0, plan.left, plan.lb, plan.lh, plan.lnh),
                                        (1, plan.right, plan.rb, plan.rh, plan.rnh))]
     rows = plan.left.con.fetchall(
-        f"with p as {materialized(d)}(select b, h, nh, sum(1 - s) as lc, sum(s) as rc from "
+        f"with p as {d.materialized}(select b, h, nh, sum(1 - s) as lc, sum(s) as rc from "
         f"({parts[0]} union all {parts[1]}) u group by b, h, nh), {_NEAR_CTE} select x from {_near_buckets_from_c()}")
     return [int(r[0]) for r in rows]
 
 
-def _int_key(plan: _Plan) -> bool:
+def _int_key(plan: DiffPlan) -> bool:
     """Keyed on one integer column (as range buckets are): its values fit the bucket column."""
     return len(plan.key) == 1 and plan.key[0] in (plan.extra.get("range_candidates") or ())
 
 
-def _loose_rows_same(plan: _Plan, buckets: list[int] | None, keys: list[int] | None = None) -> list[_Loose] | None:
+def _loose_rows_same(plan: DiffPlan, buckets: list[int] | None, keys: list[int] | None = None) -> list[LooseRow] | None:
     """The rows left unmatched by the row hash, with their exact floats (None: too many).
 
     Within a (bucket, key, row hash) group the rows on the side with more of them are numbered in
@@ -217,14 +217,14 @@ def _loose_rows_same(plan: _Plan, buckets: list[int] | None, keys: list[int] | N
     ks = plan.keys_sql
     kcols = "".join(f", {k} as k{i}" for i, k in enumerate(ks))
     knames = "".join(f"k{i}, " for i in range(len(ks)))
-    fcols = ", ".join(f"{_q(c, d)} as f{i}" for i, (c, _t) in enumerate(plan.floats))
+    fcols = ", ".join(f"{quote_id(c, d)} as f{i}" for i, (c, _t) in enumerate(plan.floats))
     fnames = ", ".join(f"f{i}" for i in range(len(plan.floats)))
-    pg = d == "postgres"
+    pg = d.row_addresses
     parts = []
     for s, side, b, h, nh in ((0, plan.left, plan.lb, plan.lh, plan.lnh), (1, plan.right, plan.rb, plan.rh, plan.rnh)):
-        cond = (_in_list(ks[0], keys, d) if keys is not None else
-                _in_list(b, buckets, d) if buckets is not None else None)
-        tid = (", cast(ctid as text) as t" if _is_base_table(side) else ", cast(null as text) as t") if pg else ""
+        cond = (in_list(ks[0], keys, d) if keys is not None else
+                in_list(b, buckets, d) if buckets is not None else None)
+        tid = (", cast(ctid as text) as t" if is_base_table(side) else ", cast(null as text) as t") if pg else ""
         parts.append(f"select {s} as s, {b} as b, {h} as h, {nh} as nh{kcols}, {fcols}{tid} from {plan.src(side, cond)}")
     group = f"partition by b, {knames}h"
     per_key = (f"sum(1 - s) over (partition by b, {knames.rstrip(', ')}) as kl, "
@@ -234,7 +234,7 @@ def _loose_rows_same(plan: _Plan, buckets: list[int] | None, keys: list[int] | N
     # float is within reach of its own (or, not finite, of the same side of that test): the others
     # come back only as the first SAMPLE_ROWS of each side (the samples), and their keys as open
     # (10M rows, 1,000 changed floats beyond the tolerance: 4,000 rows paired here for nothing).
-    dbl = "double precision" if pg else "double"
+    dbl = d.double_type
     f0, t0 = f"cast(f0 as {dbl})", plan.floats[0][1]
     fin = f"abs({f0}) < cast('Infinity' as {dbl})"
     other = f"partition by {knames}nh"  # as the pairing groups them: not by bucket (a float may be the bucket column)
@@ -257,7 +257,7 @@ def _loose_rows_same(plan: _Plan, buckets: list[int] | None, keys: list[int] | N
         return None
     nk, nf = len(ks), len(plan.floats)
     e = 7 + nk + nf
-    return [_Loose(int(r[0]), int(r[1]), int(r[2]), tuple(r[7:7 + nk]), int(r[3]), tuple(r[7 + nk:e]),
+    return [LooseRow(int(r[0]), int(r[1]), int(r[2]), tuple(r[7:7 + nk]), int(r[3]), tuple(r[7 + nk:e]),
                    int(r[4]), int(r[5]), int(r[6]), r[e + 2] if pg else None, not r[e], bool(r[e + 1])) for r in rows]
 
 
@@ -274,7 +274,7 @@ def _chunks(listed: list[tuple], size: int | None = None) -> Iterable[list]:
         yield chunk
 
 
-def _rows_across(plan: _Plan, listed: list[tuple]) -> tuple[dict, list, list]:
+def rows_across(plan: DiffPlan, listed: list[tuple]) -> tuple[dict, list, list]:
     """Two connections: per chunk of differing buckets, (bucket, key, row hash) counts from each side."""
     d = plan.dialect
     ks = plan.keys_sql
@@ -284,12 +284,12 @@ def _rows_across(plan: _Plan, listed: list[tuple]) -> tuple[dict, list, list]:
     rsample: list[tuple[int, int]] = []
     unmatched: dict[tuple, tuple[int, int]] = {}  # (bucket, key..., row hash) -> (lc, rc), for the floats
     key_rows: dict[tuple, tuple[int, int]] = {}
-    spark = d == "spark"
+    spark = d.costly_queries
     # Spark: the exact floats of the unmatched groups come with the group counts (see below)
     loose_rows: tuple[dict, dict] | None = ({}, {}) if spark and plan.floats else None
     for chunk in _chunks(listed, limits.SPARK_CHUNK_ROWS if spark else None):
         def fetch(side: Side, b: str, h: str, chunk=chunk) -> Counter:
-            sql = (f"select {b} as b, {kcols}{h} as h, count(*) from {plan.src(side, _in_list(b, chunk, d))} "
+            sql = (f"select {b} as b, {kcols}{h} as h, count(*) from {plan.src(side, in_list(b, chunk, d))} "
                    f"group by {', '.join(str(i + 1) for i in range(len(ks) + 2))}")
             return Counter({tuple(r[:-1]): int(r[-1]) for r in side.con.fetchall(sql)})
 
@@ -297,7 +297,7 @@ def _rows_across(plan: _Plan, listed: list[tuple]) -> tuple[dict, list, list]:
             lcount, rcount = _spark_group_counts(plan, None if len(chunk) == len(listed) > limits.MAX_LISTED_BUCKETS
                                                  else chunk, loose_rows)
         else:
-            lcount, rcount = _pair(plan, lambda: fetch(plan.left, plan.lb, plan.lh),
+            lcount, rcount = both_sides(plan, lambda: fetch(plan.left, plan.lb, plan.lh),
                                    lambda: fetch(plan.right, plan.rb, plan.rh))
         per_key: dict[tuple, list[int]] = {}
         for item in set(lcount) | set(rcount):
@@ -332,13 +332,13 @@ def _rows_across(plan: _Plan, listed: list[tuple]) -> tuple[dict, list, list]:
     if plan.floats and out["only_l"] and out["only_r"] and len(unmatched) <= limits.MAX_TOLERANCE_ROWS:
         loose = _loose_rows_across(plan, unmatched, key_rows, loose_rows)
         if loose is not None:
-            lsample, rsample = (picks[:limits.SAMPLE_ROWS] for picks in _pair_floats(plan, loose, out))
+            lsample, rsample = (picks[:limits.SAMPLE_ROWS] for picks in pair_floats(plan, loose, out))
     return out, lsample, rsample
 
 
-def _spark_group_counts(plan: _Plan, buckets: list | None,
+def _spark_group_counts(plan: DiffPlan, buckets: list | None,
                         loose_rows: tuple[dict, dict] | None = None) -> tuple[Counter, Counter]:
-    """Spark: the (bucket, key, row hash) counts of both sides that `_rows_across` needs, in one
+    """Spark: the (bucket, key, row hash) counts of both sides that `rows_across` needs, in one
     query, grouped and matched in Spark: only groups whose counts differ come back (keyed: every
     group of a key that has one), not every row of the differing buckets (each query costs ~0.3 s
     before any work, and rows cross into Python slowly). `buckets` None: every bucket.
@@ -363,13 +363,13 @@ def _spark_group_counts(plan: _Plan, buckets: list | None,
     # the sample rows' values; not where the sides' types differ (then read by `_fetch_sample`)
     inline = not plan.type_changes and bool(plan.columns)
     vnames = "".join(f", v{i}" for i in range(len(plan.columns))) if inline else ""
-    vcols = "".join(f", {_q(c, d)} as v{i}" for i, c in enumerate(plan.columns)) if inline else ""
+    vcols = "".join(f", {quote_id(c, d)} as v{i}" for i, c in enumerate(plan.columns)) if inline else ""
     fine += vnames
     parts = []
     for s, side, b, h, nh in ((0, plan.left, plan.lb, plan.lh, plan.lnh), (1, plan.right, plan.rb, plan.rh, plan.rnh)):
-        fcols = (f", {nh} as nh" + "".join(f", {_q(c, d)} as f{i}" for i, (c, _t) in enumerate(plan.floats))) if nf else ""
+        fcols = (f", {nh} as nh" + "".join(f", {quote_id(c, d)} as f{i}" for i, (c, _t) in enumerate(plan.floats))) if nf else ""
         parts.append(f"select {s} as s, {b} as b{kcols}, {h} as h{fcols}{vcols} from "
-                     f"{plan.src(side, _in_list(b, buckets, d) if buckets is not None else None)}")
+                     f"{plan.src(side, in_list(b, buckets, d) if buckets is not None else None)}")
     group = f"b, {knames}h"
     grouped = (f"select {group}{fine}, sum(1 - s) as lc, sum(s) as rc from ({parts[0]} union all {parts[1]}) u "
                f"group by {group}{fine}")
@@ -420,14 +420,14 @@ def _spark_group_counts(plan: _Plan, buckets: list | None,
     return +lcount, +rcount
 
 
-def _loose_rows_across(plan: _Plan, unmatched: dict[tuple, tuple[int, int]],
+def _loose_rows_across(plan: DiffPlan, unmatched: dict[tuple, tuple[int, int]],
                        key_rows: dict[tuple, tuple[int, int]],
-                       fetched: tuple[dict, dict] | None = None) -> list[_Loose] | None:
+                       fetched: tuple[dict, dict] | None = None) -> list[LooseRow] | None:
     """Two connections: the unmatched rows of `_loose_rows_same`, read per side and picked in Python
     (`fetched`: both sides' rows, read already)."""
     d, nk = plan.dialect, len(plan.key)
     kcols = "".join(f"{k}, " for k in plan.keys_sql)
-    fcols = ", ".join(_q(c, d) for c, _t in plan.floats)
+    fcols = ", ".join(quote_id(c, d) for c, _t in plan.floats)
     width = nk + 3 + len(plan.floats)
     buckets = sorted({item[0] for item in unmatched})
     hashes = sorted({item[-1] for item in unmatched})
@@ -435,7 +435,7 @@ def _loose_rows_across(plan: _Plan, unmatched: dict[tuple, tuple[int, int]],
     def fetch(side: Side, b: str, h: str, nh: str) -> dict[tuple, list]:
         # only the rows of the unmatched groups: their buckets, then their row hashes
         sql = (f"select {b} as b, {kcols}{h} as h, {nh} as nh, {fcols}, count(*) "
-               f"from {plan.src(side, _in_list(b, buckets, d), _in_list(h, hashes, d))} "
+               f"from {plan.src(side, in_list(b, buckets, d), in_list(h, hashes, d))} "
                f"group by {', '.join(str(i + 1) for i in range(width))}")
         found: dict[tuple, list] = {}
         for r in side.con.fetchall(sql):
@@ -445,16 +445,16 @@ def _loose_rows_across(plan: _Plan, unmatched: dict[tuple, tuple[int, int]],
     if fetched is not None:
         lrows, rrows = fetched
     else:
-        lrows, rrows = _pair(plan, lambda: fetch(plan.left, plan.lb, plan.lh, plan.lnh),
+        lrows, rrows = both_sides(plan, lambda: fetch(plan.left, plan.lb, plan.lh, plan.lnh),
                              lambda: fetch(plan.right, plan.rb, plan.rh, plan.rnh))
-    out: list[_Loose] = []
+    out: list[LooseRow] = []
     for item, (lc, rc) in unmatched.items():
         s, found, n = (0, lrows, lc - rc) if lc > rc else (1, rrows, rc - lc)
         b, key, h = int(item[0]), tuple(item[1:-1]), int(item[-1])
         kl, kr = key_rows.get(item[:-1], (0, 0))
         # in float order, as the one-connection query numbers them
-        for nh, floats in sorted(found.get(tuple(item), []), key=lambda x: [_sort_key(v) for v in x[1]])[-n:]:
-            out.append(_Loose(s, b, h, key, nh, floats, lc, kl, kr))
+        for nh, floats in sorted(found.get(tuple(item), []), key=lambda x: [float_sort_key(v) for v in x[1]])[-n:]:
+            out.append(LooseRow(s, b, h, key, nh, floats, lc, kl, kr))
         if len(out) > limits.MAX_TOLERANCE_ROWS:
             return None
     return out

@@ -4,12 +4,21 @@ from __future__ import annotations
 
 from . import limits
 from .floats import floats_close
-from .plan import _Plan
-from .results import Side, _jsonable
-from .sql import _TID, _at_addresses, _in_list, _q
+from .plan import DiffPlan
+from .results import Side, jsonable
+from .sql import TID, at_addresses, in_list, quote_id
 
 
-def _spark_samples(plan: _Plan, lpick: list[tuple], rpick: list[tuple]) -> list[dict] | None:
+def ordered(rows: list[dict], key, columns) -> list[dict]:
+    """Sampled rows in a fixed order (by the key, then by every column), whatever order the engine
+    returned them in: a report is the same at every run of the same data."""
+    def value(v) -> tuple:
+        return (v is None, type(v).__name__, v if v is not None else 0)
+
+    return sorted(rows, key=lambda r: tuple(value(r.get(c)) for c in (*key, *columns)))
+
+
+def batched_samples(plan: DiffPlan, lpick: list[tuple], rpick: list[tuple]) -> list[dict] | None:
     """Spark: both sides' sample rows, as the group counts brought them, else in one query; None where
     the sides' column types differ."""
     d = plan.dialect
@@ -21,46 +30,48 @@ def _spark_samples(plan: _Plan, lpick: list[tuple], rpick: list[tuple]) -> list[
         out = []
         for s, label, picks in ((1, "extra", rpick), (0, "missing", lpick)):
             rows = [r for p in picks for r in found[s][(p[0], p[1])]][:limits.SAMPLE_ROWS]
-            out += [{"_diff": label, **{c: _jsonable(v) for c, v in zip(plan.columns, r)}} for r in rows]
+            out += ordered([{"_diff": label, **{c: jsonable(v) for c, v in zip(plan.columns, r)}} for r in rows],
+                           plan.key, plan.columns)
         return out
-    cols = ", ".join(_q(c, d) for c in plan.columns)
+    cols = ", ".join(quote_id(c, d) for c in plan.columns)
     parts = []
     for s, side, b, h, picks in ((1, plan.right, plan.rb, plan.rh, rpick), (0, plan.left, plan.lb, plan.lh, lpick)):
         if picks:
-            cond = _in_list(b, {p[0] for p in picks}, d)
+            cond = in_list(b, {p[0] for p in picks}, d)
             parts.append(f"select * from (select distinct {s} as s, {cols} from "
-                         f"{plan.src(side, cond, _in_list(h, {p[1] for p in picks}, d))} limit {limits.SAMPLE_ROWS}) x{s}")
+                         f"{plan.src(side, cond, in_list(h, {p[1] for p in picks}, d))} limit {limits.SAMPLE_ROWS}) x{s}")
     rows = plan.left.con.fetchall(" union all ".join(parts))
     out = []
     for s, label in ((1, "extra"), (0, "missing")):
-        out += [{"_diff": label, **{c: _jsonable(v) for c, v in zip(plan.columns, r[1:])}} for r in rows if r[0] == s]
+        out += ordered([{"_diff": label, **{c: jsonable(v) for c, v in zip(plan.columns, r[1:])}}
+                        for r in rows if r[0] == s], plan.key, plan.columns)
     return out
 
 
-def _fetch_sample(plan: _Plan, side: Side, b: str, h: str, picks: list[tuple], label: str) -> list[dict]:
+def fetch_sample(plan: DiffPlan, side: Side, b: str, h: str, picks: list[tuple], label: str) -> list[dict]:
     """Rows of `side` with the picked (bucket, row hash); (bucket, hash, ctid) picks are read by address."""
     if not picks:
         return []
     d = plan.dialect
-    cols = ", ".join(_q(c, d) for c in plan.columns) or "*"
-    bucket, hashed = _in_list(b, {p[0] for p in picks}, d), _in_list(h, {p[1] for p in picks}, d)
-    tids = [p[2] for p in picks if len(p) > 2 and p[2] is not None and _TID.match(p[2])]
+    cols = ", ".join(quote_id(c, d) for c in plan.columns) or "*"
+    bucket, hashed = in_list(b, {p[0] for p in picks}, d), in_list(h, {p[1] for p in picks}, d)
+    tids = [p[2] for p in picks if len(p) > 2 and p[2] is not None and TID.match(p[2])]
     # One row per row hash (json has no `=`, so no DISTINCT over the columns on PostgreSQL).
-    distinct = f"distinct on ({h})" if d == "postgres" else "distinct"
+    distinct = f"distinct on ({h})" if d.distinct_on else "distinct"
     rows = []
-    if d == "postgres" and len(tids) == len(picks):
+    if d.row_addresses and len(tids) == len(picks):
         # A row that moved since (a concurrent update) is not found there, or fails the bucket
         # and hash conditions: then the scan below finds the rows.
-        addr = _at_addresses(tids)
+        addr = at_addresses(tids)
         rows = side.con.fetch_dicts(f"select {distinct} {cols} from {plan.src(side, f'{addr} and {bucket}', hashed)} "
                                     f"limit {limits.SAMPLE_ROWS}")
     if len(rows) < len({p[:2] for p in picks}):
         rows = side.con.fetch_dicts(f"select {distinct} {cols} from {plan.src(side, bucket, hashed)} "
                                     f"limit {limits.SAMPLE_ROWS}")
-    return [{"_diff": label, **{k: _jsonable(v) for k, v in r.items()}} for r in rows]
+    return ordered([{"_diff": label, **{k: jsonable(v) for k, v in r.items()}} for r in rows], plan.key, plan.columns)
 
 
-def _sample_columns(sample: list[dict], key: tuple[str, ...], columns: list[str],
+def sample_columns(sample: list[dict], key: tuple[str, ...], columns: list[str],
                     floats: dict[str, float] | None = None) -> list[str]:
     """Columns that differ between the sampled left and right rows of the same key (floats beyond tolerance)."""
     floats = floats or {}

@@ -6,6 +6,7 @@ import time
 from .. import clock
 from .options import GamedayOptions
 from .plan import Plan
+from .scenarios import scenario as scenario_kind
 from .timeline import late_delay
 from ..project import Project
 from ..results import VERDICT_ORDER, GamedayReport, ModelVerdict
@@ -48,7 +49,7 @@ def build_report(options: GamedayOptions, project: Project, plan: Plan, by_model
         if src.load_column:
             run_notes.append(f"{src.name}: rows arrive by their load time ({src.load_column}) in every scenario; "
                              f"{plan.late_rows.get(src.unique_id, 0)} of them after a later batch than their event time")
-        elif "late" in options.scenarios:
+        elif any(scenario_kind(s).late_arrivals for s in options.scenarios):
             run_notes.append(f"late: {plan.late_rows.get(src.unique_id, 0)} rows of {src.name} arrive after a later "
                              f"batch than their event time ({plan.late.fraction:.0%} of its rows delayed by "
                              f"{late_delay(plan).label})")
@@ -85,8 +86,9 @@ def _model_notes(plan: Plan, m, reads: tuple[set, set] | None, scenarios=()) -> 
     # a loss no larger than the rows that arrive late is put down to them (the partial scenario has
     # its own cause: a half-committed batch)
     late_rows = sum(plan.late_rows.get(s.unique_id, 0) for s in plan.inputs_of(m)
-                    if s.load_column or "late" in {x.name for x in scenarios})
-    lossy = [s for s in scenarios if s.verdict == "loss" and s.name != "partial" and 0 < s.missing_rows <= late_rows]
+                    if s.load_column or any(scenario_kind(x.name).late_arrivals for x in scenarios))
+    lossy = [s for s in scenarios if s.verdict == "loss" and not scenario_kind(s.name).half_committed
+             and 0 < s.missing_rows <= late_rows]
     if lossy:
         s = lossy[0]
         notes.append(f"dropped {s.missing_rows} rows in {s.name}, where rows arrive late (by load time, not in "

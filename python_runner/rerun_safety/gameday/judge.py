@@ -6,9 +6,10 @@ from dataclasses import replace
 
 from ..diff import diff_relations
 from ..results import ScenarioResult
-from ..sandbox.base import REFERENCE_SCHEMA, Connection
+from ..warehouse.base import REFERENCE_SCHEMA, Connection
 from . import order_only, side_effects
 from .plan import Plan, partition_column
+from .scenarios import scenario as scenario_kind
 from .verdict import current_versions, failed_result, scenario_result
 
 
@@ -34,7 +35,7 @@ def judge_one(con: Connection, name: str, plan: Plan, m, errors: dict[str, str],
               skipped: dict[str, str] | None, float_tolerance: float | None) -> ScenarioResult:
     uid = m.unique_id
     if uid in ref_errors:
-        return (failed(plan, uid, name, ref_errors[uid]) if name == "reference" else
+        return (failed(plan, uid, name, ref_errors[uid]) if scenario_kind(name).baseline else
                 ScenarioResult(name, "skipped", message=f"reference build failed: {ref_errors[uid]}"))
     if uid in errors:
         return failed(plan, uid, name, errors[uid])
@@ -46,14 +47,14 @@ def judge_one(con: Connection, name: str, plan: Plan, m, errors: dict[str, str],
     d = diff_relations(con, (REFERENCE_SCHEMA, plan.ref_names[uid]), (m.schema, m.identifier),
                        key=m.key, ignore_columns=m.ignore_columns, where=current_versions(m, con.dialect),
                        partition_column=plan.time_columns.get(uid) or partition_column(m),
-                       column_detail=(name == "determinism"), float_tolerance=tol)
+                       column_detail=scenario_kind(name).reorders, float_tolerance=tol)
     r = replace(scenario_result(name, d), input_rows=plan.decisive_rows(m, name))
     r = order_only.judge(con, plan, m, r, lambda a, b: diff_relations(
         con, a, b, key=m.key, ignore_columns=m.ignore_columns, where=current_versions(m, con.dialect),
         float_tolerance=tol))
     # (a snapshot of a table that never changes is exercised by every run: each is a rerun
     # of the same input, which must open no version)
-    if r.verdict == "safe" and (m.incremental or m.custom) and name != "determinism" \
+    if r.verdict == "safe" and (m.incremental or m.custom) and not scenario_kind(name).reorders \
             and not plan.exercised.get(uid, True):
         r = replace(r, verdict="untested", message=plan.untested_reason(m))
     elif r.verdict == "safe" and (m.incremental or m.custom) and (why := plan.unexercised(m, name)):

@@ -21,6 +21,8 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
+from ..warehouse.dialects import dialect_for
+
 __all__ = ["output_time_column"]
 
 # How directly an output column carries the input's time. Lower wins.
@@ -97,7 +99,7 @@ def _ident_name(ident: exp.Expression | str | None, dialect: str) -> str:
     if isinstance(ident, str):
         return ident
     if isinstance(ident, exp.Identifier):
-        if dialect == "postgres" and not ident.quoted:
+        if dialect_for(dialect).folds_unquoted_to_lower and not ident.quoted:
             return ident.name.lower()
         return ident.name
     return ident.name

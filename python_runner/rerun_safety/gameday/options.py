@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from .scenarios import ALL_SCENARIOS, Batch
+from .scenarios import ALL_SCENARIOS, Batch, scenario
 
 
 def _timestamp_option(value: Any, option: str) -> dt.datetime | None:
@@ -91,10 +91,11 @@ class GamedayOptions:
                 late = late_by if isinstance(late_by, Batch) else Batch.parse(late_by)
             except ConfigError:
                 raise ConfigError(f"--late-by '{late_by}' is not a duration: use e.g. 6h, 2d, 1w, 1mo") from None
-        names = tuple(s for s in ALL_SCENARIOS if s in names or s == "reference")
-        if names == ("reference",):
+        names = tuple(s for s in ALL_SCENARIOS if s in names or scenario(s).baseline)
+        if all(scenario(s).baseline for s in names):
             raise ConfigError("--scenarios selects nothing but the reference build, which cannot show a rerun "
-                              "defect: choose one or more of " + ", ".join(s for s in ALL_SCENARIOS if s != "reference"))
+                              "defect: choose one or more of " + ", ".join(s for s in ALL_SCENARIOS
+                                                                             if not scenario(s).baseline))
         from ..vars import parse_vars
 
         parse_vars(vars_yaml)  # refused here, before anything starts

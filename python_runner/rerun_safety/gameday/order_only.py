@@ -15,7 +15,8 @@ import sqlglot
 from sqlglot import exp
 
 from ..results import ScenarioResult
-from ..sandbox.base import REFERENCE_SCHEMA, Connection, table
+from ..warehouse.dialects import dialect_for
+from ..warehouse.base import REFERENCE_SCHEMA, Connection, table
 
 # string_agg / listagg / group_concat, and array_agg / list
 _AGGS = tuple(c for c in (getattr(exp, n, None) for n in ("GroupConcat", "ArrayAgg")) if isinstance(c, type))
@@ -49,22 +50,16 @@ def unordered_agg_columns(sql: str, dialect: str) -> dict[str, str | None]:
 
 def _sorted_values(column: exp.Expression, sep: str | None, dialect: str) -> exp.Expression:
     """The column with the values it lists in sorted order (a text list split and joined on `sep`)."""
-    lit = exp.Literal.string(sep) if sep is not None else None
-    if dialect == "duckdb":
-        items = column if sep is None else exp.func("string_split", column, lit)
-        ordered = exp.func("list_sort", items)
-        return ordered if sep is None else exp.func("array_to_string", ordered, lit)
-    items = column if sep is None else exp.func("string_to_array", column, lit)
-    picked = exp.select("v").from_(exp.Unnest(expressions=[items]).as_("u", table=["v"])).order_by("v")
-    ordered = exp.Array(expressions=[picked])
-    return ordered if sep is None else exp.func("array_to_string", ordered, lit)
+    found = dialect_for(dialect).sorted_values(column, sep)
+    assert found is not None  # sorted_view asked first
+    return found
 
 
 def sorted_view(con: Connection, schema: str, source: tuple[str, str], name: str,
                 aggs: dict[str, str | None]) -> bool:
     """A view `schema.name` over `source` with the aggregate columns' values sorted. False when
     none of `aggs` is a column of `source` or the engine has no such functions here."""
-    if con.dialect not in ("duckdb", "postgres"):
+    if con.dialect.sorted_values(exp.column("x"), None) is None:
         return False
     cols = [c for c, _ in con.columns(*source)]
     if not any(c.lower() in aggs for c in cols):

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +14,7 @@ from ..dbt_invoke import selection_terms, selects_by_state
 from ..errors import ConfigError, NothingToCheck
 from ..project import Model, Project, SourceTable
 from .scenarios import Batch, Timeline
+from .scenarios import scenario as scenario_kind
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,60 @@ class Lateness:
 
     fraction: float = 0.05
     by: Batch | None = None  # None: two batches of the schedule
+
+
+
+@dataclass(frozen=True)
+class ReferenceFacts:
+    """What the game day learns before its scenarios run (the schedule and the snapshot's counts,
+    the reference's outputs, what is built once), fixed from then on: taken from the plan once the
+    reference is frozen, and set whole on a worker's plan (which is made from the manifest alone).
+    Its fields are the plan's own (by name), but `static` (the inputs found static in the data)
+    and `read_by_name` (the inputs the compiled SQL reads by name)."""
+
+    timeline: Timeline
+    arrivals: dict[str, tuple[int, ...]]
+    first_halves: dict[str, tuple[int, ...]]
+    time_columns: dict[str, str]
+    late: Lateness
+    late_rows: dict[str, int]
+    side: Any
+    unordered: dict[str, dict[str, str | None]]
+    reference_rows: dict[str, int]
+    order_sensitive: frozenset[str]
+    frozen: frozenset[str]
+    static: tuple[str, ...]
+    read_by_name: Any
+
+    @classmethod
+    def of(cls, plan: "Plan", read_by_name: Any) -> "ReferenceFacts":
+        own = {f.name: getattr(plan, f.name) for f in fields(cls) if f.name not in ("static", "read_by_name")}
+        own["order_sensitive"], own["frozen"] = frozenset(plan.order_sensitive), frozenset(plan.frozen)
+        return cls(**own, static=tuple(s.unique_id for s in plan.static_sources), read_by_name=read_by_name)
+
+    def apply(self, plan: "Plan") -> None:
+        """Set these facts on a plan made from the manifest alone (a worker's)."""
+        plan.add_read_by_name(self.read_by_name)
+        for f in fields(self):
+            if f.name not in ("static", "read_by_name"):
+                setattr(plan, f.name, getattr(self, f.name))
+        plan.order_sensitive, plan.frozen = set(self.order_sensitive), set(self.frozen)
+        plan.make_static(self.static)
+        plan.judge_exercise()
+
+
+@dataclass(frozen=True)
+class ScenarioJob:
+    """One scenario (or a scenario in isolation) to run: all a worker process needs, pickled whole."""
+
+    key: str
+    scenario: str  # a chain of scenarios sharing a sandbox: "replay+backfill"
+    template: Any  # the Sandbox cloned for it
+    ref_errors: dict[str, str]
+    facts: ReferenceFacts
+    statement_limit: float | None
+    isolate: dict | None = None
+    start: dict | None = None  # a shared first build to continue from
 
 
 @dataclass
@@ -166,20 +221,21 @@ class Plan:
         rows there was not tested by that scenario, whatever its output."""
         assert self.timeline is not None
         inputs = self.inputs_of(m)
-        if not inputs or scenario in ("replay", "rerun", "determinism", "reference"):
+        decisive = scenario_kind(scenario).decisive
+        if not inputs or decisive in ("batches", ""):
             return ""
         names = ", ".join(s.name for s in inputs)
-        if scenario == "partial":
+        if decisive == "half":
             i = self.timeline.half_committed
             first, rest = self.halves_in_batch(inputs, i)
             if not first or not rest:
                 return (f"the half-committed batch (batch {i}) held {first + rest} row(s) of its inputs ({names}), "
                         f"{first} in the half committed first and {rest} in the rest: no half of it could be "
                         "left behind")
-        elif scenario == "backfill":
+        elif decisive == "first":
             if not self.rows_in_batch(inputs, 1):
                 return f"the backfilled batch (batch 1) held no rows of its inputs ({names})"
-        elif scenario == "late":
+        elif decisive == "late_rows":
             if not sum(self.late_rows.get(s.unique_id, 0) for s in inputs):
                 return f"no row of its inputs ({names}) arrived after a later batch than its event time"
         return ""
@@ -204,13 +260,14 @@ class Plan:
         inputs = self.inputs_of(m) if self.timeline is not None else []
         if not inputs:
             return None
-        if scenario in ("replay", "rerun"):
+        decisive = scenario_kind(scenario).decisive
+        if decisive == "batches":
             return sum(self.rows_in_batch(inputs, i) for i in range(1, self.timeline.steps + 1))
-        if scenario == "partial":
+        if decisive == "half":
             return self.rows_in_batch(inputs, self.timeline.half_committed)
-        if scenario == "backfill":
+        if decisive == "first":
             return self.rows_in_batch(inputs, 1)
-        if scenario == "late":
+        if decisive == "late_rows":
             return sum(self.late_rows.get(s.unique_id, 0) for s in inputs)
         return None
 
@@ -351,7 +408,7 @@ def _attached_databases(target_output: dict) -> set[str]:
 def _hook_sources(project: Project, build: list[Model], known: set[str]) -> list[SourceTable]:
     """Declared sources that no model reads but a hook names (an audit table written by a
     post-hook): copied into the sandboxes too, so that the hook writes there."""
-    from .side_effects import _mentions, hook_texts
+    from .side_effects import mentions, hook_texts
 
     hooks, project_hooks = hook_texts(project.manifest, [m.unique_id for m in build])
     text = "\n".join([*hooks.values(), project_hooks])
@@ -359,4 +416,4 @@ def _hook_sources(project: Project, build: list[Model], known: set[str]) -> list
         return []
     # a file read through external_location is not a table a hook can write
     return [s for uid, s in sorted(project.sources.items())
-            if uid not in known and not s.time_column and not s.external and _mentions(text, s.identifier)]
+            if uid not in known and not s.time_column and not s.external and mentions(text, s.identifier)]

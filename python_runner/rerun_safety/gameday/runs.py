@@ -5,23 +5,23 @@ import yaml
 from sqlglot import exp
 
 from ..dbt_invoke import STOPPED_MARKER
-from ..sandbox import Engine
-from ..sandbox.base import Connection
+from ..warehouse.base import Engine
+from ..warehouse.base import Connection
 from .plan import Plan
 from .scenarios import Run, scenario_steps
 
 
-def _sharing_first_build(chains: list[str], engine: Engine, timeline) -> list[str]:
+def sharing_first_build(chains: list[str], engine: Engine, timeline) -> list[str]:
     """The chains that clone one shared first build: those whose first scenario starts with the
     same steps as replay (the reset of the inputs and the first build: replay, rerun, partial,
     backfill; not late, whose rows arrive otherwise), two or more, on an engine that clones a
-    sandbox cheaply (DuckDB, PostgreSQL); none otherwise."""
+    sandbox cheaply (Dialect.cheap_clones: DuckDB, PostgreSQL); none otherwise."""
     head = scenario_steps("replay", timeline)[:2]
     shared = [c for c in chains if scenario_steps(c.split("+")[0], timeline)[:2] == head]
-    return shared if len(shared) > 1 and engine.dialect in ("duckdb", "postgres") else []
+    return shared if len(shared) > 1 and engine.dialect.cheap_clones else []
 
 
-def _tally(res, plan: Plan, label: str, errors: dict[str, str], runs: dict[str, int],
+def tally_run(res, plan: Plan, label: str, errors: dict[str, str], runs: dict[str, int],
            skipped: dict[str, str], stopped: set[str]) -> None:
     """What one dbt run of a scenario leaves to judge it by: successful runs of each model (log
     tables: one row each), the first error of each (and whether the statement limit stopped it),
@@ -31,13 +31,13 @@ def _tally(res, plan: Plan, label: str, errors: dict[str, str], runs: dict[str, 
             runs[n.unique_id] = runs.get(n.unique_id, 0) + 1
         elif n.status == "skipped":
             skipped.setdefault(n.unique_id, f"not built at {label}: an upstream model failed")
-    for uid, msg in _node_errors(res, plan).items():
+    for uid, msg in node_errors(res, plan).items():
         errors.setdefault(uid, f"{label}: {msg}")
         if STOPPED_MARKER in msg:
             stopped.add(uid)
 
 
-def _counts(con: Connection, tables: dict[str, exp.Table], per_query: int = 100) -> dict[str, int]:
+def row_counts(con: Connection, tables: dict[str, exp.Table], per_query: int = 100) -> dict[str, int]:
     """Rows of each table, a hundred tables a query."""
     out: dict[str, int] = {}
     items = list(tables.items())
@@ -53,15 +53,7 @@ def _counts(con: Connection, tables: dict[str, exp.Table], per_query: int = 100)
     return out
 
 
-def _chains(scenarios: list[str]) -> list[list[str]]:
-    """Scenarios that continue one another share a sandbox: backfill is replay plus one more run,
-    so replay is judged on the way."""
-    chains = [[s] for s in scenarios if s not in ("replay", "backfill")]
-    tail = [s for s in ("replay", "backfill") if s in scenarios]
-    return ([tail] if tail else []) + chains
-
-
-def _node_errors(res, plan: Plan) -> dict[str, str]:
+def node_errors(res, plan: Plan) -> dict[str, str]:
     judged = {m.unique_id for m in plan.build}
     if res.crashed:
         return {uid: res.error for uid in judged}

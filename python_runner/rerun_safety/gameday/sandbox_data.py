@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from ..sandbox import Engine, Sandbox
-from ..sandbox.base import REFERENCE_SCHEMA, SNAPSHOT_SCHEMA, Connection, snapshot_table, table, ts_literal
+from ..warehouse.base import Engine, Sandbox
+from ..warehouse.base import REFERENCE_SCHEMA, SNAPSHOT_SCHEMA, Connection, snapshot_table, table, ts_literal
 from .plan import Plan
 from .scenarios import Arrive, Reset
 from .timeline import (arrival_expr, arrives_out_of_order, batch_condition, late_superset, row_hash_predicate,
@@ -47,8 +47,8 @@ def reorder_inputs(engine: Engine, plan: Plan, sandbox: Sandbox) -> None:
     first_value or lag over ties, a limit without a total order) differs with near certainty,
     instead of by chance."""
     with engine.connect(sandbox) as con:
-        if con.dialect == "spark":
-            return  # parquet tables: Spark reads their files in parallel, in no fixed order anyway
+        if not con.dialect.physical_row_order:
+            return  # e.g. parquet tables: Spark reads their files in parallel, in no fixed order anyway
         for schema, name in plan.input_relations():
             if not con.relation_kind(schema, name):
                 continue

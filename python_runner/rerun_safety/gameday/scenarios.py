@@ -12,7 +12,58 @@ from dataclasses import dataclass
 
 from ..errors import ConfigError
 
-ALL_SCENARIOS = ("reference", "replay", "rerun", "partial", "backfill", "late", "determinism")
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """What a scenario is, for the code that runs, judges and reports it (which asks these, never
+    the name). Its steps come from `scenario_steps`."""
+
+    name: str
+    # the clean full build every other scenario is judged against
+    baseline: bool = False
+    # one full rebuild of inputs written again in another order, at another thread count: what
+    # differs is nondeterministic (its columns volatile), not a rerun defect
+    reorders: bool = False
+    # rows arrive by their arrival time, a share of them late (needs --late-fraction or --late-by
+    # where an input has no load time)
+    late_arrivals: bool = False
+    # the input rows whose arrival decides the scenario: "batches" (every replayed batch), "half"
+    # (the half-committed batch), "first" (batch 1, backfilled), "late_rows" (the rows arriving late), ""
+    decisive: str = ""
+    # the scenario this one continues (backfill is replay plus one more run): they share a sandbox,
+    # and the one continued is judged on the way
+    continues: str | None = None
+
+    @property
+    def half_committed(self) -> bool:
+        """A batch committed in halves: a loss there has that cause of its own."""
+        return self.decisive == "half"
+
+
+SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
+    Scenario("reference", baseline=True),
+    Scenario("replay", decisive="batches"),
+    Scenario("rerun", decisive="batches"),
+    Scenario("partial", decisive="half"),
+    Scenario("backfill", decisive="first", continues="replay"),
+    Scenario("late", late_arrivals=True, decisive="late_rows"),
+    Scenario("determinism", reorders=True),
+)}
+ALL_SCENARIOS = tuple(SCENARIOS)
+REFERENCE = next(s.name for s in SCENARIOS.values() if s.baseline)
+
+
+def scenario(name: str) -> Scenario:
+    return SCENARIOS[name]
+
+
+def chains(names) -> list[list[str]]:
+    """Scenarios that continue one another share a sandbox (backfill is replay plus one more run,
+    so replay is judged on the way): those first, in one chain, then each other scenario alone."""
+    linked = {s.name for s in SCENARIOS.values() if s.continues} | {s.continues for s in SCENARIOS.values() if s.continues}
+    tail = [s for s in ALL_SCENARIOS if s in linked and s in names]
+    return ([tail] if tail else []) + [[s] for s in names if s not in linked]
 
 _UNITS = {"m": dt.timedelta(minutes=1), "h": dt.timedelta(hours=1), "d": dt.timedelta(days=1),
           "w": dt.timedelta(weeks=1)}
@@ -159,11 +210,12 @@ def make_timeline(tmin: dt.datetime, tmax: dt.datetime, steps: int, batch: Batch
 
 
 def scenario_steps(name: str, t: Timeline) -> list[Step]:
-    if name in ("reference", "determinism"):
+    kind = scenario(name)
+    if kind.baseline or kind.reorders:
         return [Run(True, (t.start, t.end), "full refresh", t.end)]
     b = t.bounds
     n = t.steps
-    late = name == "late"
+    late = kind.late_arrivals
     steps: list[Step] = [Reset(late), Run(True, (t.start, b[0]), "first build", b[0])]
     partial_at = t.half_committed
     for i in range(1, n + 1):

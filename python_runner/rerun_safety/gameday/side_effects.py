@@ -16,7 +16,7 @@ from typing import Any
 from sqlglot import exp
 
 from ..clock import CLOCK_SCHEMA
-from ..sandbox.base import REFERENCE_SCHEMA, SNAPSHOT_SCHEMA, Connection, table
+from ..warehouse.base import REFERENCE_SCHEMA, SNAPSHOT_SCHEMA, Connection, table
 
 PREHOOK_SCHEMA = "rerun_safety_prehook"
 LEDGER_TABLE = "rerun_safety_ledger"  # the package's own run ledger: one row per run by design
@@ -65,7 +65,7 @@ def hook_texts(manifest: Any, uids) -> tuple[dict[str, str], str]:
     return models, project
 
 
-def _mentions(text: str, name: str) -> bool:
+def mentions(text: str, name: str) -> bool:
     return bool(re.search(rf"(?<![\w$]){re.escape(name)}(?![\w$])", text, re.IGNORECASE))
 
 
@@ -87,7 +87,7 @@ def before_reference(con: Connection, plan, manifest: Any) -> tuple[SidePlan, se
     for schema, name in sorted(existing):
         if (schema.lower(), name.lower()) in built:
             continue
-        if any(_mentions(t, name) for t in models.values()) or _mentions(project, name):
+        if any(mentions(t, name) for t in models.values()) or mentions(project, name):
             copy = f"p{len(side.saved)}"
             con.copy_table(schema, name, PREHOOK_SCHEMA, copy)
             side.saved.append((schema, name, copy))
@@ -112,13 +112,13 @@ def after_reference(con: Connection, plan, side: SidePlan, existing: set[tuple[s
         created = (schema, name) not in existing
         if not created and (schema, name) not in saved:
             continue
-        writers = tuple(u for u, t in models.items() if _mentions(t, name))
+        writers = tuple(u for u, t in models.items() if mentions(t, name))
         ref_name = f"s{len(side.relations)}"
         con.copy_table(schema, name, REFERENCE_SCHEMA, ref_name)
         log_of = logs.get(f"{schema}.{name}".lower()) or logs.get(name.lower())
         baseline = 0 if created else _count(con, PREHOOK_SCHEMA, saved[(schema, name)])
-        hook_sql = next((models[u] for u in writers), "") or (project if _mentions(project, name) else "")
-        side.relations.append(SideRelation(schema, name, ref_name, created, writers, _mentions(project, name),
+        hook_sql = next((models[u] for u in writers), "") or (project if mentions(project, name) else "")
+        side.relations.append(SideRelation(schema, name, ref_name, created, writers, mentions(project, name),
                                            log_of, baseline, hook_sql.strip()))
     for schema, name in sorted(now - existing):
         if (schema.lower(), name.lower()) not in built:

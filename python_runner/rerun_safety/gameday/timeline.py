@@ -13,7 +13,8 @@ from sqlglot import exp
 from ..errors import ConfigError, first_line
 from ..lint.grain import type_grain
 from ..project import SourceTable
-from ..sandbox.base import SNAPSHOT_SCHEMA, Connection, snapshot_table, table, ts_literal
+from ..warehouse.dialects import dialect_for
+from ..warehouse.base import SNAPSHOT_SCHEMA, Connection, snapshot_table, table, ts_literal
 from .scenarios import Batch, Timeline, make_timeline
 
 if TYPE_CHECKING:
@@ -91,20 +92,14 @@ def time_expr(src: SourceTable) -> exp.Expression:
 
 def row_order(dialect: str) -> exp.Expression:
     """An order of the rows of a table aliased `rs_row` unrelated to how they were written: a hash
-    of the whole row (DuckDB, PostgreSQL)."""
-    if dialect == "duckdb":
-        return exp.func("hash", exp.column("rs_row"))
-    return exp.func("md5", exp.cast(exp.column("rs_row"), exp.DataType.build("text")))
+    of the whole row."""
+    return dialect_for(dialect).row_order()
 
 
 def row_hash_predicate(dialect: str, modulus: int, below: int) -> exp.Expression:
     """A deterministic share (below/modulus) of the rows of a table aliased `rs_row`, independent
     of time order (parallel writers commit in any order; late rows are any rows)."""
-    if dialect == "duckdb":
-        return exp.condition(f"hash(rs_row) % {int(modulus)} < {int(below)}")
-    if dialect == "spark":
-        return exp.condition(f"pmod(xxhash64(rs_row.*), {int(modulus)}) < {int(below)}", dialect="spark")
-    return exp.condition(f"abs(hashtext(rs_row::text)) % {int(modulus)} < {int(below)}", dialect="postgres")
+    return dialect_for(dialect).row_share(modulus, below)
 
 
 def _delay(batch: Batch) -> exp.Expression:

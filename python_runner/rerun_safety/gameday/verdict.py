@@ -9,13 +9,14 @@ from sqlglot import exp
 
 from ..diff import DiffResult
 from ..results import UNSAFE, PartitionCount, ScenarioResult, worst
+from .scenarios import scenario as scenario_kind
 
 
 def scenario_verdict(scenario: str, diff: DiffResult) -> str:
     """Name what a difference means. Loss outranks duplicates, duplicates outrank drift."""
     if diff.identical:
         return "safe"
-    if scenario == "determinism":
+    if scenario_kind(scenario).reorders:
         return "nondeterministic"
     if diff.schema_message:
         return "drift"
@@ -36,9 +37,9 @@ def scenario_verdict(scenario: str, diff: DiffResult) -> str:
     return "drift"
 
 
-# DuckDB refusing a file outside the sandbox (sandbox/duckdb_confine.py)
-# DuckDB refusing a file outside the sandbox (sandbox/duckdb_confine.py), or the PostgreSQL sandbox refusing a
-# statement that writes a server file (sandbox/pg_redirect.refuse_server_files)
+# DuckDB refusing a file outside the sandbox (warehouse/duckdb/confine.py)
+# DuckDB refusing a file outside the sandbox (warehouse/duckdb/confine.py), or the PostgreSQL sandbox refusing a
+# statement that writes a server file (warehouse/postgres/redirect.refuse_server_files)
 _REFUSED = re.compile(r'Permission Error: Cannot access (?:file|directory) "([^"]*)" - file system operations are '
                       r'disabled by configuration|refused in the sandbox: [^\n]*?(?:"([^"]*)"[^\n]*|$)', re.M)
 
@@ -85,7 +86,7 @@ def failed_result(name: str, message: str, hooks: str = "") -> ScenarioResult:
 _KERNEL_REFUSED = re.compile(r'Cannot open file "([^"]*)": Permission denied|Permission denied: \'([^\'\n]*)\'')
 
 
-# PostgreSQL refusing the game day's own role (sandbox/pg_role.py) what takes a superuser, the owner of another
+# PostgreSQL refusing the game day's own role (warehouse/postgres/role.py) what takes a superuser, the owner of another
 # database or role, or a membership it lacks: a server file or program, ALTER/COMMENT ON DATABASE, ALTER ROLE,
 # another role's sessions, an untrusted extension. Inside its sandbox the role owns everything.
 _ROLE_REFUSED = re.compile(r"(?:must be (?:a )?superuser|must be owner of|must be a member of|must have privileges of|"
@@ -189,7 +190,7 @@ def scenario_result(name: str, d: DiffResult) -> ScenarioResult:
         name=name, verdict=verdict, reference_rows=d.reference_rows, rows=d.rows,
         extra_rows=d.extra_rows, missing_rows=d.missing_rows, duplicate_keys=d.duplicate_keys,
         missing_keys=d.missing_keys, extra_keys=d.extra_keys, changed_rows=d.changed_rows,
-        volatile_columns=d.differing_columns if name == "determinism" else (),
+        volatile_columns=d.differing_columns if scenario_kind(name).reorders else (),
         differing_columns=d.differing_columns, message=d.schema_message,
         sample=d.sample, partitions=tuple(PartitionCount(p, r, c) for p, r, c in d.partitions),
         partition_column=d.partition_column)

@@ -53,12 +53,12 @@ def _relay(queue, progress) -> None:
         getattr(progress, kind)(text)
 
 
-def run_parallel(pool, payloads: list[dict], progress) -> dict[str, tuple]:
-    """Run each payload (a scenario, or a scenario in isolation) in the pool, longest first; the
+def run_parallel(pool, jobs: list, progress) -> dict[str, tuple]:
+    """Run each ScenarioJob (a scenario, or a scenario in isolation) in the pool, longest first; the
     workers' progress is shown as it comes."""
     done: dict[str, tuple] = {}
     queue = getattr(pool, "rs_progress", None)
-    pending = {pool.submit(_scenario_worker, p) for p in payloads}
+    pending = {pool.submit(_scenario_worker, job) for job in jobs}
     while pending:
         finished, pending = wait(pending, timeout=0.25, return_when=FIRST_COMPLETED)
         _relay(queue, progress)
@@ -89,7 +89,8 @@ def _worker_init(gameday_class, options, run_id: str, parent_pid: int | None = N
     from ..dbt_invoke import load_manifest
     from .plan import make_plan
     from ..project import Project
-    from ..sandbox import PREFIX, engine_for
+    from ..warehouse.base import PREFIX
+    from ..warehouse.engines import engine_for
 
     if parent_pid is not None:
         _die_with_parent(parent_pid)
@@ -118,25 +119,12 @@ def _die_with_parent(parent_pid: int) -> None:
         os._exit(1)
 
 
-def _scenario_worker(payload: dict) -> tuple:
-    """One scenario in a worker process: clone the template, replay, judge."""
+def _scenario_worker(job) -> tuple:
+    """One scenario (a ScenarioJob) in a worker process: clone the template, replay, judge."""
     gd = _WORKER["gameday"]
     plan = _WORKER["plan"]
-    plan.timeline = payload["timeline"]
-    plan.arrivals = payload["arrivals"]
-    plan.first_halves = payload["first_halves"]
-    plan.add_read_by_name(payload["read_by_name"])  # its plan is made from the manifest alone
-    plan.time_columns = payload["time_columns"]
-    plan.late = payload["late"]
-    plan.side = payload["side"]
-    plan.make_static(payload["static"])
-    gd.watch.limit_s = payload["statement_limit"]
-    plan.unordered = payload["unordered"]
-    plan.reference_rows = payload["reference_rows"]
-    plan.order_sensitive = payload["order_sensitive"]  # what a model judged from the reference holds
-    plan.frozen = payload["frozen"]  # tables built once per scenario (rebuild.frozen_ids)
-    plan.late_rows = payload["late_rows"]  # counted when the late scenario was planned: decides if it tested anything
-    plan.judge_exercise()
-    judged, results = gd.run_scenario(payload["scenario"], plan, payload["template"], payload["ref_errors"],
-                                      isolate=payload.get("isolate"), start=payload.get("start"))
-    return payload["key"], judged, [dataclasses.replace(r, raw=None) for r in results]
+    job.facts.apply(plan)  # its plan is made from the manifest alone
+    gd.watch.limit_s = job.statement_limit
+    judged, results = gd.run_scenario(job.scenario, plan, job.template, job.ref_errors,
+                                      isolate=job.isolate, start=job.start)
+    return job.key, judged, [dataclasses.replace(r, raw=None) for r in results]

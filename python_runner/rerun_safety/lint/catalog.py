@@ -7,8 +7,9 @@ import re
 from pathlib import Path
 from typing import Any, Iterable
 
-from ..secrets import password_of
-from .scratch import RelationSpec, TargetProfile
+from ..warehouse.dialects import ENGINES, dialect_for
+from ..warehouse.engines import reader_for
+from ..warehouse.scratch import RelationSpec, TargetProfile
 
 # Jinja that reads the catalog while compiling. `is_incremental()` also does (adapter.get_relation),
 # but the incremental relations exist for that anyway.
@@ -90,12 +91,7 @@ def read_target_columns(tp: TargetProfile, relations: list[tuple[str | None, str
         return {}
     wanted = {(s.lower(), n.lower()) for _, s, n in relations}
     try:
-        if tp.adapter_type == "duckdb":
-            rows = _duckdb_columns(tp.output)
-        elif tp.adapter_type == "postgres":
-            rows = _postgres_columns(tp.output)
-        else:
-            rows = []
+        rows = reader_for(tp.adapter_type).target_columns(tp.output) if tp.adapter_type in ENGINES else []
     except Exception:  # the target is optional here: YAML columns and the CSV remain
         return {}
     out: dict[tuple[str, str], list[tuple[str, str]]] = {}
@@ -104,52 +100,6 @@ def read_target_columns(tp: TargetProfile, relations: list[tuple[str | None, str
         if key in wanted:
             out.setdefault(key, []).append((str(column), str(kind)))
     return out
-
-
-def _duckdb_columns(output: dict) -> list[tuple]:
-    import duckdb
-
-    path = str(output.get("path") or "")
-    if not path or path == ":memory:" or path.startswith("md:") or not Path(path).exists():
-        return []
-    con = duckdb.connect(path, read_only=True)
-    try:
-        for att in output.get("attach") or []:
-            apath = str(att.get("path") or "")
-            if apath and Path(apath).exists():
-                alias = att.get("alias") or Path(apath).stem
-                con.execute("attach if not exists ? as " + '"' + str(alias).replace('"', '""') + '" (read_only)',
-                            [apath])
-        return con.execute("select table_schema, table_name, column_name, data_type from information_schema.columns "
-                           "order by table_catalog, table_schema, table_name, ordinal_position").fetchall()
-    finally:
-        con.close()
-
-
-def _postgres_columns(output: dict) -> list[tuple]:
-    import psycopg2
-
-    dsn = {"host": output.get("host"), "port": output.get("port", 5432), "user": output.get("user"),
-           "password": password_of(output) or None,
-           "dbname": output.get("dbname") or output.get("database"),
-           "options": "-c default_transaction_read_only=on", "connect_timeout": output.get("connect_timeout", 10)}
-    for key in ("sslmode", "sslcert", "sslkey", "sslrootcert"):
-        if output.get(key) is not None:
-            dsn[key] = output[key]
-    conn = psycopg2.connect(**{k: v for k, v in dsn.items() if v is not None})
-    try:
-        with conn.cursor() as cur:
-            # types outside pg_catalog (enums, domains, extensions) do not exist in the scratch database
-            cur.execute("select n.nspname, c.relname, a.attname, case when tn.nspname = 'pg_catalog' "
-                        "then format_type(a.atttypid, a.atttypmod) else 'text' end "
-                        "from pg_attribute a join pg_class c on c.oid = a.attrelid "
-                        "join pg_namespace n on n.oid = c.relnamespace join pg_type t on t.oid = a.atttypid "
-                        "join pg_namespace tn on tn.oid = t.typnamespace "
-                        "where a.attnum > 0 and not a.attisdropped and c.relkind in ('r', 'v', 'm', 'p', 'f') "
-                        "and n.nspname not in ('pg_catalog', 'information_schema') order by 1, 2, a.attnum")
-            return cur.fetchall()
-    finally:
-        conn.close()
 
 
 def _yaml_columns(node) -> tuple[tuple[str, str], ...]:
@@ -181,13 +131,8 @@ def _csv_columns(node, project_root: str, dialect: str) -> tuple[tuple[str, str]
         name, kind = row[0], str(row[1])
         if name.lower() in overrides:
             kind = overrides[name.lower()]
-        elif dialect != "duckdb":
-            from sqlglot import exp
-
-            try:
-                kind = exp.DataType.build(kind, dialect="duckdb").sql(dialect=dialect)
-            except Exception:
-                kind = "text"
+        else:
+            kind = dialect_for(dialect).from_duckdb_type(kind)
         out.append((name, kind))
     return tuple(out)
 

@@ -34,16 +34,17 @@ from typing import Any
 
 import yaml
 
-from ..dbt_invoke import DbtSession, _parse_error, listed_ids, ls_args, selection_terms, selects_by_state
+from ..dbt_invoke import DbtSession, parse_error, listed_ids, ls_args, selection_terms, selects_by_state
 from ..errors import ConfigError, NothingToCheck
 from . import catalog
-from .dbt_compile import (STOP, Selection, _clock_rendered, _compile_all, _fqn_selector, check_stop,
+from .dbt_compile import (STOP, Selection, render_clocks, compile_all, fqn_selector, check_stop,
                           incremental_pass)
 from .context import WINDOW_END_SENTINEL, WINDOW_START_SENTINEL, WINDOW_VARS
 from .pass2 import Pass2Worker, worth_a_second_process
 from .target import resolve_target
-from .scratch import (PLACEHOLDER_COLUMN, SCRATCH_PREFIX, DuckDBScratch, PostgresScratch, RelationSpec, RunDir,
-                      Scratch, TargetProfile, sweep_run_dirs)
+from ..warehouse.engines import scratch_for
+from ..warehouse.scratch import (PLACEHOLDER_COLUMN, SCRATCH_PREFIX, RelationSpec, RunDir, Scratch, TargetProfile,
+                                 sweep_run_dirs)
 
 __all__ = ["PLACEHOLDER_COLUMN", "SCRATCH_PREFIX", "compile_project", "CompiledModel", "CompileOutcome",
            "resolve_target", "TargetProfile", "STOP"]
@@ -128,7 +129,7 @@ def compile_project(project_dir: str | Path, profiles_dir: str | Path | None, ta
         parsed = session.invoke(["parse", "--no-write-json"], use_manifest=False)
         check_stop()
         if not parsed.success or parsed.raw is None:
-            raise _parse_error(parsed.error or "dbt parse failed")
+            raise parse_error(parsed.error or "dbt parse failed")
         manifest = session.manifest = parsed.raw
         timings["dbt_parse"] = time.perf_counter() - t
 
@@ -138,7 +139,7 @@ def compile_project(project_dir: str | Path, profiles_dir: str | Path | None, ta
 
         nodes = [manifest.nodes[u] for u in selected if u in manifest.nodes]
         if state:  # dbt's compile has no comparison manifest: name the selected models instead
-            select, exclude = tuple(_fqn_selector(n) for n in nodes), ()
+            select, exclude = tuple(fqn_selector(n) for n in nodes), ()
         sql_nodes = [n for n in nodes if getattr(n, "language", "sql") != "python"]
         incremental = [n for n in sql_nodes if n.config.materialized == "incremental"]
         intro = catalog.introspecting(manifest, sql_nodes)
@@ -151,16 +152,11 @@ def compile_project(project_dir: str | Path, profiles_dir: str | Path | None, ta
         # an unselected model upstream that introspects also waits for what it reads
         intro |= catalog.introspecting(manifest, [manifest.nodes[u] for u in upstream if u.startswith("model.")
                                                   and u in manifest.nodes])
-        if adapter == "duckdb":
-            catalogs = [manifest_catalog(manifest)] + [n.database for n in incremental] + [
-                (manifest.sources[u].database if u in manifest.sources else getattr(manifest.nodes.get(u), "database", None))
-                for u in sorted(upstream)]
-            scratch = DuckDBScratch(tp, work, catalogs)
-        elif adapter == "postgres":
-            scratch = PostgresScratch(tp, work, run.run_id)
-            scratch.prepare_manifest(manifest)
-        else:
-            raise ConfigError(f"lint supports duckdb and postgres targets; this target is '{adapter}'")
+        # the catalogs the project names (a DuckDB scratch makes a file for each)
+        catalogs = [manifest_catalog(manifest)] + [n.database for n in incremental] + [
+            (manifest.sources[u].database if u in manifest.sources else getattr(manifest.nodes.get(u), "database", None))
+            for u in sorted(upstream)]
+        scratch = scratch_for(adapter, tp, work, run.run_id, catalogs, manifest)
         timings["scratch"] = time.perf_counter() - t
 
         started = time.perf_counter()
@@ -194,15 +190,15 @@ def compile_project(project_dir: str | Path, profiles_dir: str | Path | None, ta
         # pass 1 leaves out the models that introspect: they compile below, once upstream exists
         models_sel = Selection.restricted(select, exclude, "resource_type:model").without(intro_nodes + _python(nodes))
         first = [n for n in sql_nodes if n.unique_id not in intro]
-        full = _compile_all(session, models_sel, first, full_refresh=True, profiles_dir=scratch.profiles_dir(),
+        full = compile_all(session, models_sel, first, full_refresh=True, profiles_dir=scratch.profiles_dir(),
                             vars_yaml=window_vars, flags=scratch.extra_flags)
         for n in _python(nodes):
-            full.update(_compile_all(session, Selection.of([n]), [n], full_refresh=True,
+            full.update(compile_all(session, Selection.of([n]), [n], full_refresh=True,
                                      profiles_dir=scratch.profiles_dir(), vars_yaml=window_vars,
                                      flags=scratch.extra_flags))
         timings["compile_full"] = time.perf_counter() - t
         t = time.perf_counter()
-        clock_rendered = _clock_rendered(session, [n for n in first if n.unique_id in set(selected)], full,
+        clock_rendered = render_clocks(session, [n for n in first if n.unique_id in set(selected)], full,
                                          profiles_dir=scratch.profiles_dir(), vars_yaml=window_vars,
                                          flags=scratch.extra_flags, dialect=scratch.dialect)
         timings["compile_clock"] = time.perf_counter() - t
@@ -214,7 +210,7 @@ def compile_project(project_dir: str | Path, profiles_dir: str | Path | None, ta
             missing = [n for n in upstream_models if n.unique_id not in intro and
                        n.config.materialized != "ephemeral" and getattr(n, "language", "sql") != "python"]
             if missing:  # upstream of the selection, not selected: compiled for their columns only
-                full.update(_compile_all(session, Selection.of(missing), missing, full_refresh=True,
+                full.update(compile_all(session, Selection.of(missing), missing, full_refresh=True,
                                          profiles_dir=scratch.profiles_dir(), vars_yaml=window_vars,
                                          flags=scratch.extra_flags))
             not_created, late_incr = _materialize(session, manifest, scratch, full, intro, wanted | upstream,
@@ -323,7 +319,7 @@ def _materialize(session: DbtSession, manifest, scratch: Scratch, full: dict, in
         pending.clear()
         pending_ids.clear()
         kw = dict(profiles_dir=scratch.profiles_dir(), flags=scratch.extra_flags)
-        full.update(_compile_all(session, Selection.of(batch), batch, full_refresh=True, vars_yaml=window_vars, **kw))
+        full.update(compile_all(session, Selection.of(batch), batch, full_refresh=True, vars_yaml=window_vars, **kw))
         to_create.extend(n for n in batch if full.get(n.unique_id, (None, ""))[0] is not None)
         create_batch()
         inc = [n for n in batch if n.config.materialized == "incremental"]

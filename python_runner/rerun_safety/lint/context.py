@@ -11,7 +11,7 @@ import sqlglot
 from sqlglot import exp
 
 # sqlglot reads these dialects under the adapter's own name; other adapters map here or parse generic.
-_DIALECT_ALIASES = {"databricks": "databricks", "spark": "spark", "trino": "trino", "athena": "athena",
+_DIALECT_ALIASES = {"databricks": "databricks", "trino": "trino", "athena": "athena",
                     "sqlserver": "tsql", "fabric": "tsql", "synapse": "tsql", "materialize": "postgres"}
 
 # Sentinel window bounds passed as vars when compiling the full-refresh branch: the compiled literal

@@ -23,7 +23,7 @@ def check_stop() -> None:
         raise KeyboardInterrupt(STOP[0])
 
 
-def _fqn_selector(node) -> str:
+def fqn_selector(node) -> str:
     return "fqn:" + ".".join(node.fqn)
 
 
@@ -43,10 +43,10 @@ class Selection:
 
     @classmethod
     def of(cls, nodes: list) -> "Selection":
-        return cls(tuple(_fqn_selector(n) for n in nodes))
+        return cls(tuple(fqn_selector(n) for n in nodes))
 
     def without(self, nodes: list) -> "Selection":
-        return Selection(self.select, self.exclude + tuple(_fqn_selector(n) for n in nodes))
+        return Selection(self.select, self.exclude + tuple(fqn_selector(n) for n in nodes))
 
 
 def _compile(session: DbtSession, selection: Selection, *, full_refresh: bool, profiles_dir: str,
@@ -98,7 +98,7 @@ def _error_text(err: Exception) -> str:
     return text
 
 
-def _compile_all(session, selection: Selection, nodes: list, **kw) -> dict[str, tuple[str | None, str]]:
+def compile_all(session, selection: Selection, nodes: list, **kw) -> dict[str, tuple[str | None, str]]:
     """Compile the selection. A model that fails to compile stops dbt's whole compile, so it is
     recorded and the rest compiled again without it; models skipped below a failing parent, or
     left when the failing model cannot be told, are compiled one at a time."""
@@ -120,7 +120,7 @@ def _compile_all(session, selection: Selection, nodes: list, **kw) -> dict[str, 
             failed.append(culprit)
     for n in nodes:
         if n.unique_id not in out and n.config.materialized != "ephemeral" and len(nodes) > 1:
-            out.update(_compile_all(session, Selection.of([n]), [n], **kw))
+            out.update(compile_all(session, Selection.of([n]), [n], **kw))
     return out
 
 
@@ -130,7 +130,7 @@ _CLOCK_JINJA = re.compile(r"modules\.datetime|modules\.time\b|run_started_at|mod
 _OTHER_CLOCK = dt.datetime(2101, 7, 15, 13, 45, 30)
 
 
-def _clock_rendered(session: DbtSession, nodes: list, full: dict, **kw) -> dict[str, tuple[str, str]]:
+def render_clocks(session: DbtSession, nodes: list, full: dict, **kw) -> dict[str, tuple[str, str]]:
     """Models whose Jinja reads the clock (`{% set since = modules.datetime.date.today() - ... %}`,
     `run_started_at`), compiled a second time at another time: where the SQL differs, the clock is
     rendered into it, which the SQL rules cannot see (it is a literal by then). Returns unique_id ->
@@ -140,7 +140,7 @@ def _clock_rendered(session: DbtSession, nodes: list, full: dict, **kw) -> dict[
     if not suspects:
         return {}
     try:
-        other = _compile_all(session, Selection.of(suspects), suspects, full_refresh=True, clock=_OTHER_CLOCK, **kw)
+        other = compile_all(session, Selection.of(suspects), suspects, full_refresh=True, clock=_OTHER_CLOCK, **kw)
     except DbtInvocationError:
         return {}
     out = {}
@@ -160,10 +160,10 @@ def _clock_rendered(session: DbtSession, nodes: list, full: dict, **kw) -> dict[
 def incremental_pass(session: DbtSession, manifest, profiles_dir: str, p: dict) -> dict:
     """Pass 2: compile the incremental models with is_incremental() true."""
     nodes = [manifest.nodes[u] for u in p["uids"]]
-    out = _compile_all(session, p["selection"], nodes, full_refresh=False, profiles_dir=profiles_dir,
+    out = compile_all(session, p["selection"], nodes, full_refresh=False, profiles_dir=profiles_dir,
                        vars_yaml=p["plain_vars"], flags=p["flags"])
     # a model that needs the window vars to compile at all gets them (as in a windowed run)
     needs_window = [n for n in nodes if any(v in out.get(n.unique_id, (None, ""))[1] for v in WINDOW_VARS)]
-    out.update(_compile_all(session, Selection.of(needs_window), needs_window, full_refresh=False,
+    out.update(compile_all(session, Selection.of(needs_window), needs_window, full_refresh=False,
                             profiles_dir=profiles_dir, vars_yaml=p["window_vars"], flags=p["flags"]))
     return out

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from ..dbt_invoke import DbtSession
 from .dbt_compile import Selection, incremental_pass
-from .scratch import Scratch, point_manifest
+from ..warehouse.postgres.scratch import point_manifest
+from ..warehouse.scratch import Scratch
 
 # Below this many incremental models a second process costs more (dbt import, parse) than it saves.
 PARALLEL_MIN_MODELS = 40

@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 
 from ..errors import ConfigError
-from .scratch import TargetProfile
+from ..warehouse.scratch import TargetProfile
 
 
 def resolve_target(project_dir: Path, profiles_dir: Path | None, target: str | None,

@@ -10,7 +10,7 @@ from sqlglot import exp
 
 from ..context import ModelContext
 
-_FILTER_CLAUSES = ("WHERE", "JOIN", "HAVING", "QUALIFY")
+FILTER_CLAUSES = ("WHERE", "JOIN", "HAVING", "QUALIFY")
 
 
 @dataclass(frozen=True)
@@ -36,16 +36,16 @@ class Hit:
 # Helpers on sqlglot trees
 # ---------------------------------------------------------------------------------------------
 
-def _sql(node: exp.Expression, ctx: ModelContext, limit: int = 120) -> str:
+def sql_text(node: exp.Expression, ctx: ModelContext, limit: int = 120) -> str:
     """Short SQL of a construct, with the model's own relation shown as {{ this }}."""
     shown = node.copy().transform(
-        lambda n: exp.Var(this="{{ this }}") if isinstance(n, exp.Table) and _is_this(n, ctx) and not n.alias
+        lambda n: exp.Var(this="{{ this }}") if isinstance(n, exp.Table) and is_this(n, ctx) and not n.alias
         else n)
     text = " ".join(shown.sql(dialect=ctx.dialect).split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _is_this(table: exp.Table, ctx: ModelContext) -> bool:
+def is_this(table: exp.Table, ctx: ModelContext) -> bool:
     _, schema, identifier = ctx.this
     if not identifier or table.name.lower() != identifier.lower():
         return False
@@ -53,10 +53,10 @@ def _is_this(table: exp.Table, ctx: ModelContext) -> bool:
 
 
 def _reads_this_tables(node: exp.Expression, ctx: ModelContext) -> bool:
-    return any(_is_this(t, ctx) for t in node.find_all(exp.Table))
+    return any(is_this(t, ctx) for t in node.find_all(exp.Table))
 
 
-class _Scope:
+class Scope:
     """Names (CTEs, derived tables) whose rows come from `{{ this }}`, with their projections."""
 
     def __init__(self, root: exp.Expression, ctx: ModelContext):
@@ -69,7 +69,7 @@ class _Scope:
             if sub.alias and _reads_this_tables(sub.this, ctx):
                 self.sources[sub.alias.lower()] = sub.this
         for table in root.find_all(exp.Table):
-            if _is_this(table, ctx):
+            if is_this(table, ctx):
                 self.sources[(table.alias or table.name).lower()] = table
 
     def reads_this(self, node: exp.Expression) -> bool:
@@ -126,7 +126,7 @@ class Watermark:
 
 
 def watermarks(root: exp.Expression, ctx: ModelContext) -> list[Watermark]:
-    scope = _Scope(root, ctx)
+    scope = Scope(root, ctx)
     out = []
     for node in root.find_all(exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Between):
         if isinstance(node, exp.Between):
@@ -143,9 +143,9 @@ def watermarks(root: exp.Expression, ctx: ModelContext) -> list[Watermark]:
     return out
 
 
-def _anti_joins_this(root: exp.Expression, ctx: ModelContext) -> bool:
+def anti_joins_this(root: exp.Expression, ctx: ModelContext) -> bool:
     """True when rows already in `{{ this }}` are filtered out (NOT IN / NOT EXISTS / anti join)."""
-    scope = _Scope(root, ctx)
+    scope = Scope(root, ctx)
     for node in root.find_all(exp.Not):
         inner = node.this
         if isinstance(inner, exp.Paren):
@@ -154,7 +154,7 @@ def _anti_joins_this(root: exp.Expression, ctx: ModelContext) -> bool:
             return True
     for join in root.find_all(exp.Join):
         target = join.this
-        reads = (isinstance(target, exp.Table) and (_is_this(target, ctx) or target.name.lower() in scope.sources)) \
+        reads = (isinstance(target, exp.Table) and (is_this(target, ctx) or target.name.lower() in scope.sources)) \
             or (isinstance(target, exp.Subquery) and scope.reads_this(target))
         if not reads:
             continue
@@ -169,7 +169,7 @@ def _anti_joins_this(root: exp.Expression, ctx: ModelContext) -> bool:
     return False
 
 
-def _column_names(nodes: Iterable[exp.Expression]) -> set[str]:
+def column_names(nodes: Iterable[exp.Expression]) -> set[str]:
     names = set()
     for n in nodes:
         if isinstance(n, exp.Ordered):
@@ -179,7 +179,7 @@ def _column_names(nodes: Iterable[exp.Expression]) -> set[str]:
     return names
 
 
-def _clause_of(node: exp.Expression) -> str:
+def clause_of(node: exp.Expression) -> str:
     """Where a node sits: `column x` for a projection, else the clause name (WHERE, JOIN, ...)."""
     child, parent = node, node.parent
     while parent is not None:
@@ -199,7 +199,7 @@ def _short(node: exp.Expression) -> str:
     return " ".join(node.sql().split())[:40]
 
 
-def _output_column(node: exp.Expression) -> str | None:
+def output_column(node: exp.Expression) -> str | None:
     """The name of the projection a node feeds (at any select level), or None if it is not in one."""
     child, parent = node, node.parent
     while parent is not None:
@@ -209,19 +209,19 @@ def _output_column(node: exp.Expression) -> str | None:
     return None
 
 
-def _needle(word: str) -> str:
+def needle(word: str) -> str:
     return r"\b" + re.escape(word) + r"\b"
 
 
-def _unwrap(node: exp.Expression) -> exp.Expression:
+def unwrap(node: exp.Expression) -> exp.Expression:
     while isinstance(node, (exp.Paren, exp.Alias)):
         node = node.this
     return node
 
 
-def _mentions_window(node: exp.Expression, ctx: ModelContext) -> bool:
-    return any(_has_window_literal(node, lit) for lit in ctx.window_literals if lit)
+def mentions_window(node: exp.Expression, ctx: ModelContext) -> bool:
+    return any(has_window_literal(node, lit) for lit in ctx.window_literals if lit)
 
 
-def _has_window_literal(node: exp.Expression, prefix: str) -> bool:
+def has_window_literal(node: exp.Expression, prefix: str) -> bool:
     return bool(prefix) and any(lit.is_string and prefix in lit.name for lit in node.find_all(exp.Literal))

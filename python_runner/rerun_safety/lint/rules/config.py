@@ -7,11 +7,12 @@ import re
 from sqlglot import exp
 
 from ...project import BUILTIN_MATERIALIZATIONS
+from ...warehouse.dialects import dialect_for
 from ..context import ModelContext
 from ..findings import INFO, WARNING
 from ..grain import aligned, unit_grain
-from .base import Hit, _needle
-from .windows import _partition_spec, _projection_grain
+from .base import Hit, needle
+from .windows import partition_spec, projection_grain
 
 
 def unique_key_ignored(ctx: ModelContext) -> list[Hit]:
@@ -49,14 +50,14 @@ def config_columns(ctx: ModelContext) -> list[Hit]:
     if not names:
         return []
     hits = []
-    part_cols, _ = _partition_spec(ctx)
+    part_cols, _ = partition_spec(ctx)
     for label, cols in (("partition_key", sorted(part_cols)), ("unique_key", [c.lower() for c in ctx.unique_key])):
         for col in cols:
             if col and re.fullmatch(r"[a-z_][a-z0-9_$]*", col) and col not in names:  # expressions: not checked
                 shown = ", ".join(sorted(names)[:12]) + (", ..." if len(names) > 12 else "")
                 hits.append(Hit("config-column-missing",
                                 f"{label} names column '{col}', which model {ctx.name} does not have "
-                                f"(its columns: {shown})", "config", (_needle(col), label), key=f"{label}|{col}"))
+                                f"(its columns: {shown})", "config", (needle(col), label), key=f"{label}|{col}"))
     return hits
 
 
@@ -72,7 +73,7 @@ def _batch_grain_key(ctx: ModelContext) -> str | None:
         return key
     batch = unit_grain(str(ctx.config.get("batch_size") or ""))
     for _, parsed in ctx.branches():
-        grain, src = _projection_grain(parsed.statements[-1], key)
+        grain, src = projection_grain(parsed.statements[-1], key)
         if src == event_time and batch and grain and aligned(grain, batch):
             return key
     return None
@@ -82,7 +83,7 @@ def microbatch_postgres(ctx: ModelContext) -> list[Hit]:
     """microbatch on dbt-postgres runs a MERGE upsert: rows deleted upstream stay. Keyed on the
     event time at the batch grain, each batch replaces whole keys: only a key whose rows all
     disappear upstream stays (a note)."""
-    if not (ctx.is_incremental and ctx.adapter_type == "postgres" and ctx.strategy == "microbatch"):
+    if not (ctx.is_incremental and dialect_for(ctx.adapter_type).dbt_microbatch_merges and ctx.strategy == "microbatch"):
         return []
     key = _batch_grain_key(ctx)
     if key is not None:
@@ -102,9 +103,8 @@ def adapter_trap(ctx: ModelContext) -> list[Hit]:
     if not ctx.is_incremental and not ctx.config.get("partition_by") and not ctx.config.get("partitioned_by"):
         return []
     hits = []
-    adapter = ctx.adapter_type
-    native = adapter in ("duckdb", "postgres")
-    if ctx.is_incremental and native and ctx.strategy == "insert_overwrite":
+    adapter, facts = ctx.adapter_type, dialect_for(ctx.adapter_type)
+    if ctx.is_incremental and facts.dbt_rejects_insert_overwrite and ctx.strategy == "insert_overwrite":
         hits.append(Hit("adapter-trap",
                         f"dbt-{adapter} rejects incremental_strategy 'insert_overwrite' (reserved for adapters "
                         "that implement it)", "config", (r"insert_overwrite",)))
@@ -117,10 +117,10 @@ def adapter_trap(ctx: ModelContext) -> list[Hit]:
                             "incremental_strategy 'partition_overwrite' but the root project has no "
                             "get_incremental_partition_overwrite_sql shim: dbt only finds strategy macros there",
                             "config", (r"partition_overwrite",)))
-    if ctx.is_incremental and adapter == "duckdb" and ctx.strategy == "microbatch" and ctx.unique_key:
+    if ctx.is_incremental and facts.dbt_microbatch_refuses_unique_key and ctx.strategy == "microbatch" and ctx.unique_key:
         hits.append(Hit("adapter-trap", "dbt-duckdb's microbatch refuses unique_key (it replaces each batch "
                         "window with delete+insert)", "config", (r"unique_key",)))
-    if adapter == "duckdb" and (ctx.config.get("partition_by") or ctx.config.get("partitioned_by")):
+    if facts.dbt_ignores_partition_by and (ctx.config.get("partition_by") or ctx.config.get("partitioned_by")):
         hits.append(Hit("adapter-trap", "dbt-duckdb reads partition_by/partitioned_by for DuckLake only and "
                         "ignores it on a plain table; rerun_safety's partition_overwrite reads partition_key",
                         "config", (r"partition(ed)?_by",), severity=WARNING))

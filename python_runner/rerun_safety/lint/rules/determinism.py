@@ -9,7 +9,7 @@ from sqlglot import exp
 from ..context import ModelContext
 from ..findings import ERROR, INFO, WARNING
 from ..grain import Typer
-from .base import _FILTER_CLAUSES, Hit, _clause_of, _column_names, _needle, _output_column, _sql
+from .base import FILTER_CLAUSES, Hit, clause_of, column_names, needle, output_column, sql_text
 
 
 _NONDET_CLASSES = tuple(c for c in (getattr(exp, n, None) for n in (
@@ -68,15 +68,15 @@ def nondeterministic_function(ctx: ModelContext) -> list[Hit]:
                 name = _nondet_name(node)
                 if name is None:
                     continue
-                column = _output_column(node)
-                where = _clause_of(node)
+                column = output_column(node)
+                where = clause_of(node)
                 if column is not None and column in ignored and where.startswith("column"):
                     continue
                 clock = _is_clock(node, name)
-                if clock and ctx.rerun_scope and where in _FILTER_CLAUSES:
+                if clock and ctx.rerun_scope and where in FILTER_CLAUSES:
                     continue  # clock-window
-                text = _sql(node, ctx, 40)
-                needles = tuple(_needle(n) for n in _NONDET_NEEDLES.get(name, (name,)))
+                text = sql_text(node, ctx, 40)
+                needles = tuple(needle(n) for n in _NONDET_NEEDLES.get(name, (name,)))
                 if clock and not ctx.rerun_scope:
                     hits.append(Hit("nondeterministic-function",
                                     f"`{text}` in {where} reads the clock; the model is rebuilt in full and feeds "
@@ -133,16 +133,16 @@ def clock_window(ctx: ModelContext) -> list[Hit]:
                 name = _nondet_name(node)
                 if name is None or not _is_clock(node, name):
                     continue
-                where = _clause_of(node)
-                if where not in _FILTER_CLAUSES:
+                where = clause_of(node)
+                if where not in FILTER_CLAUSES:
                     continue
                 cond = node
                 while cond.parent is not None and not isinstance(cond.parent, (exp.Where, exp.Join, exp.Having,
                                                                                   exp.Qualify, exp.And, exp.Or)):
                     cond = cond.parent
-                text = _sql(cond, ctx, 90)
+                text = sql_text(cond, ctx, 90)
                 what = "an incremental model" if ctx.is_incremental else "a model that feeds an incremental one"
-                needles = tuple(_needle(n) for n in _NONDET_NEEDLES.get(name, (name,)))
+                needles = tuple(needle(n) for n in _NONDET_NEEDLES.get(name, (name,)))
                 if not _clock_starts_window(node):
                     hits.append(Hit("clock-window",
                                     f"`{text}` in {where} of {what} bounds the batch by the clock from above: rows "
@@ -378,11 +378,11 @@ def unordered_aggregates(ctx: ModelContext) -> list[Hit]:
                 if agg.find_ancestor(exp.Window) is not None or isinstance(agg.this, exp.Order) or \
                         agg.find(exp.Order) is not None:
                     continue
-                text = _sql(agg, ctx, 60)
+                text = sql_text(agg, ctx, 60)
                 word = agg.sql(dialect=ctx.dialect).split("(")[0].lower()
                 hits.append(Hit("dedup-order-not-total",
                                 f"`{text}` has no order by: the values come in the order the rows were read, "
-                                "which can change from one run to the next", branch, (_needle(word),), key=text))
+                                "which can change from one run to the next", branch, (needle(word),), key=text))
     return hits
 
 
@@ -398,11 +398,11 @@ def dedup_order_not_total(ctx: ModelContext) -> list[Hit]:
             dedups = _dedup_windows(stmt)
             for win in dedups:
                 picks.append((win, list(win.args.get("partition_by") or []), win.args.get("order"),
-                              win.find_ancestor(exp.Select), f"dedup `{_sql(win, ctx, 90)}` = 1"))
+                              win.find_ancestor(exp.Select), f"dedup `{sql_text(win, ctx, 90)}` = 1"))
             for win in stmt.find_all(exp.Window):
                 if isinstance(win.this, _NUMBERING) and not any(win is d for d in dedups):
                     picks.append((win, list(win.args.get("partition_by") or []), win.args.get("order"),
-                                  win.find_ancestor(exp.Select), f"`{_sql(win, ctx, 90)}`"))
+                                  win.find_ancestor(exp.Select), f"`{sql_text(win, ctx, 90)}`"))
             for win in stmt.find_all(exp.Window):
                 if isinstance(win.this, _VALUE_PICKS):
                     arg_cols = {c.name.lower() for c in win.this.find_all(exp.Column)}
@@ -412,18 +412,18 @@ def dedup_order_not_total(ctx: ModelContext) -> list[Hit]:
                     if arg_cols and arg_cols <= ordered:
                         continue  # tied rows share the value picked
                     picks.append((win, list(win.args.get("partition_by") or []), win.args.get("order"),
-                                  win.find_ancestor(exp.Select), f"`{_sql(win, ctx, 90)}`"))
+                                  win.find_ancestor(exp.Select), f"`{sql_text(win, ctx, 90)}`"))
             for select in stmt.find_all(exp.Select):
                 distinct = select.args.get("distinct")
                 on = distinct.args.get("on") if distinct is not None else None
                 if on is not None:
                     exprs = list(on.expressions) if isinstance(on, exp.Tuple) else [on]
                     picks.append((distinct, exprs, select.args.get("order"), select,
-                                  f"`{_sql(distinct, ctx, 60)}`"))
+                                  f"`{sql_text(distinct, ctx, 60)}`"))
             for node, part_nodes, order, select, label in picks:
-                partition = _column_names(part_nodes)
+                partition = column_names(part_nodes)
                 order_nodes = [o.this if isinstance(o, exp.Ordered) else o for o in (order.expressions if order else [])]
-                order_cols = _column_names(order.expressions) if order is not None else set()
+                order_cols = column_names(order.expressions) if order is not None else set()
                 joined = select is not None and bool(select.args.get("joins"))
                 total = False
                 if select is not None and _grouped_order_total(select, order_nodes + part_nodes):
@@ -448,7 +448,7 @@ def dedup_order_not_total(ctx: ModelContext) -> list[Hit]:
                     "(no column known to be unique within the partition" + \
                     (", after its joins" if joined else "") + ")"
                 hits.append(Hit("dedup-order-not-total", f"{label} {why}: ties keep an arbitrary row",
-                                branch, (_needle(word),), key=_sql(node, ctx)))
+                                branch, (needle(word),), key=sql_text(node, ctx)))
     return hits
 
 
@@ -468,7 +468,7 @@ def limit_without_order(ctx: ModelContext) -> list[Hit]:
                     continue
                 if node.find_ancestor(exp.Exists) is not None:
                     continue  # existence does not depend on which rows
-                text = _sql(limit, ctx, 40)
+                text = sql_text(limit, ctx, 40)
                 hits.append(Hit("limit-without-order",
                                 f"`{text}` without order by returns an arbitrary subset of rows",
                                 branch, (r"\blimit\b", r"\bfetch\b"), key=text))

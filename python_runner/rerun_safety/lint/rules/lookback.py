@@ -15,7 +15,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from ..context import ModelContext
-from .base import Hit, _needle, _sql
+from .base import Hit, needle, sql_text
 
 # functions whose value in a row comes from other rows, in order: lag/lead always; an aggregate
 # only with an ORDER BY or a frame (running, moving). Ranking (row_number, rank) numbers the batch
@@ -163,8 +163,8 @@ def window_over_batch(ctx: ModelContext) -> list[Hit]:
                 continue
             fn = win.this.sql_name().lower()  # LAG, SUM...: where the needle finds it in the file
             hits.append(Hit("window-over-batch",
-                            f"`{_sql(win, ctx, 90)}` looks across rows, but in an incremental run it sees only the "
-                            f"batch (`{_sql(batch[0], ctx, 80)}` is in the incremental branch alone): the first rows of "
+                            f"`{sql_text(win, ctx, 90)}` looks across rows, but in an incremental run it sees only the "
+                            f"batch (`{sql_text(batch[0], ctx, 80)}` is in the incremental branch alone): the first rows of "
                             "each batch get no predecessor, so the values written differ from a full refresh",
-                            "incremental", (_needle(fn),), key=f"window-over-batch|{_text(win, ctx)}"))
+                            "incremental", (needle(fn),), key=f"window-over-batch|{_text(win, ctx)}"))
     return hits

@@ -6,8 +6,8 @@ from sqlglot import exp
 
 from ..context import ModelContext
 from ..grain import ALIGNED, INSTANT, Typer, aligned, constant_within, type_grain
-from .base import (_FILTER_CLAUSES, Hit, _anti_joins_this, _clause_of, _has_window_literal, _is_this,
-                   _mentions_window, _needle, _Scope, _sql, _unwrap, watermarks)
+from .base import (FILTER_CLAUSES, Hit, anti_joins_this, clause_of, has_window_literal, is_this,
+                   mentions_window, needle, Scope, sql_text, unwrap, watermarks)
 
 
 def append_reread(ctx: ModelContext) -> list[Hit]:
@@ -17,18 +17,18 @@ def append_reread(ctx: ModelContext) -> list[Hit]:
         return []
     hits = []
     for stmt in ctx.incremental.statements:
-        if _anti_joins_this(stmt, ctx):
+        if anti_joins_this(stmt, ctx):
             continue
         marks = watermarks(stmt, ctx)
         for w in marks:
             if w.op == ">=" or not w.bare_max:
                 how = "`>=` on the watermark" if w.bare_max else "a lookback from the watermark"
                 hits.append(Hit("append-reread",
-                                f"incremental filter `{_sql(w.node, ctx)}` re-reads rows already written "
+                                f"incremental filter `{sql_text(w.node, ctx)}` re-reads rows already written "
                                 f"({how} of {{{{ this }}}}); strategy '{ctx.strategy}' inserts them again",
-                                "incremental", (r"\{\{\s*this\s*\}\}", _needle(w.column.sql().split(".")[-1].strip('"'))),
-                                key=_sql(w.node, ctx)))
-        if not marks and not _mentions_window(stmt, ctx) and not _Scope(stmt, ctx).sources:
+                                "incremental", (r"\{\{\s*this\s*\}\}", needle(w.column.sql().split(".")[-1].strip('"'))),
+                                key=sql_text(w.node, ctx)))
+        if not marks and not mentions_window(stmt, ctx) and not Scope(stmt, ctx).sources:
             hits.append(Hit("append-reread",
                             f"no incremental filter on {{{{ this }}}}: with strategy '{ctx.strategy}' every run "
                             "appends all selected rows again",
@@ -45,9 +45,9 @@ def watermark_strict_gt(ctx: ModelContext) -> list[Hit]:
         for w in watermarks(stmt, ctx):
             if w.op == ">" and w.bare_max:
                 hits.append(Hit("watermark-strict-gt",
-                                f"watermark filter `{_sql(w.node, ctx)}` skips for good the rows a half-committed "
+                                f"watermark filter `{sql_text(w.node, ctx)}` skips for good the rows a half-committed "
                                 "batch (or a late or tied event) left behind once max() has moved past them",
-                                "incremental", (r"\{\{\s*this\s*\}\}",), key=_sql(w.node, ctx)))
+                                "incremental", (r"\{\{\s*this\s*\}\}",), key=sql_text(w.node, ctx)))
     return hits
 
 
@@ -71,10 +71,10 @@ def late_watermark(ctx: ModelContext) -> list[Hit]:
                 continue
             source, load = events[column.name.lower()]
             hits.append(Hit("late-watermark",
-                            f"watermark `{_sql(w.node, ctx)}` is on the event time '{column.name}' of {source}, "
+                            f"watermark `{sql_text(w.node, ctx)}` is on the event time '{column.name}' of {source}, "
                             f"which declares a load time '{load}': a row loaded after the watermark has passed "
                             "its event time is never read",
-                            "incremental", (r"\{\{\s*this\s*\}\}",), key=_sql(w.node, ctx)))
+                            "incremental", (r"\{\{\s*this\s*\}\}",), key=sql_text(w.node, ctx)))
     return hits
 
 
@@ -110,11 +110,11 @@ def _shifted_trunc_unit(node: exp.Expression, grain: str | None) -> str | None:
         shift = _interval_unit(node.expression)
         if shift is None or (grain is not None and grain not in ALIGNED.get(shift, set())):
             return None
-        node = _unwrap(node.this)
+        node = unwrap(node.this)
     return _trunc_unit(node)
 
 
-def _partition_spec(ctx: ModelContext) -> tuple[set[str], str | None]:
+def partition_spec(ctx: ModelContext) -> tuple[set[str], str | None]:
     """(partition columns, grain) from partition_key: a column, a list, or {'field', 'granularity'}."""
     key = ctx.partition_key
     if isinstance(key, dict):
@@ -127,13 +127,13 @@ def _partition_spec(ctx: ModelContext) -> tuple[set[str], str | None]:
     return set(), None
 
 
-def _projection_grain(stmt: exp.Expression, column: str) -> tuple[str | None, str | None]:
+def projection_grain(stmt: exp.Expression, column: str) -> tuple[str | None, str | None]:
     """For an output column defined as date_trunc(g, src) / cast(src as date): (g, src)."""
     if not isinstance(stmt, exp.Select):
         return None, None
     for proj in stmt.expressions:
         if proj.alias_or_name.lower() == column:
-            inner = _unwrap(proj)
+            inner = unwrap(proj)
             grain = _trunc_unit(inner)
             if grain is None and isinstance(inner, (exp.Cast, exp.TryCast)):
                 grain = _trunc_unit(inner.this)
@@ -169,10 +169,10 @@ def partition_lookback_unaligned(ctx: ModelContext) -> list[Hit]:
         return []
     if ctx.incremental is None or not ctx.incremental.ok:
         return []
-    columns, declared = _partition_spec(ctx)
+    columns, declared = partition_spec(ctx)
     hits = []
     for stmt in ctx.incremental.statements:
-        typer = Typer(stmt, ctx.relation_types, lambda t: _is_this(t, ctx))
+        typer = Typer(stmt, ctx.relation_types, lambda t: is_this(t, ctx))
         part = _partition_grain(ctx, stmt, typer, columns, declared)
         if part is None or part == INSTANT:
             continue  # unknown grain, or one partition per timestamp: nothing to misalign
@@ -192,9 +192,9 @@ def partition_lookback_unaligned(ctx: ModelContext) -> list[Hit]:
                    f"its bound has {bg} grain, finer than the {part} partitions" if bg != INSTANT else
                    f"its bound is not truncated to the {part} grain")
             hits.append(Hit("partition-lookback-unaligned",
-                            f"lookback `{_sql(w.node, ctx)}` starts inside a partition ({why}): the oldest "
+                            f"lookback `{sql_text(w.node, ctx)}` starts inside a partition ({why}): the oldest "
                             f"{part} in the batch is replaced by its tail and loses the rest of its rows",
-                            "incremental", (r"\{\{\s*this\s*\}\}",), key=_sql(w.node, ctx)))
+                            "incremental", (r"\{\{\s*this\s*\}\}",), key=sql_text(w.node, ctx)))
     return hits
 
 
@@ -207,20 +207,20 @@ def inclusive_window_bound(ctx: ModelContext) -> list[Hit]:
         for stmt in parsed.statements:
             for node in stmt.find_all(exp.Between):
                 low, high = node.args.get("low"), node.args.get("high")
-                if any(x is not None and (_has_window_literal(x, start) or _has_window_literal(x, end))
+                if any(x is not None and (has_window_literal(x, start) or has_window_literal(x, end))
                        for x in (low, high)):
                     hits.append(Hit("inclusive-window-bound",
-                                    f"`{_sql(node, ctx)}` includes both window bounds: a row at the boundary "
+                                    f"`{sql_text(node, ctx)}` includes both window bounds: a row at the boundary "
                                     "is read by two consecutive windows",
-                                    branch, (r"\bbetween\b",), key=_sql(node, ctx)))
+                                    branch, (r"\bbetween\b",), key=sql_text(node, ctx)))
             lows = {n.this.sql().lower() for n in stmt.find_all(exp.GTE)
-                    if _has_window_literal(n.expression, start)}
+                    if has_window_literal(n.expression, start)}
             for node in stmt.find_all(exp.LTE):
-                if _has_window_literal(node.expression, end) and node.this.sql().lower() in lows:
+                if has_window_literal(node.expression, end) and node.this.sql().lower() in lows:
                     hits.append(Hit("inclusive-window-bound",
-                                    f"`{_sql(node, ctx)}` closes the window at its end as well as its start: "
+                                    f"`{sql_text(node, ctx)}` closes the window at its end as well as its start: "
                                     "a row at the boundary is read by two consecutive windows",
-                                    branch, (r"<=",), key=_sql(node, ctx)))
+                                    branch, (r"<=",), key=sql_text(node, ctx)))
     return hits
 
 
@@ -265,10 +265,10 @@ def _flows_to_output(sel: exp.Expression, root: exp.Expression, depth: int = 0) 
                     return True
         return False
     if isinstance(parent, exp.Subquery):
-        clause = _clause_of(parent)
+        clause = clause_of(parent)
         if clause.startswith("column"):
             return True
-        if clause in _FILTER_CLAUSES:
+        if clause in FILTER_CLAUSES:
             return False
         outer = parent.find_ancestor(exp.Select)
         if outer is None:
@@ -290,7 +290,7 @@ def self_state(ctx: ModelContext) -> list[Hit]:
     hits = []
     for stmt in ctx.incremental.statements:
         for table in stmt.find_all(exp.Table):
-            if not _is_this(table, ctx):
+            if not is_this(table, ctx):
                 continue
             sel = table.find_ancestor(exp.Select)
             if sel is None:
@@ -298,7 +298,7 @@ def self_state(ctx: ModelContext) -> list[Hit]:
             alias = (table.alias or table.name).lower()
             if not _alias_output(sel, alias, stmt, 0):
                 continue
-            text = _sql(sel, ctx, 90)
+            text = sql_text(sel, ctx, 90)
             hits.append(Hit("self-state",
                             f"values read from {{{{ this }}}} reach the output (`{text}`): the model carries state "
                             "from its own previous output, so a rerun or backfill of a window builds on rows the "
@@ -320,10 +320,10 @@ def this_in_first_build(ctx: ModelContext) -> list[Hit]:
         return []
     for stmt in ctx.full.statements:
         for table in stmt.find_all(exp.Table):
-            if not _is_this(table, ctx):
+            if not is_this(table, ctx):
                 continue
             cte = table.find_ancestor(exp.CTE)
-            where = f"in CTE `{cte.alias_or_name}`" if cte is not None else f"in `{_sql(table.find_ancestor(exp.Select) or table, ctx, 80)}`"
+            where = f"in CTE `{cte.alias_or_name}`" if cte is not None else f"in `{sql_text(table.find_ancestor(exp.Select) or table, ctx, 80)}`"
             return [Hit("this-in-first-build",
                         f"the first build reads {{{{ this }}}} ({where}) outside is_incremental(): the relation does "
                         "not exist before that build, so it fails on PostgreSQL (which binds every CTE, used or "

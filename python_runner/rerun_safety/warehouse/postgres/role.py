@@ -16,7 +16,7 @@ import secrets
 
 from psycopg2 import sql as pgsql
 
-from ..errors import ConfigError
+from ...errors import ConfigError
 
 ROLE_PREFIX = "rerun_safety_role_"
 # how the run's worker processes learn the role (the environment, never a file)

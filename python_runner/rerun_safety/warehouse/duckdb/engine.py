@@ -11,22 +11,17 @@ import sqlglot
 import sqlglot.errors
 from sqlglot import exp
 
-from ..errors import ConfigError, SandboxError
-from .base import SNAPSHOT_SCHEMA, Connection, Engine, Sandbox, ident, snapshot_table, table
+from ...errors import ConfigError, SandboxError
+from .dialect import DUCKDB
+from .session import release_duckdb
+from ..base import SNAPSHOT_SCHEMA, Connection, Engine, Sandbox, ident, snapshot_table, table
 
 if TYPE_CHECKING:
-    from ..project import SourceTable
-
-
-def release_duckdb() -> None:
-    """dbt_invoke.release_duckdb, imported at the first call: `rerun-safety diff` never runs dbt, and
-    its process starts 7 ms sooner without dbt_invoke."""
-    from ..dbt_invoke import release_duckdb as release
-    release()
+    from ...project import SourceTable
 
 
 class DuckDBConnection(Connection):
-    dialect = "duckdb"
+    dialect = DUCKDB
 
     def __init__(self, path: str, read_only: bool = False):
         self._path = path
@@ -95,7 +90,7 @@ class DuckDBConnection(Connection):
 
 
 class DuckDBEngine(Engine):
-    dialect = "duckdb"
+    dialect = DUCKDB
 
     def __init__(self, target_output: dict, work_root: Path, run_id: str, attach: bool = False):
         path = str(target_output.get("path") or "")
@@ -247,13 +242,13 @@ class DuckDBEngine(Engine):
         root = self._external_dir(sandbox) / "root"
         root.mkdir(parents=True, exist_ok=True)
         out["external_root"] = str(root)
-        # opened once per sandbox, not once per connection (see dbt_invoke.release_duckdb)
+        # opened once per sandbox, not once per connection (see session.release_duckdb)
         out["keep_open"] = True
         # Databases attached by the profile are the user's: dbt may read them, never write.
         if out.get("attach"):
             out["attach"] = [dict(a, read_only=True) for a in out["attach"]]
         # Files: the sandbox's folder, and the attached databases to read (see duckdb_confine).
-        from .duckdb_confine import CONFIG_KEY, EARLY_SETTINGS
+        from .confine import CONFIG_KEY, EARLY_SETTINGS
 
         paths = [str(Path(a["path"]).resolve()) for a in out.get("attach") or []
                  if isinstance(a, dict) and a.get("path") and "://" not in str(a["path"])
@@ -264,11 +259,11 @@ class DuckDBEngine(Engine):
             out["settings"] = settings
         read_dirs = [f for f in self.files_read if f.endswith("/")]
         read_files = [f for f in self.files_read if not f.endswith("/")]
-        confine = {"module": "rerun_safety.sandbox.duckdb_confine",
+        confine = {"module": "rerun_safety.warehouse.duckdb.confine",
                    "config": {CONFIG_KEY: {"directories": [str(Path(sandbox.location).parent.resolve()), *read_dirs],
                                            "paths": [*paths, *[f"{p}.wal" for p in paths], *read_files],
                                            "early_settings": early}}}
-        from ..confine import statement_guard_on
+        from ...confine import statement_guard_on
 
         if statement_guard_on():
             out["plugins"] = [*(out.get("plugins") or []), confine]

@@ -18,6 +18,7 @@ import sqlglot
 from sqlglot import exp
 
 from ..errors import ConfigError, SandboxError
+from .dialect import Dialect
 
 if TYPE_CHECKING:  # the diff imports this module without the project's parsing (yaml, dbt)
     from ..project import SourceTable
@@ -58,7 +59,7 @@ _THIS_CATALOG = exp.column("table_catalog").eq(exp.func("current_database"))
 class Connection(abc.ABC):
     """A minimal DB-API style connection to one sandbox."""
 
-    dialect: str
+    dialect: Dialect
 
     @abc.abstractmethod
     def execute(self, sql: str | exp.Expression, params: Sequence[Any] | None = None) -> None: ...
@@ -95,7 +96,7 @@ class Connection(abc.ABC):
 
     @contextlib.contextmanager
     def catalog_cached(self):
-        self._caching, self._cache = self.dialect != "spark", None
+        self._caching, self._cache = self.dialect.cached_catalog, None
         try:
             yield self
         finally:
@@ -147,8 +148,7 @@ class Connection(abc.ABC):
     def drop_relation(self, schema: str, name: str, kind: str | None = None) -> None:
         kind = kind or self.relation_kind(schema, name)
         if kind:
-            cascade = " cascade" if self.dialect == "postgres" else ""
-            self.execute(f"drop {kind} if exists {table(schema, name).sql(dialect=self.dialect)}{cascade}")
+            self.execute(f"drop {kind} if exists {table(schema, name).sql(dialect=self.dialect)}{self.dialect.drop_cascade}")
 
     def drop_relations(self, relations: Iterable[tuple[str, str]]) -> None:
         """Drop each (schema, name) that exists, in the order given; the catalog is read once."""
@@ -181,7 +181,7 @@ class Connection(abc.ABC):
 class Engine(abc.ABC):
     """One warehouse kind. The user's target is only ever read."""
 
-    dialect: str
+    dialect: Dialect
 
     def __init__(self, target_output: dict, work_root: Path, run_id: str, attach: bool = False):
         """`attach`: a worker process joining a run that its parent owns (and holds the lock of)."""

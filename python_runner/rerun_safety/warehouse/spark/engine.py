@@ -26,10 +26,11 @@ from typing import Any, Callable, Iterable, Sequence
 from sqlglot import exp
 from sqlglot.tokens import TokenType
 
-from ..errors import ConfigError, SandboxError
-from ..errors import first_line as _first_line
-from ..project import SourceTable
-from .base import PREFIX, SNAPSHOT_SCHEMA, Connection, Engine, Sandbox, ident, is_kept, lock_is_free, snapshot_table
+from ...errors import ConfigError, SandboxError
+from ...errors import first_line as _first_line
+from ...project import SourceTable
+from .dialect import SPARK
+from ..base import PREFIX, SNAPSHOT_SCHEMA, Connection, Engine, Sandbox, ident, is_kept, lock_is_free, snapshot_table
 
 SEP = "__"
 _IDENT_TOKENS = (TokenType.VAR, TokenType.IDENTIFIER)
@@ -38,7 +39,7 @@ _DATABASE_DDL = re.compile(r"\s*(create|drop|alter|use)\s+(database|schema|names
 
 
 # the backends, importable from here as before (dbt_invoke, the tests, the benchmarks)
-from .spark_backends import (CLOSE_TIMEOUT_S, SessionBackend, ThriftBackend, _Backend,  # noqa: F401
+from .backends import (CLOSE_TIMEOUT_S, SessionBackend, ThriftBackend, Backend,  # noqa: F401
                              close_hive_connection, make_backend, thrift_socket)
 
 # ---------------------------------------------------------------------------------- names
@@ -99,9 +100,9 @@ def map_schemas(sql: str, prefix: str, schemas: Iterable[str]) -> str:
 class SparkConnection(Connection):
     """SQL in one sandbox (`prefix`), or in the user's catalog as it is (prefix None, read only)."""
 
-    dialect = "spark"
+    dialect = SPARK
 
-    def __init__(self, backend: _Backend, prefix: str | None, schemas: set[str], on_close: Callable | None = None):
+    def __init__(self, backend: Backend, prefix: str | None, schemas: set[str], on_close: Callable | None = None):
         self._backend = backend
         self.prefix = prefix
         self.schemas = schemas  # the project's schemas (shared with the engine: new ones join)
@@ -265,7 +266,7 @@ class SparkConnection(Connection):
 
 # ---------------------------------------------------------------------------------- engine
 class SparkEngine(Engine):
-    dialect = "spark"
+    dialect = SPARK
 
     def __init__(self, target_output: dict, work_root: Path, run_id: str, attach: bool = False):
         self.method = str(target_output.get("method") or "")
@@ -278,8 +279,8 @@ class SparkEngine(Engine):
         except BaseException:
             self._abandon()
             raise
-        from ..clock import CLOCK_SCHEMA
-        from .base import REFERENCE_SCHEMA
+        from ...clock import CLOCK_SCHEMA
+        from ..base import REFERENCE_SCHEMA
 
         # the names the runner's own SQL uses, known from the start: text naming them is pointed
         # at a sandbox from the first statement on (the project's join when it is parsed)
@@ -365,7 +366,7 @@ class SparkEngine(Engine):
 
     def _clone(self, src: SparkConnection, dst: SparkConnection, source: Sandbox, sandbox: Sandbox,
                read_only: tuple[str, ...]) -> None:
-        from .. import clock
+        from ... import clock
 
         run = dst._raw
         old, new = self.prefix(source), self.prefix(sandbox)

@@ -8,7 +8,7 @@ from typing import Iterator
 
 import psycopg2
 
-from ..errors import SandboxError
+from ...errors import SandboxError
 
 
 @contextlib.contextmanager

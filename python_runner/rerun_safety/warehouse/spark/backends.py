@@ -9,12 +9,12 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable
 
-from ..errors import ConfigError, SandboxError
-from ..errors import first_line as _first_line
-from ..thrift import CLOSE_TIMEOUT_S, close_hive_connection, thrift_socket  # noqa: F401
+from ...errors import ConfigError, SandboxError
+from ...errors import first_line as _first_line
+from ...thrift import CLOSE_TIMEOUT_S, close_hive_connection, thrift_socket  # noqa: F401
 
 
-class _Backend:
+class Backend:
     """Runs one Spark SQL statement; returns (column names, rows)."""
 
     def run(self, sql: str) -> tuple[list[str], list[tuple]]:
@@ -38,7 +38,7 @@ def _quiet_query_context_logs() -> None:
         PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
 
 
-class SessionBackend(_Backend):
+class SessionBackend(Backend):
     """The SparkSession of this process, built as dbt-spark's `method: session` builds it (so that
     dbt's invocations and the runner share it)."""
 
@@ -62,7 +62,7 @@ class SessionBackend(_Backend):
         return list(df.columns), [tuple(r) for r in rows]
 
 
-class ThriftBackend(_Backend):
+class ThriftBackend(Backend):
     """A Spark Thrift server (a cluster's), through PyHive as dbt-spark's `method: thrift`."""
 
     def __init__(self, output: dict):
@@ -99,7 +99,7 @@ class ThriftBackend(_Backend):
         close_hive_connection(self._con)
 
 
-def make_backend(output: dict) -> _Backend:
+def make_backend(output: dict) -> Backend:
     method = str(output.get("method") or "")
     if method == "session":
         params = {str(k): str(v) for k, v in (output.get("server_side_parameters") or {}).items()}

@@ -1,0 +1,300 @@
+"""Replaying scenarios in a sandbox: dbt invoked at the simulated clock, step by step, then judged.
+
+`Replay` is the half of the game day (core.Gameday) that a worker process also runs: one chain of
+scenarios in a sandbox cloned from the reference's template, its state (`ChainState`) carried from
+run to run, and the judging at its end.
+"""
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import os
+from dataclasses import dataclass, field, replace
+from typing import Iterator
+
+import yaml
+
+from .. import clock
+from ..diff import diff_relations
+from ..results import ScenarioResult
+from ..secrets import secrets_through_env
+from ..warehouse.base import REFERENCE_SCHEMA, SNAPSHOT_SCHEMA, Connection, Sandbox
+from . import side_effects
+from .judge import judge
+from .plan import Plan
+from .rebuild import CARRIED, CARRIED_ORDER, determinism_ids, final_rebuild, first_ids
+from .runs import tally_run, run_args
+from .sandbox_data import apply_step, place_reference, reorder_inputs, snapshot_versions
+from .scenarios import Reset, Run, scenario_steps
+from .scenarios import scenario as scenario_kind
+from .verdict import differs
+
+SIDE_KEY = "__side_effects__"  # judged_all's entry of the side relations found per scenario
+
+
+@dataclass
+class ChainState:
+    """What a chain of scenarios carries from run to run in its sandbox."""
+
+    errors: dict[str, str] = field(default_factory=dict)
+    runs: dict[str, int] = field(default_factory=dict)  # successful runs of each model (log tables: a row each)
+    skipped: dict[str, str] = field(default_factory=dict)  # models dbt skipped in a run, and where
+    stopped: set[str] = field(default_factory=set)  # models whose statement ran past the limit (StatementWatch)
+    done: int = 0  # steps of the chain's first scenario done already (a shared first build)
+    results: list = field(default_factory=list)  # dbt's results, one per invocation
+    reopened: dict[str, int] = field(default_factory=dict)  # snapshot -> versions reruns of an unchanged batch added
+
+    @classmethod
+    def after(cls, start: dict | None) -> "ChainState":
+        """The state after a shared first build (see Replay._first_build), or a fresh one."""
+        if not start:
+            return cls()
+        return cls(dict(start["errors"]), dict(start["runs"]), dict(start["skipped"]), set(start["stopped"]),
+                   start["done"])
+
+    def tally(self, res, plan: Plan, label: str) -> None:
+        self.results.append(res)
+        tally_run(res, plan, label, self.errors, self.runs, self.skipped, self.stopped)
+
+
+@dataclass(frozen=True)
+class _Scope:
+    """What an isolation replay builds and judges (all of it otherwise)."""
+
+    only: set[str] | None  # the models to build
+    broken: set[str]  # rebuilt in full at every run (or, in determinism, replaced by their reference output)
+    judge_ids: set[str] | None  # the models to judge
+    snapshots: list  # the snapshots among what is built
+
+    @classmethod
+    def of(cls, plan: Plan, isolate: dict | None) -> "_Scope":
+        only = set(isolate["models"]) if isolate else None
+        return cls(only, set(isolate["broken"]) if isolate else set(), set(isolate["judge"]) if isolate else None,
+                   [m for m in plan.judged if m.snapshot and (only is None or m.unique_id in only)])
+
+
+class Replay:
+    """The scenario-running half of the game day (see core.Gameday for the attributes it uses)."""
+
+    # ---------------------------------------------------------------- dbt in a sandbox
+    def _profiles_dir(self, sandbox: Sandbox, other_threads: bool = False) -> str:
+        """`other_threads`: DuckDB runs with another thread count than the reference (1 where it
+        used more, else 2), so that a result depending on how rows are split between threads differs
+        in the determinism scenario."""
+        assert self.engine and self.project
+        output = self.engine.profile_output(sandbox)
+        if other_threads and self.engine.dialect.thread_count_setting:
+            settings = dict(output.get("settings") or {})
+            try:
+                reference = int(settings.get("threads") or os.cpu_count() or 1)
+            except (TypeError, ValueError):
+                reference = 1
+            output["settings"] = {**settings, "threads": 1 if reference > 1 else 2}
+        # every secret (password, pass, DuckDB settings and secrets) through the environment
+        out = secrets_through_env(output)
+        folder = self.engine.run_dir / "profiles" / sandbox.name
+        folder.mkdir(parents=True, exist_ok=True)
+        doc = {self.project.profile_name: {"target": self.project.target_name,
+                                           "outputs": {self.project.target_name: out}}}
+        path = folder / "profiles.yml"
+        path.write_text(yaml.safe_dump(doc, sort_keys=False))
+        path.chmod(0o600)
+        return str(folder)
+
+    def _dbt(self, plan: Plan, sandbox: Sandbox, profiles_dir: str, step: Run, final: bool = True,
+             only: set[str] | None = None, exclude: set[str] | None = None, models: list | None = None):
+        assert self.engine and self.project
+        self.engine.prepare_manifest(self.project.manifest, sandbox)
+        if self._clocks.get(sandbox.name) != step.clock:
+            with self.engine.connect(sandbox) as con:
+                self._set_clock(con, sandbox, step.clock)
+        args, vars_yaml = run_args(plan, step, final, self.project.cli_vars, only, exclude, models)
+        return self.project.session.invoke(args, profiles_dir=profiles_dir, vars_yaml=vars_yaml or "",
+                                           clock=step.clock, dialect=self.engine.dialect,
+                                           rewrite_sql=self.engine.sql_rewriter(sandbox),
+                                           context=self.engine.invocation_context(sandbox), watch=self.watch)
+
+    def _set_clock(self, con: Connection, sandbox: Sandbox, when: dt.datetime) -> None:
+        con.execute(clock.set_sql(when, con.dialect))
+        self._clocks[sandbox.name] = when
+
+    # ---------------------------------------------------------------- scenarios
+    def run_scenario(self, name: str, plan: Plan, template: Sandbox, ref_errors: dict[str, str],
+                     isolate: dict | None = None, start: dict | None = None) -> tuple[dict, list]:
+        """Run one chain of scenarios ('replay+backfill' or one name) in one sandbox and judge each.
+        `isolate`: {'broken': uids rebuilt in full at every run (or, in determinism, replaced by
+        their reference output), 'models': the uids to build, 'judge': the uids to judge}.
+        `start`: the first build shared by the scenarios that begin alike (see _first_build): its
+        sandbox is cloned instead of the template, and its steps, errors and runs count as done."""
+        assert self.engine and plan.timeline
+        names = name.split("+")
+        self.progress.scenario(name if not isolate else f"{name} (isolation)")
+        # the template outlives every scenario, which only reads its reference outputs and the rows
+        # inputs arrive from
+        sb = self.engine.clone(start["sandbox"] if start else template,
+                               name.replace("+", "_") if not isolate else f"iso{isolate['level']}_{names[-1]}",
+                               read_only=(REFERENCE_SCHEMA, SNAPSHOT_SCHEMA, side_effects.PREHOOK_SCHEMA))
+        judged_all: dict[str, dict] = {}
+        try:
+            reorders = any(scenario_kind(n).reorders for n in names)
+            if reorders:
+                reorder_inputs(self.engine, plan, sb)
+            profiles = self._profiles_dir(sb, other_threads=reorders)
+            state, scope = ChainState.after(start), _Scope.of(plan, isolate)
+            for scenario in names:
+                judged_all[scenario] = self._replay_one(plan, sb, profiles, scenario, state, scope, isolate,
+                                                        ref_errors, judged_all)
+            return judged_all, state.results
+        finally:
+            if not self.options.keep_sandboxes:
+                self.engine.drop(sb)
+
+    def _replay_one(self, plan: Plan, sb: Sandbox, profiles: str, scenario: str, state: ChainState, scope: _Scope,
+                    isolate: dict | None, ref_errors: dict[str, str], judged_all: dict) -> dict[str, ScenarioResult]:
+        """One scenario of a chain: its steps not done yet, then its judgement."""
+        kind = scenario_kind(scenario)
+        steps = scenario_steps(scenario, plan.timeline)
+        todo = steps[state.done:]
+        last_run = max(i for i, st in enumerate(todo) if isinstance(st, Run))
+        # lean (see rebuild.py): stateful models (and what they read, in the first build) at every run,
+        # the models below them at the end where their output differs; in determinism the models whose
+        # SQL may depend on row order, and what they read
+        lean = isolate is None
+        current = first = set()
+        # a table no run can change is built once, in the first build (see frozen_ids)
+        between = [m for m in plan.stateful if m.unique_id not in plan.frozen] if lean else plan.stateful
+        if lean and kind.reorders:
+            current = first = determinism_ids(plan, plan.order_sensitive)
+        elif lean:
+            current, first = {m.unique_id for m in plan.stateful}, first_ids(plan)
+        for i, step in enumerate(todo):
+            if isinstance(step, Run):
+                models = None
+                if lean:
+                    models = [m for m in plan.build if m.unique_id in first] if step.full_refresh else between
+                repeat = i > 0 and isinstance(todo[i - 1], Run) and todo[i - 1].clock == step.clock
+                self._run_step(plan, sb, profiles, step, state, scope, isolate, kind.reorders, models,
+                               final=(i == last_run), repeat=repeat)
+                self.progress.advance(f"{scenario}: {step.label}")
+            else:
+                with self.engine.connect(sb) as con:
+                    apply_step(con, plan, step)
+                    following = todo[i + 1] if i + 1 < len(todo) else None
+                    if isinstance(following, Run):  # one connection for the rows and the clock
+                        self._set_clock(con, sb, following.clock)
+        state.done = len(steps)
+        judged = {}
+        if lean:
+            final_step = todo[last_run]
+            assert isinstance(final_step, Run)
+            judged = self._judge_lean(plan, sb, profiles, scenario, final_step, current, first, state.errors,
+                                      ref_errors, state.runs, state.skipped, state.stopped, state.results)
+        with self.engine.connect(sb) as con:
+            if not lean:
+                judged = judge(con, scenario, plan, state.errors, ref_errors, self.options.float_tolerance,
+                               scope.judge_ids, state.skipped)
+            for uid, added in state.reopened.items():
+                r = judged.get(uid)
+                if r is not None and r.verdict in ("safe", "untested", "drift"):
+                    judged[uid] = replace(r, verdict="duplicates", extra_rows=max(r.extra_rows, added),
+                                          message=f"a rerun of an unchanged batch added {added} version(s) to the snapshot")
+            if not isolate and plan.side is not None:
+                found = side_effects.judge(con, plan.side, state.runs, lambda a, b: diff_relations(
+                    con, a, b, float_tolerance=self.options.float_tolerance))
+                side_effects.attribute(judged, found)
+                judged_all.setdefault(SIDE_KEY, {})[scenario] = found
+        return judged
+
+    def _run_step(self, plan: Plan, sb: Sandbox, profiles: str, step: Run, state: ChainState, scope: _Scope,
+                  isolate: dict | None, reorders: bool, models: list | None, final: bool, repeat: bool) -> None:
+        """One dbt run of a scenario; a rerun at the same clock also counts the versions it adds to snapshots."""
+        before = snapshot_versions(self.engine, sb, scope.snapshots) if repeat else {}
+        with self._isolation(plan, scope.broken, full=not reorders):
+            exclude = scope.broken if (isolate and reorders) else None
+            if state.stopped:  # a statement stopped at the limit: not run again in this sandbox
+                exclude = (exclude or set()) | state.stopped
+            if exclude:
+                place_reference(self.engine, plan, sb, scope.broken)
+            res = None if models == [] else self._dbt(plan, sb, profiles, step, final=final, only=scope.only,
+                                                      exclude=exclude, models=models)
+        if res is not None:
+            state.tally(res, plan, step.label)
+        for uid, count in snapshot_versions(self.engine, sb, scope.snapshots).items() if repeat else ():
+            if uid in before and count > before[uid]:
+                state.reopened[uid] = state.reopened.get(uid, 0) + count - before[uid]
+
+    def _judge_lean(self, plan: Plan, sb: Sandbox, profiles: str, scenario: str, step: Run, current: set[str],
+                    first: set[str], errors: dict[str, str], ref_errors: dict[str, str], runs: dict[str, int],
+                    skipped: dict[str, str], stopped: set[str], results: list) -> dict[str, ScenarioResult]:
+        """The end of a lean scenario: judge the models its last run built (`current`), build what
+        reads the ones that differ (and the models with hooks), judge those and the rest of what it
+        built (`first`: its first build), and judge the others from the reference."""
+        assert self.engine and self.project
+        with self.engine.connect(sb) as con:
+            out = judge(con, scenario, plan, errors, ref_errors, self.options.float_tolerance, current, skipped)
+        differing = {u for u, r in out.items() if differs(r.verdict)}
+        failed = {**ref_errors, **skipped, **errors}
+        reorders = scenario_kind(scenario).reorders
+        opaque = current & plan.order_sensitive if reorders else current
+        rebuild, blocked = final_rebuild(plan, differing, failed, current, opaque, step.label)
+        if rebuild:
+            res = self._dbt(plan, sb, profiles, step, models=[self.project.models[u] for u in rebuild],
+                            exclude=set(stopped) or None)
+            results.append(res)
+            tally_run(res, plan, f"{step.label} (the models below)", errors, runs, skipped, stopped)
+        built = set(rebuild) | (first - current)
+        rest = {m.unique_id for m in plan.judged} - current
+        with self.engine.connect(sb) as con:
+            out.update(judge(con, scenario, plan, errors, ref_errors, self.options.float_tolerance,
+                             {u for u in rest if u in built or u in ref_errors or u in errors}, skipped))
+        for uid in sorted(rest - set(out)):
+            if uid in blocked:
+                out[uid] = ScenarioResult(scenario, "untested", message=blocked[uid])
+            else:
+                rows = plan.reference_rows.get(uid, 0)
+                out[uid] = ScenarioResult(scenario, "safe", reference_rows=rows, rows=rows,
+                                          message=CARRIED_ORDER if reorders else CARRIED)
+        return out
+
+    def _first_build(self, plan: Plan, template: Sandbox) -> tuple[dict, object]:
+        """The first build (the data before the first replayed batch, built in full at its start)
+        is the same in replay, rerun and partial: it runs once, in a sandbox of its own that those
+        scenarios clone (a file copy on DuckDB, CREATE DATABASE ... TEMPLATE on PostgreSQL)."""
+        assert self.engine and plan.timeline
+        steps = scenario_steps("replay", plan.timeline)
+        reset, run = steps[0], steps[1]
+        assert isinstance(reset, Reset) and isinstance(run, Run) and run.full_refresh
+        self.progress.scenario("first build")
+        sb = self.engine.clone(template, "first_build",
+                               read_only=(REFERENCE_SCHEMA, SNAPSHOT_SCHEMA, side_effects.PREHOOK_SCHEMA))
+        self._shared.append(sb)
+        with self.engine.connect(sb) as con:
+            apply_step(con, plan, reset)
+            self._set_clock(con, sb, run.clock)
+        res = self._dbt(plan, sb, self._profiles_dir(sb), run, final=False,
+                        models=[m for m in plan.build if m.unique_id in first_ids(plan)])
+        errors: dict[str, str] = {}
+        runs: dict[str, int] = {}
+        skipped: dict[str, str] = {}
+        stopped: set[str] = set()
+        tally_run(res, plan, run.label, errors, runs, skipped, stopped)
+        self.engine.release(sb)  # worker processes copy it next
+        self.progress.advance(f"first build: {run.label}")
+        return {"sandbox": sb, "done": 2, "errors": errors, "runs": runs, "skipped": skipped,
+                "stopped": sorted(stopped)}, res
+
+    @contextlib.contextmanager
+    def _isolation(self, plan: Plan, broken: set[str], full: bool) -> Iterator[None]:
+        """Broken models rebuilt in full at every run, so what they pass on is right for the data
+        that has arrived (dbt's `full_refresh` config wins over the run's flag)."""
+        assert self.project
+        nodes = [self.project.manifest.nodes[u] for u in broken if u in self.project.manifest.nodes] if full else []
+        saved = [n.config.full_refresh for n in nodes]
+        for n in nodes:
+            n.config.full_refresh = True
+        try:
+            yield
+        finally:
+            for n, value in zip(nodes, saved):
+                n.config.full_refresh = value
+
