@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -280,3 +281,63 @@ def test_no_value_of_the_users_profile_reaches_a_file_whatever_its_key(tmp_path)
     assert seen == [] and files_with(secret.encode(), roots) == []
     assert len(profiles_seen) >= 2, profiles_seen  # the scan saw the sandbox profiles
     assert secret not in err
+
+
+def test_the_lint_compiles_the_projects_code_confined_too(tmp_path):
+    """The lint compiles the project (its Jinja runs queries in the scratch catalog): a compile-time
+    query that writes a file outside is refused by the kernel; --unconfined lets it through (and says so)."""
+    p = hostile_project(tmp_path)
+    outside = p["landing"] / "from_lint.csv"
+    (p["project"] / "models" / "introspects.sql").write_text(
+        "{% if execute %}{% do run_query(\"copy (select 1 as x) to '" + str(outside) + "'\") %}{% endif %}\n"
+        "select 1 as id\n")
+    args = ["lint", "--project-dir", str(p["project"]), "--profiles-dir", str(p["project"]), "--format", "json"]
+    code, out, err = run_cli(args)
+    assert not outside.exists(), (code, out, err)
+    _unchanged(p)
+    summary = json.loads(out)["summary"]
+    assert summary["confinement"].startswith("confined by the kernel"), summary
+    assert str(Path(tempfile.gettempdir()) / f"rerun_safety-{os.getuid()}") in summary["confinement"]
+    code, out, err = run_cli([*args, "--unconfined"])
+    assert outside.read_text().strip().splitlines() == ["x", "1"], (code, out, err)
+    assert json.loads(out)["summary"]["confinement"].startswith("UNCONFINED (--unconfined)")
+
+
+def test_the_postgres_lint_compiles_as_a_role_of_its_own(tmp_path, pg_server, pg_database):
+    """The profile's role is a superuser: a compile-time query of the project that writes a file on the
+    server is refused to the lint's own role (the scratch database is that role's); --unconfined compiles
+    as the profile's role, and the file is written. No role or scratch database stays."""
+    from _support import postgres_profile, write_profiles
+
+    outside = Path(pg_server.base) / f"from_lint_{os.getpid()}.csv"
+    project = tmp_path / "project"
+    (project / "models").mkdir(parents=True)
+    (project / "dbt_project.yml").write_text("name: hostile_pg\nversion: '1.0'\nprofile: hostile_pg\n")
+    write_profiles(project, "hostile_pg", postgres_profile(pg_server, pg_database))
+    (project / "models" / "introspects.sql").write_text(
+        "{{ config(materialized='incremental', unique_key='id') }}\n"
+        "{% if execute %}{% do run_query(\"copy (select 1 as x) to '" + str(outside) + "'\") %}{% endif %}\n"
+        "select 1 as id\n")
+    args = ["lint", "--project-dir", str(project), "--profiles-dir", str(project), "--format", "json"]
+    leftovers = ("select (select count(*) from pg_roles where rolname like 'rerun\\_safety\\_role\\_%'), "
+                 "(select count(*) from pg_database where datname like 'rerun\\_safety\\_lint\\_%')")
+    conn = pg_server.connect(pg_database)
+    conn.autocommit = True
+    try:
+        with conn.cursor() as cur:
+            cur.execute(leftovers)
+            before = cur.fetchone()
+        code, out, err = run_cli(args)
+        assert not outside.exists(), (code, out, err)
+        assert json.loads(out)["summary"]["confinement"].startswith("confined by the kernel"), out
+        with conn.cursor() as cur:
+            cur.execute(leftovers)
+            assert cur.fetchone() == before
+        code, out, err = run_cli([*args, "--unconfined"])
+        assert outside.read_text().splitlines() == ["1"], (code, out, err)
+        with conn.cursor() as cur:
+            cur.execute(leftovers)
+            assert cur.fetchone() == before
+    finally:
+        conn.close()
+        outside.unlink(missing_ok=True)

@@ -71,16 +71,25 @@ def _files_holding(root: Path, needle: str) -> list[str]:
 
 
 def _start(project: Path, profiles: Path, tmp: Path) -> subprocess.Popen:
+    """The lint in a process group of its own (the command and its confined child)."""
     env = {**os.environ, "TMPDIR": str(tmp)}
     return subprocess.Popen([RERUN_SAFETY, "lint", "--project-dir", str(project), "--profiles-dir", str(profiles)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            start_new_session=True)
+
+
+def _left_in(tmp: Path, killed: bool = False) -> list[str]:
+    """What a lint left in its TMPDIR: everything but the (empty) work root folder it works in, and
+    (`killed`: its process group was SIGKILLed) multiprocessing's own folders of the dead fork server."""
+    return sorted(str(p.relative_to(tmp)) for p in tmp.rglob("*") if p != tmp / f"rerun_safety-{os.getuid()}"
+                  and not (killed and p.relative_to(tmp).parts[0].startswith("pymp-")))
 
 
 def _wait_for_scratch(proc: subprocess.Popen, tmp: Path) -> Path:
     """The run folder once its scratch profile is written (the scratch database exists by then)."""
     deadline = time.time() + 120
     while time.time() < deadline:
-        for profile in tmp.glob("rerun_safety_lint_*/scratch_profile/profiles.yml"):
+        for profile in tmp.glob("rerun_safety-*/rerun_safety_lint_*/scratch_profile/profiles.yml"):
             return profile.parent.parent
         assert proc.poll() is None, proc.communicate()
         time.sleep(0.05)
@@ -133,7 +142,7 @@ def test_stop_signal_cleans_up_and_the_password_stays_out_of_files(small, engine
     assert proc.returncode == code, (out, err)
     assert err.strip().splitlines() == [f"rerun-safety: lint interrupted by {sig.name}; scratch catalog removed"]
     assert "Traceback" not in err and PASSWORD not in out + err
-    assert [p.name for p in tmp.iterdir()] == []
+    assert _left_in(tmp) == []
     if engine == "postgres":
         assert _scratch_databases(server) == []
 
@@ -143,7 +152,7 @@ def test_sigkill_leftovers_are_swept_by_the_next_run(small, engine):
     proc = _start(project, profiles, tmp)
     try:
         run_dir = _wait_for_scratch(proc, tmp)
-        proc.send_signal(signal.SIGKILL)
+        os.killpg(proc.pid, signal.SIGKILL)  # the command and its confined child: nothing cleans up
         proc.wait(timeout=60)
     finally:
         if proc.poll() is None:
@@ -159,7 +168,7 @@ def test_sigkill_leftovers_are_swept_by_the_next_run(small, engine):
                           "--select", "stg_orders"], capture_output=True, text=True, env=env, timeout=300)
     assert res.returncode == 0, res.stderr
     assert "Traceback" not in res.stderr and res.stderr.strip() == ""
-    assert [p.name for p in tmp.iterdir()] == []
+    assert _left_in(tmp, killed=True) == []
     if engine == "postgres":
         assert _scratch_databases(server) == []
 
@@ -180,9 +189,10 @@ def test_game_day_profile_reader_names_file_and_line_without_the_secret(tmp_path
     assert PASSWORD not in str(err.value) and "\n" not in str(err.value)
 
 
-# A confined game day runs in a child process, which this test's patches do not reach: --unconfined runs it
-# here, under the same stop-signal handlers that the confined child installs (cli._gameday_child).
-_IN_THIS_PROCESS = {"lint": [], "gameday": ["--unconfined"]}
+# A confined game day or lint runs in a child process, which this test's patches do not reach: --unconfined
+# runs it here, under the same stop-signal handlers that the confined child installs (cli._gameday_child,
+# cli._lint_child).
+_IN_THIS_PROCESS = {"lint": ["--unconfined"], "gameday": ["--unconfined"]}
 
 
 @pytest.mark.parametrize("command, line", [

@@ -162,13 +162,78 @@ def _confined_gameday(options):
     return report
 
 
+def _quiet_resource_tracker() -> None:
+    """Workers stopped on Ctrl-C die holding the locks dbt made in them; multiprocessing's resource
+    tracker (started later, with these warning options) removes them and need not say so after the
+    command's one line."""
+    if "ignore:resource_tracker:UserWarning" not in sys.warnoptions:
+        sys.warnoptions.append("ignore:resource_tracker:UserWarning")
+
+
+def _lint_signal(signum, frame) -> None:
+    # dbt swallows KeyboardInterrupt inside an invocation: the lint's compile loop also checks STOP
+    from .lint.compile import STOP
+
+    if not _in_finalizer(frame):
+        STOP.append("SIGTERM" if signum == signal.SIGTERM else "SIGINT")
+    _on_stop_signal(signum, frame)
+
+
+def _lint_cleanup() -> None:
+    import gc
+    from multiprocessing.pool import RUN, Pool
+
+    from .lint.compile import STOP
+
+    STOP.clear()
+    # A dbt compile that stops on a failing model can leave its thread pool running; finalised at
+    # interpreter exit, its __del__ writes to a closed pipe ("Bad file descriptor" traceback). Collect
+    # and stop such pools here, while the interpreter is whole.
+    gc.collect()
+    for obj in gc.get_objects():
+        if isinstance(obj, Pool) and getattr(obj, "_state", None) == RUN:
+            obj.terminate()
+
+
+def _confined_lint(kwargs: dict):
+    """The lint in a child process that may write only beneath the work root (its scratch catalog)
+    and the project's target/rerun_safety_lint (dbt's partial parse, reused by the next lint)."""
+    from .confine import check_available, run_confined
+    from .lint.compile import lint_session_dir
+    from .warehouse.base import default_work_root, private_work_root
+
+    check_available(False)
+    work_root = private_work_root(default_work_root())
+    writable = [work_root]
+    project = Path(kwargs["project_dir"]).resolve()
+    if (project / "dbt_project.yml").is_file():
+        session = lint_session_dir(project, None)
+        if session is not None:
+            writable.append(session)
+    result, _ = run_confined(_lint_child, (kwargs, work_root), writable, stop_name=_stop_name)
+    return result
+
+
+def _lint_child(kwargs: dict, work_root, confinement=None, progress=None):
+    """The lint (in the confined child: with the stop signals as in the command)."""
+    from dataclasses import replace as replaced
+
+    from .confine import Confinement
+    from .lint import run_lint
+
+    if confinement is not None:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, _lint_signal)
+    result = run_lint(**kwargs, work_root=work_root, confined=confinement is not None and confinement.confined)
+    return replaced(result, confinement=(confinement or Confinement(False)).note(lint=True))
+
+
 def _gameday_child(options, confinement, progress):
     """In the confined child: stop signals as in the command, the game day; its progress goes to the
     command's process, which shows it."""
     from .gameday import run_gameday
 
-    if "ignore:resource_tracker:UserWarning" not in sys.warnoptions:
-        sys.warnoptions.append("ignore:resource_tracker:UserWarning")
+    _quiet_resource_tracker()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, _on_stop_signal)
     return run_gameday(replace(options, confinement=confinement), progress=progress)
@@ -226,11 +291,7 @@ def gameday(ctx, project_dir, profiles_dir, target, select, exclude, vars_yaml, 
     """Replay every incremental model in sandboxes and diff it against a clean reference build."""
     from .confine import Confinement, prestart
 
-    # Workers stopped on Ctrl-C die holding the locks dbt made in them; multiprocessing's resource
-    # tracker (started later, with these warning options) removes them and need not say so after
-    # our one line.
-    if "ignore:resource_tracker:UserWarning" not in sys.warnoptions:
-        sys.warnoptions.append("ignore:resource_tracker:UserWarning")
+    _quiet_resource_tracker()
     if not unconfined:  # (after the warning options, which the resource tracker it starts takes)
         prestart()  # the confined game day's fork server imports dbt while this process imports the rest
     from .gameday import GamedayOptions, default_threads, run_gameday
@@ -274,38 +335,25 @@ def gameday(ctx, project_dir, profiles_dir, target, select, exclude, vars_yaml, 
 @click.option("--defer", is_flag=True,
               help="Accepted beside --state for a command line shared with dbt; the lint compiles against an "
                    "empty scratch catalog, so nothing is deferred.")
+@_UNCONFINED
 @click.pass_context
-def lint(ctx, project_dir, profiles_dir, target, select, exclude, vars_yaml, fmt, state, defer):
+def lint(ctx, project_dir, profiles_dir, target, select, exclude, vars_yaml, fmt, state, defer, unconfined):
     """Find unsafe incremental patterns and non-determinism in compiled SQL."""
-    import gc
     import json
 
-    from .lint import render_text, run_lint
-    from .lint.compile import STOP
+    from .lint import render_text
 
-    def on_signal(signum, frame) -> None:
-        # dbt swallows KeyboardInterrupt inside an invocation: the compile loop also checks STOP
-        if not _in_finalizer(frame):
-            STOP.append("SIGTERM" if signum == signal.SIGTERM else "SIGINT")
-        _on_stop_signal(signum, frame)
+    _quiet_resource_tracker()
+    if not unconfined:
+        from .confine import prestart
 
-    def cleanup() -> None:
-        STOP.clear()
-        # A dbt compile that stops on a failing model can leave its thread pool running; finalised
-        # at interpreter exit, its __del__ writes to a closed pipe ("Bad file descriptor"
-        # traceback). Collect and stop such pools here, while the interpreter is whole.
-        gc.collect()
-        from multiprocessing.pool import RUN, Pool
-
-        for obj in gc.get_objects():
-            if isinstance(obj, Pool) and getattr(obj, "_state", None) == RUN:
-                obj.terminate()
-
+        prestart()  # the confined child's fork server imports dbt while this process imports the rest
+    kwargs = dict(project_dir=project_dir, profiles_dir=profiles_dir, target=target, select=select,
+                  exclude=exclude, vars_yaml=vars_yaml, state=state)
     _preload()
-    with exit_codes(ctx.obj["debug"], "lint interrupted by {name}; scratch catalog removed", handler=on_signal,
-                    cleanup=cleanup):
-        result = run_lint(project_dir=project_dir, profiles_dir=profiles_dir, target=target,
-                          select=select, exclude=exclude, vars_yaml=vars_yaml, state=state)
+    with exit_codes(ctx.obj["debug"], "lint interrupted by {name}; scratch catalog removed", handler=_lint_signal,
+                    cleanup=_lint_cleanup):
+        result = _lint_child(kwargs, None) if unconfined else _confined_lint(kwargs)
     if fmt == "json":
         click.echo(json.dumps(result.to_dict(), indent=2))
     else:

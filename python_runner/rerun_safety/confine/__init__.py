@@ -37,10 +37,13 @@ class Confinement:
     writable: tuple[str, ...] = ()
     abi: int = 0
 
-    def note(self) -> str:
+    def note(self, lint: bool = False) -> str:
         if self.confined:
             return (f"confined by the kernel (Linux Landlock ABI {self.abi}): the project's code could write only "
                     f"beneath {', '.join(self.writable)}")
+        if lint:
+            return ("UNCONFINED (--unconfined): the project's code compiled with this user's full rights (its "
+                    "introspective queries ran in the scratch catalog)")
         return ("UNCONFINED (--unconfined): the project's code ran with this user's full rights; nothing but "
                 "the statement guard kept its hooks and Python models from writing files outside the sandboxes")
 

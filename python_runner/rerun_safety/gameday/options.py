@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from ..warehouse.base import default_work_root
 from .scenarios import ALL_SCENARIOS, Batch, scenario
 
 
@@ -43,7 +43,7 @@ class GamedayOptions:
     output_dir: Path
     threads: int = 1
     keep_sandboxes: bool = False
-    work_root: Path = field(default_factory=lambda: Path(tempfile.gettempdir()) / f"rerun_safety-{os.getuid()}")
+    work_root: Path = field(default_factory=default_work_root)
     batch_size: Batch = field(default_factory=lambda: Batch.parse("day"))
     since: dt.datetime | None = None
     until: dt.datetime | None = None

@@ -42,6 +42,7 @@ from .dbt_compile import (STOP, Selection, render_clocks, compile_all, fqn_selec
 from .context import WINDOW_END_SENTINEL, WINDOW_START_SENTINEL, WINDOW_VARS
 from .pass2 import Pass2Worker, worth_a_second_process
 from .target import resolve_target
+from ..warehouse.base import default_work_root, private_work_root
 from ..warehouse.engines import scratch_for
 from ..warehouse.scratch import (PLACEHOLDER_COLUMN, SCRATCH_PREFIX, RelationSpec, RunDir, Scratch, TargetProfile,
                                  sweep_run_dirs)
@@ -106,7 +107,8 @@ def merged_vars(vars_yaml: str | None, with_window: bool) -> tuple[str | None, t
 
 def compile_project(project_dir: str | Path, profiles_dir: str | Path | None, target: str | None,
                     select: tuple[str, ...], exclude: tuple[str, ...], vars_yaml: str | None,
-                    parallel: bool | None = None, state: str | None = None) -> CompileOutcome:
+                    parallel: bool | None = None, state: str | None = None,
+                    work_root: str | Path | None = None, confined: bool = False) -> CompileOutcome:
     """Parse, select and compile both branches; never writes to the user's target. `parallel`:
     compile the incremental branch in a second process (None: when it is likely to help)."""
     project = Path(project_dir).resolve()
@@ -117,13 +119,14 @@ def compile_project(project_dir: str | Path, profiles_dir: str | Path | None, ta
     plain_vars, _, _ = merged_vars(vars_yaml, with_window=False)
     tp = resolve_target(project, Path(profiles_dir).resolve() if profiles_dir else None, target, user_vars)
 
-    sweep_run_dirs()  # what a killed lint left behind
-    run = RunDir()
+    root = private_work_root(Path(work_root) if work_root else default_work_root())
+    sweep_run_dirs(root)  # what a killed lint left behind
+    run = RunDir(root)
     work = run.path
     scratch: Scratch | None = None
     worker: Pass2Worker | None = None
     try:
-        session = DbtSession(project, profiles_dir, target, _session_dir(project, work), vars_yaml=vars_yaml)
+        session = DbtSession(project, profiles_dir, target, lint_session_dir(project, work), vars_yaml=vars_yaml)
         t = time.perf_counter()
         # parse as DbtSession.parse does, without writing manifest.json (nobody reads it here)
         parsed = session.invoke(["parse", "--no-write-json"], use_manifest=False)
@@ -156,7 +159,7 @@ def compile_project(project_dir: str | Path, profiles_dir: str | Path | None, ta
         catalogs = [manifest_catalog(manifest)] + [n.database for n in incremental] + [
             (manifest.sources[u].database if u in manifest.sources else getattr(manifest.nodes.get(u), "database", None))
             for u in sorted(upstream)]
-        scratch = scratch_for(adapter, tp, work, run.run_id, catalogs, manifest)
+        scratch = scratch_for(adapter, tp, work, run.run_id, catalogs, manifest, confined=confined)
         timings["scratch"] = time.perf_counter() - t
 
         started = time.perf_counter()
@@ -349,7 +352,7 @@ def _materialize(session: DbtSession, manifest, scratch: Scratch, full: dict, in
     return not_created, incr
 
 
-def _session_dir(project: Path, fallback: Path) -> Path:
+def lint_session_dir(project: Path, fallback: Path | None) -> Path | None:
     """dbt's target and log paths for the lint: under the project's target/ (like `dbt compile`),
     so that the next lint reuses dbt's partial parse; a temp dir when the project is read-only."""
     path = project / "target" / "rerun_safety_lint"
@@ -360,7 +363,7 @@ def _session_dir(project: Path, fallback: Path) -> Path:
         probe.unlink()
         return path
     except OSError:
-        return fallback / "session"
+        return fallback / "session" if fallback is not None else None
 
 
 def manifest_catalog(manifest) -> str:

@@ -139,13 +139,14 @@ def _parse(sql: str | None, dialect: str | None, cache: dict) -> ParsedSql | Non
 
 def run_lint(project_dir: str | Path = ".", profiles_dir: str | Path | None = None, target: str | None = None,
              select: tuple[str, ...] = (), exclude: tuple[str, ...] = (), vars_yaml: str | None = None,
-             parallel: bool | None = None, state: str | None = None) -> LintResult:
+             parallel: bool | None = None, state: str | None = None, work_root: str | Path | None = None,
+             confined: bool = False) -> LintResult:
     """Lint the selected models. `parallel` forces (True) or forbids (False) compiling the
     incremental branches in a second process; by default it is used when it is likely to help."""
     started = time.perf_counter()
     scrub_dbt_environment()  # CI's DBT_DEFER/DBT_STATE/...: the lint compiles the project as it is
     outcome = compile_project(project_dir, profiles_dir, target, tuple(select), tuple(exclude), vars_yaml,
-                              parallel=parallel, state=state)
+                              parallel=parallel, state=state, work_root=work_root, confined=confined)
     manifest = outcome.manifest
     adapter = manifest.metadata.adapter_type
     dialect = sqlglot_dialect(adapter)

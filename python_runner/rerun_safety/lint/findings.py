@@ -35,6 +35,7 @@ class LintResult:
     suppressed: tuple[Finding, ...] = ()
     incremental_mode: str = ""
     timings: dict = field(default_factory=dict, compare=False)
+    confinement: str = ""  # how the project's code was confined while it compiled (confine.Confinement.note)
 
     @property
     def has_errors(self) -> bool:
@@ -54,6 +55,7 @@ class LintResult:
             "findings": [f.to_dict() for f in self.findings],
             "models": list(self.models),  # every model linted, as dbt names it (orders.v2)
             "suppressed": [f.to_dict() for f in self.suppressed],
-            "summary": {**self.counts(), "incremental_branch": self.incremental_mode},
+            "summary": {**self.counts(), "incremental_branch": self.incremental_mode,
+                        "confinement": self.confinement},
             "timings": {k: round(v, 3) for k, v in self.timings.items()},
         }

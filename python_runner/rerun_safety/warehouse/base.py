@@ -313,6 +313,13 @@ class Engine(abc.ABC):
             shutil.rmtree(self.run_dir, ignore_errors=True)
 
 
+def default_work_root() -> Path:
+    """Where the runner works unless told otherwise: `$TMPDIR/rerun_safety-<uid>`, one per user."""
+    import tempfile
+
+    return Path(tempfile.gettempdir()) / f"rerun_safety-{os.getuid()}"
+
+
 def private_work_root(path: Path) -> Path:
     """The runner's work root, created 0700 if missing. Refused (ConfigError) if it is a symlink, not
     a folder, or owned by another user (who could read or plant sandboxes there); tightened to 0700

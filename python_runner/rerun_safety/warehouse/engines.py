@@ -55,8 +55,10 @@ def engine_for(target_output: dict, work_root: Path, run_id: str, attach: bool =
     raise ConfigError(f"adapter '{kind}' is not supported (supported: duckdb, postgres, spark)")
 
 
-def scratch_for(adapter: str, tp: TargetProfile, work: Path, run_id: str, catalogs: list[str], manifest) -> Scratch:
-    """The scratch catalog of an engine the lint compiles on (ConfigError for another)."""
+def scratch_for(adapter: str, tp: TargetProfile, work: Path, run_id: str, catalogs: list[str], manifest,
+                confined: bool = False) -> Scratch:
+    """The scratch catalog of an engine the lint compiles on (ConfigError for another). `confined`: the
+    lint confined by privilege (on PostgreSQL its scratch belongs to a role of its own)."""
     if adapter == "duckdb":
         from .duckdb.scratch import DuckDBScratch
 
@@ -64,7 +66,7 @@ def scratch_for(adapter: str, tp: TargetProfile, work: Path, run_id: str, catalo
     if adapter == "postgres":
         from .postgres.scratch import PostgresScratch
 
-        scratch = PostgresScratch(tp, work, run_id)
+        scratch = PostgresScratch(tp, work, run_id, own_role=confined)
         scratch.prepare_manifest(manifest)
         return scratch
     from ..errors import ConfigError

@@ -43,17 +43,18 @@ def role_name(run_id: str) -> str:
     return f"{ROLE_PREFIX}{run_id}"
 
 
-def create_run_role(cur, run_id: str) -> tuple[str, str]:
+def create_run_role(cur, run_id: str,
+                    purpose: str = "a confined game day reaches its sandboxes") -> tuple[str, str]:
     """Create the run's role through the profile's connection `cur` (autocommit); returns its name and
     password, which are also put in this process's environment for the workers it starts. A profile role
-    that cannot create roles is refused in one line that names the privilege."""
+    that cannot create roles is refused in one line that names the privilege (and `purpose`)."""
     cur.execute("select current_user, rolsuper, rolcreaterole from pg_roles where rolname = current_user")
     user, superuser, createrole = cur.fetchone()
     if not (superuser or createrole):
         raise ConfigError(
-            f"the profile's PostgreSQL role {user} cannot create roles: a confined game day reaches its sandboxes "
-            f"as a role of its own, which it creates and drops; grant it with ALTER ROLE {pgsql_ident(user)} "
-            "CREATEROLE, or pass --unconfined to run without that protection")
+            f"the profile's PostgreSQL role {user} cannot create roles: {purpose} as a role of its own, which it "
+            f"creates and drops; grant it with ALTER ROLE {pgsql_ident(user)} CREATEROLE, or pass --unconfined "
+            "to run without that protection")
     name, password = role_name(run_id), secrets.token_urlsafe(24)
     ident = pgsql.Identifier(name)
     # INHERIT: it is a member of nothing but pg_database_owner in its own sandboxes, whose CREATE on the

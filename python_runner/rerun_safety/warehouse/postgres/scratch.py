@@ -8,6 +8,7 @@ from ...errors import ConfigError
 from ...secrets import password_of
 from ..scratch import SCRATCH_PREFIX, Scratch, TargetProfile, create_batch, quoted_ident, create_statements, first_line, write_profile
 from .dialect import POSTGRES
+from .role import create_run_role, drop_run_role, leftover_roles, role_name
 
 
 def pg_lock_key(run_id: str) -> int:
@@ -27,15 +28,24 @@ def point_manifest(manifest, user_db: str, scratch_db: str) -> None:
                     '"{}"'.format(str(p).replace('"', '""')) for p in (scratch_db, node.schema, ident))
 
 
+LINT_ROLE_RUN = "lint_"  # a lint's role is rerun_safety_role_lint_<run id> (role.role_name)
+
+
 class PostgresScratch(Scratch):
     """A database `rerun_safety_lint_<run id>` on the target's server. An admin connection holds an
-    advisory lock for the run's life, so that a later run's sweep drops it only once we died."""
+    advisory lock for the run's life, so that a later run's sweep drops it only once we died.
+
+    `own_role` (a confined lint): the database belongs to a role the run creates (as the game day's
+    sandboxes do, see role.py), and the relations, the compiles and their introspective queries run as
+    that role: whatever the project's Jinja asks, the server refuses it files, programs and other
+    databases. A profile role that may not create roles (no CREATEROLE: itself no superuser) compiles
+    as itself, as `dbt compile` would, and the mode says so: the lint stays the cheap gate."""
 
     mode = "scratch postgres database"
     dialect = POSTGRES
     extra_flags = ("--no-populate-cache",)
 
-    def __init__(self, tp: TargetProfile, work: Path, run_id: str):
+    def __init__(self, tp: TargetProfile, work: Path, run_id: str, own_role: bool = False):
         import psycopg2
 
         self.tp = tp
@@ -45,13 +55,20 @@ class PostgresScratch(Scratch):
         self.created = False
         self.refusal = ""
         self.admin = None
+        self.role: tuple[str, str] | None = None  # (name, password) of the run's own role
         try:
             self.admin = self._admin()
             with self.admin.cursor() as cur:
                 cur.execute("select pg_advisory_lock(%s)", [pg_lock_key(run_id)])
             self.swept = self._sweep()
+            if own_role and self._may_create_roles():
+                self._take_role()
+            elif own_role:
+                self.mode += (f" (as the profile's role {tp.output.get('user')}, which may not create a role of the "
+                              "lint's own: ALTER ROLE ... CREATEROLE gives it one)")
+            owner = f" owner {self._quoted(self.role[0])}" if self.role else ""
             with self.admin.cursor() as cur:
-                cur.execute(f"create database {self._quoted(self.dbname)}")
+                cur.execute(f"create database {self._quoted(self.dbname)}{owner}")
             self.created = True
         except psycopg2.Error as err:
             self.refusal = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
@@ -60,6 +77,10 @@ class PostgresScratch(Scratch):
                                   f"{self.refusal}") from None
         self.incremental_possible = self.created
         output = dict(tp.output)
+        if self.role:  # dbt compiles as the run's role (its password through the environment, as every secret)
+            for key in ("pass", "sslcert", "sslkey", "sslpassword"):
+                output.pop(key, None)
+            output["user"], output["password"] = self.role
         if self.created:
             output["dbname"] = self.dbname
             output.pop("database", None)
@@ -68,13 +89,36 @@ class PostgresScratch(Scratch):
             self.mode = f"not checked (no scratch database: {self.refusal})"
             self._profiles = write_profile(work / "target_profile", tp, output)
 
+    def _may_create_roles(self) -> bool:
+        with self.admin.cursor() as cur:
+            cur.execute("select rolsuper or rolcreaterole from pg_roles where rolname = current_user")
+            return bool(cur.fetchone()[0])
+
+    def _take_role(self) -> None:
+        """Create the run's role; refused in one line when the profile's role cannot create roles, or
+        when the new role cannot log in where the profile's does (pg_hba.conf)."""
+        import psycopg2
+
+        with self.admin.cursor() as cur:
+            self.role = create_run_role(cur, LINT_ROLE_RUN + self.run_id,
+                                        purpose="a confined lint compiles in its scratch database")
+        try:
+            psycopg2.connect(**self._dsn(self.admin.info.dbname)).close()
+        except psycopg2.Error as err:
+            with self.admin.cursor() as cur:
+                drop_run_role(cur, self.role[0])
+            self.role = None
+            raise ConfigError(f"the lint's own PostgreSQL role cannot log in where the profile's does "
+                              f"({first_line(err)}): allow password (scram-sha-256) logins for roles named "
+                              "rerun_safety_role_* in pg_hba.conf, or pass --unconfined") from None
+
     def _admin(self):
         import psycopg2
 
         last = None
         for db in ("postgres", "template1", self.user_db):
             try:
-                conn = psycopg2.connect(**self._dsn(db))
+                conn = psycopg2.connect(**self._dsn(db, admin=True))
                 conn.autocommit = True
                 return conn
             except psycopg2.Error as err:
@@ -85,36 +129,43 @@ class PostgresScratch(Scratch):
     def _quoted(name: str) -> str:
         return quoted_ident(name).sql("postgres")
 
-    def _dsn(self, dbname: str) -> dict:
+    def _dsn(self, dbname: str, admin: bool = False) -> dict:
+        """Connection parameters: as the run's role (when it has one) unless `admin`."""
         out = self.tp.output
         dsn = {"host": out.get("host"), "port": out.get("port", 5432), "user": out.get("user"),
                "password": password_of(out) or None, "dbname": dbname}
         for key in ("sslmode", "sslcert", "sslkey", "sslrootcert", "connect_timeout"):
             if out.get(key) is not None:
                 dsn[key] = out[key]
+        if self.role and not admin:
+            dsn.update(user=self.role[0], password=self.role[1])
+            dsn.pop("sslcert", None)
+            dsn.pop("sslkey", None)
         return {k: v for k, v in dsn.items() if v is not None}
 
     def _sweep(self) -> int:
-        """Drop scratch databases whose run died (their advisory lock is free); one this user may
-        not drop (another user's) stays for its owner's next run."""
+        """Drop scratch databases (and the lint roles) whose run died (their advisory lock is free); one
+        this user may not drop (another user's) stays for its owner's next run."""
         import psycopg2
 
         removed = 0
         with self.admin.cursor() as cur:
             cur.execute("select datname from pg_database where starts_with(datname, %s)", [SCRATCH_PREFIX])
-            names = [r[0] for r in cur.fetchall()]
-        for name in names:
-            run = name[len(SCRATCH_PREFIX):]
-            if run == self.run_id or name == self.user_db:
-                continue
+            runs = {r[0][len(SCRATCH_PREFIX):] for r in cur.fetchall() if r[0] != self.user_db}
+            roles = {name[len(role_name(LINT_ROLE_RUN)):] for name in leftover_roles(cur)
+                     if name.startswith(role_name(LINT_ROLE_RUN))}
+        for run in sorted((runs | roles) - {self.run_id}):
             key = pg_lock_key(run)
             with self.admin.cursor() as cur:
                 cur.execute("select pg_try_advisory_lock(%s)", [key])
                 if not cur.fetchone()[0]:
                     continue  # its run is alive
                 try:
-                    cur.execute(f"drop database if exists {self._quoted(name)} with (force)")
-                    removed += 1
+                    if run in runs:
+                        cur.execute(f"drop database if exists {self._quoted(SCRATCH_PREFIX + run)} with (force)")
+                        removed += 1
+                    if run in roles:
+                        drop_run_role(cur, role_name(LINT_ROLE_RUN + run))
                 except psycopg2.Error:
                     pass
                 finally:
@@ -190,9 +241,11 @@ class PostgresScratch(Scratch):
         if self.admin is None:
             return
         try:
-            if self.created:
-                with self.admin.cursor() as cur:
+            with self.admin.cursor() as cur:
+                if self.created:
                     cur.execute(f"drop database if exists {self._quoted(self.dbname)} with (force)")
+                if self.role:
+                    drop_run_role(cur, self.role[0])
         finally:
             try:
                 self.admin.close()
