@@ -9,11 +9,20 @@ from sqlglot.errors import TokenError
 from sqlglot.tokens import TokenType
 
 from ...errors import SandboxError
+from ...secrets import password_of
 from ..base import Connection
 from .dialect import POSTGRES
 
 CONNECT_KEYS = ("host", "port", "user", "password", "sslmode", "sslcert", "sslkey", "sslrootcert",
                 "connect_timeout", "keepalives_idle")
+
+
+def connect_params(target: dict) -> dict:
+    """psycopg2's connection parameters of a profile output (the database apart)."""
+    params = {k: target[k] for k in CONNECT_KEYS if target.get(k) not in (None, "")}
+    if password_of(target) is not None:
+        params["password"] = password_of(target)  # `password:` or dbt-postgres's `pass:`
+    return params
 
 
 def _one_statement(text: str) -> None:

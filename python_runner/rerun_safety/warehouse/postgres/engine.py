@@ -17,7 +17,7 @@ from psycopg2 import sql as pgsql
 from ...errors import ConfigError, SandboxError, first_line
 from ...project import SourceTable
 from ...secrets import password_of
-from .connection import CONNECT_KEYS, PgConnection
+from .connection import PgConnection, connect_params
 from .dialect import POSTGRES
 from ..base import KEEP_SECONDS, PREFIX, SNAPSHOT_SCHEMA, Engine, Sandbox, snapshot_table
 from .redirect import connections_to, map_database, refuse_server_files
@@ -54,10 +54,7 @@ class PostgresEngine(Engine):
         if not self.user_db:
             raise ConfigError("the Postgres target has no dbname")
         super().__init__(target_output, work_root, run_id, attach)
-        self.params = {k: target_output[k] for k in CONNECT_KEYS if target_output.get(k) not in (None, "")}
-        password = password_of(target_output)
-        if password is not None:
-            self.params["password"] = password
+        self.params = connect_params(target_output)
         try:
             self.admin = self._admin_connection()
             version = self.admin.fetchone("select current_setting('server_version_num')::int")[0]

@@ -8,9 +8,9 @@ from typing import Sequence
 from sqlglot import exp
 
 from ...errors import DiffError
-from ...secrets import password_of
 from ..base import Connection
 from ..dialect import functions_called
+from .connection import connect_params
 
 
 def errors() -> tuple[type, ...]:
@@ -38,16 +38,6 @@ def _refuse_volatile(con, cond) -> None:
     if volatile:
         raise DiffError(f"--where may not call {volatile[0]}(): a volatile function (a filter reads rows; it "
                         "cannot change settings or data)")
-
-
-def connect_params(target: dict) -> dict:
-    """psycopg2's connection parameters of a profile output (the database apart)."""
-    from .connection import CONNECT_KEYS
-
-    params = {k: target[k] for k in CONNECT_KEYS if target.get(k) not in (None, "")}
-    if password_of(target) is not None:
-        params["password"] = password_of(target)  # `password:` or dbt-postgres's `pass:`
-    return params
 
 
 def target_columns(output: dict) -> list[tuple]:

@@ -5,9 +5,9 @@ import zlib
 from pathlib import Path
 
 from ...errors import ConfigError
-from ...secrets import password_of
 from ..scratch import SCRATCH_PREFIX, Scratch, TargetProfile, create_batch, quoted_ident, create_statements, first_line, write_profile
 from .dialect import POSTGRES
+from .connection import connect_params
 from .role import create_run_role, drop_run_role, leftover_roles, role_name
 
 
@@ -131,12 +131,7 @@ class PostgresScratch(Scratch):
 
     def _dsn(self, dbname: str, admin: bool = False) -> dict:
         """Connection parameters: as the run's role (when it has one) unless `admin`."""
-        out = self.tp.output
-        dsn = {"host": out.get("host"), "port": out.get("port", 5432), "user": out.get("user"),
-               "password": password_of(out) or None, "dbname": dbname}
-        for key in ("sslmode", "sslcert", "sslkey", "sslrootcert", "connect_timeout"):
-            if out.get(key) is not None:
-                dsn[key] = out[key]
+        dsn = {**connect_params(self.tp.output), "dbname": dbname}
         if self.role and not admin:
             dsn.update(user=self.role[0], password=self.role[1])
             dsn.pop("sslcert", None)
