@@ -802,3 +802,30 @@ def test_a_sampled_changed_key_shows_blanks_not_null_for_columns_it_lacks():
     rows = re.findall(r"<tr><td class=\"mono\">(.*?)</tr>", page)
     cells = [re.findall(r'<td class="mono">(.*?)</td>', '<td class="mono">' + r) for r in rows]
     assert cells == [["missing", "1", "5", "NULL"], ["extra", "3", "19", ""], ["missing", "3", "18", ""]]
+
+
+def test_every_report_names_nondeterministic_columns_beside_a_data_defect(tmp_path):
+    """A drift with a nondeterministic column beside it: JSON carries both; the terminal, Markdown,
+    HTML and JUnit say both. A model nondeterministic alone does not repeat it."""
+    drift = ScenarioResult("replay", "drift", reference_rows=4, rows=4, changed_rows=2, extra_rows=2, missing_rows=2,
+                           differing_columns=("names", "total"))
+    order = ScenarioResult("determinism", "nondeterministic", reference_rows=4, rows=4, changed_rows=3,
+                           extra_rows=3, missing_rows=3, differing_columns=("names",), volatile_columns=("names",))
+    both = ModelVerdict("inc_batches", "model.p.inc_batches", "drift", True, (), "incremental", "merge", ("id",), (),
+                        (drift, order), nondeterministic_columns=("names",))
+    alone = ModelVerdict("lists", "model.p.lists", "nondeterministic", True, (), "table", None, (), (), (order,),
+                         nondeterministic_columns=("names",))
+    rep = GamedayReport("p", "duckdb", "dev", ("reference", "replay", "determinism"), 2, (), (both, alone), 0.0, 1,
+                        0.0, "now")
+    paths = write_reports(rep, tmp_path)
+    models = {m["name"]: m for m in json.loads(paths["json"].read_text())["models"]}
+    assert (models["inc_batches"]["verdict"], models["inc_batches"]["nondeterministic_columns"]) == ("drift", ["names"])
+    assert (models["lists"]["verdict"], models["lists"]["nondeterministic_columns"]) == ("nondeterministic", ["names"])
+    said = "root cause; also nondeterministic: names"
+    for key in ("markdown", "html", "junit"):
+        text = paths[key].read_text()
+        assert text.count(said) >= 1, key
+        assert "lists" in text and text.count("also nondeterministic") == text.count(said), key
+    console = _console()
+    print_summary(rep, paths, console=console)
+    assert said in console.export_text()

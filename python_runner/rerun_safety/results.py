@@ -91,6 +91,8 @@ class ModelVerdict:
     scenarios: tuple[ScenarioResult, ...]
     reason: str = ""
     notes: tuple[str, ...] = ()  # what the reader should know: clock reads, an empty first build, ...
+    # columns that differ between two builds of the same data (beside the verdict when it is a data defect)
+    nondeterministic_columns: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -105,6 +107,7 @@ class ModelVerdict:
             "parents": list(self.parents),
             "reason": self.reason,
             "notes": list(self.notes),
+            "nondeterministic_columns": list(self.nondeterministic_columns),
             "scenarios": [s.to_dict() for s in self.scenarios],
         }
 

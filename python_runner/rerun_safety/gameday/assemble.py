@@ -10,7 +10,7 @@ from .scenarios import scenario as scenario_kind
 from .timeline import late_delay
 from ..project import Project
 from ..results import VERDICT_ORDER, GamedayReport, ModelVerdict
-from .verdict import model_verdict, root_causes
+from .verdict import root_causes, verdict_of
 
 
 def build_report(options: GamedayOptions, project: Project, plan: Plan, by_model, isolated: dict[str, set[str]],
@@ -28,14 +28,14 @@ def build_report(options: GamedayOptions, project: Project, plan: Plan, by_model
     for m in plan.judged:
         uid = m.unique_id
         scen = tuple(by_model[uid][s] for s in options.scenarios if s in by_model[uid])
-        v = model_verdict({s.name: s.verdict for s in scen})
+        v, volatile = verdict_of(scen)
         reason = next((s.message for s in scen if s.verdict == v and s.message), "")
         models.append(ModelVerdict(
             name=m.name, unique_id=uid, verdict=v, root_cause=uid in roots,
             contaminated_by=tuple(sorted(names[r] for r in contaminated.get(uid, ()))),
             materialized=m.materialized, strategy=m.strategy, key=m.key,
             parents=tuple(names[p] for p in parents[uid]), scenarios=scen, reason=reason,
-            notes=tuple(_model_notes(plan, m, reads.get(uid), scen))))
+            notes=tuple(_model_notes(plan, m, reads.get(uid), scen)), nondeterministic_columns=volatile))
     models.sort(key=lambda mv: (VERDICT_ORDER.index(mv.verdict), not mv.root_cause, mv.name))
     assert plan.timeline
     t = plan.timeline

@@ -152,8 +152,28 @@ def root_causes(verdicts: Mapping[str, Mapping[str, str]], parents: Mapping[str,
     return roots, contaminated
 
 
-def model_verdict(scenario_verdicts: Mapping[str, str]) -> str:
-    return worst(scenario_verdicts.values())
+def explained_by_nondeterminism(s: ScenarioResult, volatile: set[str]) -> bool:
+    """Whether a scenario's difference is the nondeterminism already shown: values changed, rows and keys
+    as in the reference, and only in the columns that differ between two builds of the same data."""
+    return (s.verdict == "nondeterministic" or (
+        s.verdict == "drift" and bool(s.differing_columns) and set(s.differing_columns) <= volatile
+        and s.rows == s.reference_rows and not (s.missing_keys or s.extra_keys or s.duplicate_keys)
+        and s.extra_rows == s.missing_rows == s.changed_rows))
+
+
+def verdict_of(scenarios) -> tuple[str, tuple[str, ...]]:
+    """A model's verdict from its scenarios, and its nondeterministic columns. Nondeterminism never hides
+    another defect: where a scenario differs beyond what nondeterminism explains (in other columns, in
+    rows or keys), that defect is the verdict and the nondeterministic columns are named beside it. When
+    no column explains the nondeterminism (rows themselves differ), it stays the verdict."""
+    volatile = {c for s in scenarios if s.verdict == "nondeterministic" for c in s.volatile_columns}
+    if not any(s.verdict == "nondeterministic" for s in scenarios):
+        return worst(s.verdict for s in scenarios), ()
+    if volatile:
+        defects = [s.verdict for s in scenarios if differs(s.verdict) and not explained_by_nondeterminism(s, volatile)]
+        if defects:
+            return worst(defects), tuple(sorted(volatile))
+    return worst(s.verdict for s in scenarios), tuple(sorted(volatile))
 
 
 def levels(candidates: list[str], ancestors: dict[str, set[str]]) -> list[list[str]]:

@@ -32,14 +32,19 @@ def numbers(s: ScenarioResult) -> str:
 
 
 def cause(model: ModelVerdict) -> str:
-    """'root cause', 'contaminated by a, b', the skip or untested reason, or ''."""
+    """'root cause', 'contaminated by a, b', the skip or untested reason, or ''; and the columns that
+    are nondeterministic beside a data defect ('; also nondeterministic: a, b')."""
+    text = ""
     if model.root_cause:
-        return "root cause"
-    if model.contaminated_by:
-        return "contaminated by " + ", ".join(model.contaminated_by)
-    if model.verdict in ("skipped", "untested") and model.reason:
-        return model.reason
-    return ""
+        text = "root cause"
+    elif model.contaminated_by:
+        text = "contaminated by " + ", ".join(model.contaminated_by)
+    elif model.verdict in ("skipped", "untested") and model.reason:
+        text = model.reason
+    if model.nondeterministic_columns and model.verdict != "nondeterministic":
+        also = "also nondeterministic: " + ", ".join(model.nondeterministic_columns)
+        text = f"{text}; {also}" if text else also
+    return text
 
 
 def errors(models) -> list[tuple[ModelVerdict, tuple[str, ...], str]]:
