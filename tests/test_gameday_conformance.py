@@ -87,6 +87,7 @@ def test_every_model_gets_its_labelled_verdict(conformance_run):
         assert models[name]["root_cause"] is spec.get("root_cause", False), name
         assert models[name]["contaminated_by"] == spec.get("contaminated_by", []), name
         assert models[name]["nondeterministic_columns"] == spec.get("nondeterministic_columns", []), name
+        assert models[name]["audit_columns"] == spec.get("audit_columns", []), name
     assert r["unchanged"]  # the user's database (and on DuckDB the attached one) byte for byte
     # a model file with no SQL: dbt builds nothing for it, so it is named, not judged (nor an error)
     assert "not_written_yet" not in models

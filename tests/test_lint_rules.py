@@ -193,9 +193,19 @@ def test_the_clock_in_a_materialization_of_the_projects_own_is_an_error_not_a_no
     sql = f"select id, current_timestamp as loaded_at from {SRC}"
     found = [f for f in run_rules(table(adapter, sql)) if f.rule == "nondeterministic-function"]
     assert [f.severity for f in found] == ["info"] and "rebuilt in full" in found[0].message
-    own = ModelContext.from_sql("orders", adapter, sql, materialized="custom_incremental", this=THIS)
+    # the clock computed with the row's own values (an age): an error where earlier runs' rows stay
+    age = f"select id, current_date - cast(ts as date) as age_days from {SRC}"
+    own = ModelContext.from_sql("orders", adapter, age, materialized="custom_incremental", this=THIS)
     found = [f for f in run_rules(own) if f.rule == "nondeterministic-function"]
     assert [f.severity for f in found] == ["error"] and "two builds of the same input differ" in found[0].message
+    # a column that only stamps the clock is an audit column there: the game day leaves it out (a note),
+    # unless the model asks to compare it
+    own = ModelContext.from_sql("orders", adapter, sql, materialized="custom_incremental", this=THIS)
+    found = [f for f in run_rules(own) if f.rule == "nondeterministic-function"]
+    assert [f.severity for f in found] == ["info"] and "an audit column" in found[0].message
+    compared = ModelContext.from_sql("orders", adapter, sql, materialized="custom_incremental", this=THIS,
+                                     rerun_safety_meta={"compare_audit_columns": True})
+    assert [f.severity for f in run_rules(compared) if f.rule == "nondeterministic-function"] == ["error"]
 
 
 def test_nondeterministic_where_vs_ignored_audit_column(adapter):

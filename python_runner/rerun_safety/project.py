@@ -62,6 +62,9 @@ class Model:
     # a snapshot: the column that closes a version, and the value it holds while open (None: NULL)
     valid_to: str | None = None
     valid_to_current: str | None = None
+    # meta.rerun_safety.compare_audit_columns: compare the columns that only stamp the run's clock (None:
+    # the project's setting)
+    compare_audit_columns: bool | None = None
 
     @property
     def incremental(self) -> bool:
@@ -122,6 +125,12 @@ def _meta(node: Any) -> dict:
     return rs if isinstance(rs, dict) else {}
 
 
+def _flag(model: str, key: str, value: Any) -> bool | None:
+    if value is None or isinstance(value, bool):
+        return value
+    raise ConfigError(f"model {model}: meta.rerun_safety.{key} must be true or false; got {value!r}")
+
+
 def _tolerance(model: str, value: Any) -> float | None:
     if value is None:
         return None
@@ -164,11 +173,12 @@ RUNNER_CONFIG_FILE = "rerun_safety.yml"
 INPUT_KINDS = ("event_log", "loaded_log", "static", "current_state")
 
 
-def load_runner_config(project_dir: Path, cli_vars: dict) -> tuple[dict[str, str], dict[str, str], str]:
-    """The runner's own settings for a project: `time_columns` (input name -> column) and `inputs`
-    (input name -> its kind, one of INPUT_KINDS), from `rerun_safety.yml` in the project, else
+def load_runner_config(project_dir: Path, cli_vars: dict) -> tuple[dict[str, str], dict[str, str], str, bool]:
+    """The runner's own settings for a project: `time_columns` (input name -> column), `inputs`
+    (input name -> its kind, one of INPUT_KINDS) and `compare_audit_columns` (compare the columns that
+    only stamp the run's clock, left out by default), from `rerun_safety.yml` in the project, else
     `vars: {rerun_safety: {...}}` (--vars, then dbt_project.yml). Returns (time columns, input
-    kinds, where they came from)."""
+    kinds, where they came from, compare audit columns)."""
     found: list[tuple[Any, str]] = []
     path = project_dir / RUNNER_CONFIG_FILE
     if path.exists():
@@ -187,13 +197,16 @@ def load_runner_config(project_dir: Path, cli_vars: dict) -> tuple[dict[str, str
     if isinstance(project_vars, dict) and isinstance(project_vars.get("rerun_safety"), dict):
         found.append((project_vars["rerun_safety"], "vars.rerun_safety in dbt_project.yml"))
     if not found:
-        return {}, {}, ""
+        return {}, {}, "", False
     config, origin = found[0]
     if not isinstance(config, dict):
         raise ConfigError(f"{origin} must be a mapping, e.g. 'time_columns: {{raw.events: loaded_at}}'")
-    unknown = sorted(set(config) - {"time_columns", "inputs"})
+    unknown = sorted(set(config) - {"time_columns", "inputs", "compare_audit_columns"})
     if unknown:
-        raise ConfigError(f"{origin}: unknown key '{unknown[0]}' (known: time_columns, inputs)")
+        raise ConfigError(f"{origin}: unknown key '{unknown[0]}' (known: time_columns, inputs, compare_audit_columns)")
+    compare_audit = config.get("compare_audit_columns", False)
+    if not isinstance(compare_audit, bool):
+        raise ConfigError(f"{origin}: compare_audit_columns must be true or false; got {compare_audit!r}")
     kinds = config.get("inputs") or {}
     if not isinstance(kinds, dict) or not all(isinstance(k, str) and v in INPUT_KINDS for k, v in kinds.items()):
         raise ConfigError(f"{origin}: inputs must map a source ('source_name.table_name') or a seed name to one of "
@@ -203,7 +216,7 @@ def load_runner_config(project_dir: Path, cli_vars: dict) -> tuple[dict[str, str
                                                 for k, v in columns.items()):
         raise ConfigError(f"{origin}: time_columns must map a source ('source_name.table_name') or a seed "
                           "name to a column name, e.g. 'time_columns: {raw.events: loaded_at}'")
-    return dict(columns), dict(kinds), origin
+    return dict(columns), dict(kinds), origin, compare_audit
 
 
 class Project:
@@ -232,7 +245,7 @@ class Project:
         self.sources: dict[str, SourceTable] = {}
         # model -> inputs its compiled SQL reads by name, not through source() (see by_name)
         self.read_by_name: dict[str, set[str]] = {}
-        self.time_columns, self.input_kinds, self.time_columns_origin = load_runner_config(
+        self.time_columns, self.input_kinds, self.time_columns_origin, self.compare_audit_columns = load_runner_config(
             self.project_dir, self.cli_vars)
         self._load()
         self._apply_time_columns()
@@ -290,6 +303,7 @@ class Project:
                 ignore_columns=ignore, valid_to=valid_to, valid_to_current=valid_to_current,
                 float_tolerance=_tolerance(node.name, _meta(node).get("float_tolerance")),
                 log_tables=_as_tuple(_meta(node).get("log_tables")),
+                compare_audit_columns=_flag(node.name, "compare_audit_columns", _meta(node).get("compare_audit_columns")),
                 window_driven=(strategy == "microbatch" or "window_filter" in raw),
                 language=str(getattr(node, "language", "sql") or "sql"),
                 raw_code=raw,

@@ -93,6 +93,8 @@ class ModelVerdict:
     notes: tuple[str, ...] = ()  # what the reader should know: clock reads, an empty first build, ...
     # columns that differ between two builds of the same data (beside the verdict when it is a data defect)
     nondeterministic_columns: tuple[str, ...] = ()
+    # columns that only stamp the run's clock, left out of the comparison (compare_audit_columns: compared)
+    audit_columns: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -108,6 +110,7 @@ class ModelVerdict:
             "reason": self.reason,
             "notes": list(self.notes),
             "nondeterministic_columns": list(self.nondeterministic_columns),
+            "audit_columns": list(self.audit_columns),
             "scenarios": [s.to_dict() for s in self.scenarios],
         }
 

@@ -35,7 +35,8 @@ def build_report(options: GamedayOptions, project: Project, plan: Plan, by_model
             contaminated_by=tuple(sorted(names[r] for r in contaminated.get(uid, ()))),
             materialized=m.materialized, strategy=m.strategy, key=m.key,
             parents=tuple(names[p] for p in parents[uid]), scenarios=scen, reason=reason,
-            notes=tuple(_model_notes(plan, m, reads.get(uid), scen)), nondeterministic_columns=volatile))
+            notes=tuple(_model_notes(plan, m, reads.get(uid), scen)), nondeterministic_columns=volatile,
+            audit_columns=plan.audit_columns.get(uid, ())))
     models.sort(key=lambda mv: (VERDICT_ORDER.index(mv.verdict), not mv.root_cause, mv.name))
     assert plan.timeline
     t = plan.timeline
@@ -54,6 +55,12 @@ def build_report(options: GamedayOptions, project: Project, plan: Plan, by_model
                              f"batch than their event time ({plan.late.fraction:.0%} of its rows delayed by "
                              f"{late_delay(plan).label})")
     run_notes += plan.input_notes()
+    if plan.audit_columns:
+        run_notes.append("audit columns, which only stamp the run's clock (now(), current_timestamp, run_started_at), "
+                         "left out of the comparison (compare_audit_columns: true in rerun_safety.yml or a model's "
+                         "meta.rerun_safety compares them): " + ", ".join(
+                             f"{names[u]}.{c}" for u in sorted(plan.audit_columns, key=names.get)
+                             for c in plan.audit_columns[u]))
     for scenario, found in sorted(plan.side_found.items()):
         for f in found:
             if not f["writers"]:

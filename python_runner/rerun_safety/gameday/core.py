@@ -72,6 +72,7 @@ class Gameday(Replay):
         self.progress.advance("reference: full refresh")
         errors = node_errors(res, plan)
         compiled = self._trace_time_columns(plan, res)
+        plan.audit_columns = self._audit_columns(plan, compiled)
         plan.order_sensitive = order_sensitive(plan, compiled, self.engine.dialect)
         plan.frozen = frozen_ids(plan)
         plan.unordered = order_only.unordered_in_results(res.raw, plan, self.engine.dialect)
@@ -91,6 +92,21 @@ class Gameday(Replay):
             con.drop_relations([(m.schema, m.identifier) for m in reversed(plan.build)])
         plan.side = side
         return sb, errors, [res]
+
+    def _audit_columns(self, plan: Plan, compiled: dict[str, str]) -> dict[str, tuple[str, ...]]:
+        """The columns of each judged model that only stamp the run's clock (lineage.audit_columns), but
+        where the project or the model asks to compare them (compare_audit_columns)."""
+        from .lineage import audit_columns
+
+        out = {}
+        for m in plan.judged:
+            compare = m.compare_audit_columns if m.compare_audit_columns is not None else self.project.compare_audit_columns
+            if m.unique_id in compiled and m.language == "sql" and not compare:
+                found = tuple(c for c in audit_columns(compiled[m.unique_id], self.engine.dialect, plan.timeline.end)
+                              if c.lower() not in {i.lower() for i in m.ignore_columns})
+                if found:
+                    out[m.unique_id] = found
+        return out
 
     def _trace_time_columns(self, plan: Plan, res) -> dict[str, str]:
         """The time column of each model without an event_time or partition_key config, traced

@@ -44,13 +44,14 @@ def judge_one(con: Connection, name: str, plan: Plan, m, errors: dict[str, str],
         why = (skipped or {}).get(uid) or "not built in this scenario (an upstream model failed)"
         return ScenarioResult(name, "untested", message=why)
     tol = m.float_tolerance if m.float_tolerance is not None else float_tolerance
+    ignored = (*m.ignore_columns, *plan.audit_columns.get(uid, ()))
     d = diff_relations(con, (REFERENCE_SCHEMA, plan.ref_names[uid]), (m.schema, m.identifier),
-                       key=m.key, ignore_columns=m.ignore_columns, where=current_versions(m, con.dialect),
+                       key=m.key, ignore_columns=ignored, where=current_versions(m, con.dialect),
                        partition_column=plan.time_columns.get(uid) or partition_column(m),
                        column_detail=scenario_kind(name).reorders, float_tolerance=tol)
     r = replace(scenario_result(name, d), input_rows=plan.decisive_rows(m, name))
     r = order_only.judge(con, plan, m, r, lambda a, b: diff_relations(
-        con, a, b, key=m.key, ignore_columns=m.ignore_columns, where=current_versions(m, con.dialect),
+        con, a, b, key=m.key, ignore_columns=ignored, where=current_versions(m, con.dialect),
         float_tolerance=tol))
     # (a snapshot of a table that never changes is exercised by every run: each is a rerun
     # of the same input, which must open no version)

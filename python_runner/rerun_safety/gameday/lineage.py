@@ -14,6 +14,7 @@ in different schemas cannot be told apart; the caller passes one time column per
 """
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -21,6 +22,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
+from ..lint.clock_stamps import stamps_the_clock
 from ..warehouse.dialects import dialect_for
 
 __all__ = ["output_time_column"]
@@ -291,3 +293,20 @@ def _carried(e: exp.Expression, sources: Mapping[str, _Rel]) -> int | None:
         ranks = [r for r in (_carried(a, sources) for a in e.expressions) if r is not None]
         return min(ranks) if ranks else None
     return None
+
+
+def audit_columns(sql: str, dialect: str, run_clock: dt.datetime) -> tuple[str, ...]:
+    """The output columns of a model that only stamp the run's clock: `now()`, `current_timestamp`,
+    `run_started_at` (compiled to a literal of the run's clock, `run_clock`), through casts, coalesce
+    and truncation, with no column of any input in them. They differ between a full build and a replay
+    by design. A clock read used in logic (a filter, a join, a window bound, a CASE over a column) is
+    not one: only the select list of the outermost query is read. SQL that does not parse gives ()."""
+    try:
+        tree = sqlglot.parse_one(sql.strip().rstrip(";"), read=dialect)
+    except (SqlglotError, ValueError):
+        return ()
+    sel = _leftmost_select(tree) if isinstance(tree, exp.Query) else None
+    if sel is None:
+        return ()
+    return tuple(_output_name(p, dialect) for p in sel.expressions
+                 if not isinstance(p, exp.Star) and stamps_the_clock(p.this if isinstance(p, exp.Alias) else p, run_clock))

@@ -46,6 +46,7 @@ class ReferenceFacts:
     reference_rows: dict[str, int]
     order_sensitive: frozenset[str]
     frozen: frozenset[str]
+    audit_columns: dict[str, tuple[str, ...]]
     static: tuple[str, ...]
     read_by_name: Any
 
@@ -115,6 +116,8 @@ class Plan:
     order_sensitive: set[str] = field(default_factory=set)
     # tables no run of a scenario can change, built once in its first build (rebuild.frozen_ids)
     frozen: set[str] = field(default_factory=set)
+    # model -> its output columns that only stamp the run's clock, left out of the comparison
+    audit_columns: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def timed_sources(self) -> list[SourceTable]:

@@ -159,6 +159,11 @@ class ModelContext:
         return self.strategy in ("partition_overwrite", "microbatch")
 
     @property
+    def compare_audit_columns(self) -> bool:
+        """meta.rerun_safety.compare_audit_columns: the model's clock stamps are compared by the game day."""
+        return self.rerun_safety_meta.get("compare_audit_columns") is True
+
+    @property
     def ignore_columns(self) -> frozenset:
         cols = self.rerun_safety_meta.get("ignore_columns") or ()
         if isinstance(cols, str):

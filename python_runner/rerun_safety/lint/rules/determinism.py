@@ -6,6 +6,7 @@ from typing import Callable
 
 from sqlglot import exp
 
+from ..clock_stamps import stamps_the_clock
 from ..context import ModelContext
 from ..findings import ERROR, INFO, WARNING
 from ..grain import Typer
@@ -83,10 +84,28 @@ def nondeterministic_function(ctx: ModelContext) -> list[Hit]:
                                     "no incremental model, so reruns do not change it", branch, needles,
                                     severity=INFO, key=f"{text}|{where}"))
                     continue
+                if clock and column is not None and where.startswith("column") and not ctx.compare_audit_columns \
+                        and (stamp := _projection(node)) is not None and stamps_the_clock(stamp):
+                    hits.append(Hit("nondeterministic-function",
+                                    f"`{text}` stamps column {column} with the run's clock: an audit column, which the "
+                                    "game day leaves out of its comparison (meta.rerun_safety.compare_audit_columns: "
+                                    "true compares it)", branch, needles, severity=INFO, key=f"{text}|{where}"))
+                    continue
                 hits.append(Hit("nondeterministic-function",
                                 f"`{text}` in {where} is non-deterministic: two builds of the same input differ",
                                 branch, needles, key=f"{text}|{where}"))
     return hits
+
+
+def _projection(node: exp.Expression) -> exp.Expression | None:
+    """The whole projection of the outermost select list that `node` is part of (its alias taken
+    off), or None when it is not in that list."""
+    child, parent = node, node.parent
+    while parent is not None and not isinstance(parent, exp.Select):
+        child, parent = parent, parent.parent
+    if parent is None or child.arg_key != "expressions" or parent.find_ancestor(exp.Select) is not None:
+        return None
+    return child.this if isinstance(child, exp.Alias) else child
 
 
 def _clock_starts_window(node: exp.Expression) -> bool:
