@@ -312,3 +312,32 @@ def test_window_vars_rejected(isolated, payments, start):
 def test_vars_not_a_dictionary(isolated, payments):
     code, _, err = gameday(payments.project, payments.profiles, "--vars", "[1, 2]", *CHEAP)
     assert "--vars must be a YAML dictionary" in one_line(code, err)
+
+
+def test_a_source_the_profile_role_may_not_read_is_one_line(isolated, tmp_path, pg_server):
+    """A source table owned by another role, with no SELECT granted to the profile's role: one line naming
+    the source, the role and the grant; exit 2, nothing written, no sandbox database."""
+    from _support import create_role
+
+    role = create_role(pg_server)
+    target = payments_target("postgres", tmp_path / "proj", server=pg_server, role=role)
+    conn = pg_server.connect(target.dbname)
+    conn.autocommit = True
+    with conn.cursor() as cur:  # the table becomes the superuser's, readable by nobody else
+        cur.execute("select schemaname, tablename from pg_tables where schemaname not in ('pg_catalog', "
+                    "'information_schema') order by 1, 2 limit 1")
+        schema, name = cur.fetchone()
+        cur.execute(f'alter table "{schema}"."{name}" owner to current_user')
+        cur.execute(f'revoke all on "{schema}"."{name}" from public, "{role}"')
+    conn.close()
+    out = tmp_path / "out"
+    code, _, err = gameday(target.project, target.profiles, *CHEAP, "--output-dir", str(out))
+    line = one_line(code, err)
+    assert line.endswith(f"the profile's role {role} may not read {schema}.{name} in database {target.dbname}; "
+                         "grant it SELECT on that table"), line
+    assert not out.exists()
+    conn = pg_server.connect()
+    with conn.cursor() as cur:
+        cur.execute("select count(*) from pg_database where datname like 'rerun\\_safety\\_sbx\\_%'")
+        assert cur.fetchone()[0] == 0
+    conn.close()

@@ -175,6 +175,11 @@ class PostgresEngine(Engine):
             if oid is None:
                 raise ConfigError(f"source {src.name}: relation {src.schema}.{src.identifier} does not exist "
                                   f"in database {self.user_db}")
+            cur.execute("select has_table_privilege(%s::regclass, 'select'), current_user", [oid])
+            readable, who = cur.fetchone()
+            if not readable:
+                raise ConfigError(f"source {src.name}: the profile's role {who} may not read {src.schema}.{src.identifier} "
+                                  f"in database {self.user_db}; grant it SELECT on that table")
             # the element type of an array column: creating it creates its array type too
             cur.execute("select a.attname, format_type(a.atttypid, a.atttypmod), "
                         "case when t.typcategory = 'A' then t.typelem else t.oid end "
