@@ -18,7 +18,8 @@ With `--case hardened` the project and the role are the ones that broke before: 
 fixture gains two dbt-duckdb external models (one writing the user's export file at a fixed
 `location`, one writing to `external_root`, the working directory), and "user data" is the
 DuckDB file plus every file of the project folder; on PostgreSQL the game day runs as a role
-with LOGIN CREATEDB only, on a server whose autovacuum visits each database every second.
+without superuser (LOGIN CREATEDB CREATEROLE: a confined game day creates a role of its own), on a
+server whose autovacuum visits each database every second.
 
     .venv/bin/python benchmarks/kill.py --engine duckdb --trials 20
     .venv/bin/python benchmarks/kill.py --engine postgres --trials 20
@@ -50,7 +51,7 @@ sys.path.insert(0, str(REPO / "tests"))
 from _support import create_role, start_pg_server  # noqa: E402
 from gameday_support import file_sha256  # noqa: E402
 from test_reliability_support import (add_external_models, alive, children, files_with, kill,  # noqa: E402
-                                      leftover_databases, leftover_folders, payments_target, phase,
+                                      leftover_databases, leftover_folders, leftover_roles, payments_target, phase,
                                       project_files, spawn_gameday)
 
 ARGS = ("--steps", "2", "--scenarios", "replay,rerun", "--threads", "2")
@@ -58,7 +59,8 @@ PHASES = ("start", "snapshot", "reference", "scenario")
 
 
 def leftovers(tmp: Path, server) -> set[str]:
-    return set(leftover_folders(tmp)) | set(leftover_databases(server))
+    """Sandbox folders, sandbox databases and the run roles (PostgreSQL) that a run left."""
+    return set(leftover_folders(tmp)) | set(leftover_databases(server)) | set(leftover_roles(server))
 
 
 def full_run(target, tmp: Path) -> tuple[float, int, str]:
@@ -185,7 +187,7 @@ def main() -> int:
         duration, code, err = full_run(target, tmp)
         assert code == 1, err
         print(f"[kill {a.engine} {a.case}] a whole game day takes {duration:.1f}s; {a.trials} trials"
-              + (f" (as role {role}, CREATEDB only)" if role else ""), flush=True)
+              + (f" (as role {role}, no superuser)" if role else ""), flush=True)
         rows, failures = [], []
         i = attempts = 0
         cap = float("inf")

@@ -146,6 +146,19 @@ def leftover_databases(server) -> list[str]:
         conn.close()
 
 
+def leftover_roles(server) -> list[str]:
+    """The game day's and the lint's own roles still on the server (rerun_safety_role_*)."""
+    if server is None:
+        return []
+    conn = server.connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute("select rolname from pg_roles where starts_with(rolname, 'rerun_safety_role_') order by 1")
+            return [r[0] for r in cur.fetchall()]
+    finally:
+        conn.close()
+
+
 def phase(tmp: Path, server=None) -> str:
     """How far a running game day got, from its sandboxes: start, snapshot, reference, scenario."""
     names = set(leftover_databases(server))

@@ -40,6 +40,24 @@ def build_report(options: GamedayOptions, project: Project, plan: Plan, by_model
     models.sort(key=lambda mv: (VERDICT_ORDER.index(mv.verdict), not mv.root_cause, mv.name))
     assert plan.timeline
     t = plan.timeline
+    run_notes = _run_notes(options, plan, names)
+    return GamedayReport(
+        project=project.name, adapter=project.adapter, target=project.target_name,
+        scenarios=options.scenarios, steps=t.steps,
+        cutoffs=tuple(c.isoformat(sep=" ") for c in t.bounds), models=tuple(models),
+        wall_time=time.perf_counter() - started, dbt_invocations=len(invocations),
+        model_time=sum(r.model_time for r in invocations), started_at=started_at,
+        extra={"invocations": [{"wall_s": round(r.wall_time, 4), "model_s": round(r.model_time, 4),
+                                "nodes": len(r.nodes)} for r in invocations],
+               **({"confinement": {"confined": options.confinement.confined,
+                                   "writable": list(options.confinement.writable)}}
+                  if options.confinement is not None else {})},
+        batch_size=t.batch.label, notes=tuple(run_notes), baseline=options.baseline)
+
+def _run_notes(options: GamedayOptions, plan: Plan, names: dict[str, str]) -> list[str]:
+    """What the reader of the whole run should know: the schedule, how inputs arrive, what was left out,
+    how the project's code was confined."""
+    t = plan.timeline
     run_notes = [f"simulated schedule: {t.steps} {t.batch.label} batches from {t.bounds[0]} to {t.end} "
                  f"(the first build holds everything before {t.bounds[0]}); each run sees the clock at the "
                  "end of its batch", *plan.notes]
@@ -71,18 +89,8 @@ def build_report(options: GamedayOptions, project: Project, plan: Plan, by_model
                          f"{options.until or 'the end'} were copied; older history is not in any build")
     if options.confinement is not None and options.confinement.confined:
         run_notes.append(options.confinement.note())
-    return GamedayReport(
-        project=project.name, adapter=project.adapter, target=project.target_name,
-        scenarios=options.scenarios, steps=t.steps,
-        cutoffs=tuple(c.isoformat(sep=" ") for c in t.bounds), models=tuple(models),
-        wall_time=time.perf_counter() - started, dbt_invocations=len(invocations),
-        model_time=sum(r.model_time for r in invocations), started_at=started_at,
-        extra={"invocations": [{"wall_s": round(r.wall_time, 4), "model_s": round(r.model_time, 4),
-                                "nodes": len(r.nodes)} for r in invocations],
-               **({"confinement": {"confined": options.confinement.confined,
-                                   "writable": list(options.confinement.writable)}}
-                  if options.confinement is not None else {})},
-        batch_size=t.batch.label, notes=tuple(run_notes), baseline=options.baseline)
+    return run_notes
+
 
 def _model_notes(plan: Plan, m, reads: tuple[set, set] | None, scenarios=()) -> list[str]:
     notes = []

@@ -215,6 +215,30 @@ def _dated_columns(con: Connection, inputs: list[tuple[str, str, str, str]]) -> 
 
 def plan_timeline(con: Connection, plan: Plan, batch: Batch, steps: int) -> Timeline:
     """The replayed batches from the inputs' time ranges; counts the rows each batch brings."""
+    ranges = _time_ranges(con, plan)
+    if not ranges and not plan.inputs:
+        _no_time_column(con, plan)
+    if not ranges:
+        names = ", ".join(f"{'seed' if s.seed else 'source'} {s.name}" for s in plan.inputs)
+        raise ConfigError(f"every timed input is empty, so there is nothing to replay (timed inputs: {names})")
+    tmin = min(lo for lo, _ in ranges.values())
+    tmax = max(hi for _, hi in ranges.values())
+    timeline = plan.timeline = make_timeline(tmin, tmax, steps, batch, ranges)
+    for src in plan.inputs:
+        _count_arrivals(con, plan, src, timeline)
+    timeline = plan.timeline = _choose_half_committed(plan, _loaded_at_once(plan, timeline))
+    if timeline.steps < steps:
+        plan.notes.append(f"--steps {steps} asked for more batches than the data holds: {timeline.steps} "
+                          f"{batch.label} batches replayed")
+    for input_id, bounds in timeline.own_bounds:
+        name = plan.project.input(input_id).name
+        plan.notes.append(f"{name} ends before the replayed batches of the other inputs: its own last "
+                          f"{timeline.steps} batches ({bounds[0]} .. {bounds[-1]}) arrive instead")
+    return timeline
+
+
+def _time_ranges(con: Connection, plan: Plan) -> dict[str, tuple[dt.datetime, dt.datetime]]:
+    """Each timed input's first and last time (inputs without rows left out)."""
     ranges: dict[str, tuple[dt.datetime, dt.datetime]] = {}
     for src in plan.inputs:
         col = time_expr(src)
@@ -235,50 +259,43 @@ def plan_timeline(con: Connection, plan: Plan, batch: Batch, steps: int) -> Time
         lo, hi = _to_datetime(lo, where), _to_datetime(hi, where)
         if lo is not None:
             ranges[src.unique_id] = (lo, hi)
-    if not ranges and not plan.inputs:
-        timed = {s.unique_id for s in plan.inputs}
-        untimed = [*(("source", s.name, s.schema, s.identifier) for s in plan.static_sources),
-                   *(("seed", m.name, m.schema, m.identifier) for m in plan.seeds if m.unique_id not in timed)]
-        dated = _dated_columns(con, untimed)
-        static = ", ".join(f"{kind} {name}" + (f" (date or time columns: {', '.join(dated[name])})" if dated.get(name)
-                                               else "") for kind, name, _, _ in untimed)
-        example = next(((name, dated[name][0]) for _, name, _, _ in untimed if dated.get(name)), None)
-        raise ConfigError("no input of the selected models has a time column, so no rows can arrive batch by "
-                          "batch and there is nothing to replay" + (f" (inputs without one: {static})" if static else
-                                                                      " (they read no source or seed)") +
-                          ": name the column rows arrive by, `config: {event_time: <column>}` on a source or "
-                          "seed, or `time_columns: {<name>: <column>}` in rerun_safety.yml"
-                          + (f", e.g. `time_columns: {{{example[0]}: {example[1]}}}`" if example else ""))
-    if not ranges:
-        names = ", ".join(f"{'seed' if s.seed else 'source'} {s.name}" for s in plan.inputs)
-        raise ConfigError(f"every timed input is empty, so there is nothing to replay (timed inputs: {names})")
-    tmin = min(lo for lo, _ in ranges.values())
-    tmax = max(hi for _, hi in ranges.values())
-    timeline = plan.timeline = make_timeline(tmin, tmax, steps, batch, ranges)
-    for src in plan.inputs:
-        b = timeline.bounds_for(src.unique_id)
-        col = time_expr(src)
-        when = arrival_expr(src, plan, con.dialect, late=False)
-        counts = [_count_where(when < ts_literal(b[0]))]
-        counts += [_count_where(batch_condition(when, b, i)) for i in range(1, len(b))]
-        # the half of each batch the partial scenario commits first (gameday._apply: the same predicate)
-        half = row_hash_predicate(con.dialect, 2, 1)
-        counts += [_count_where(exp.and_(batch_condition(when, b, i), half)) for i in range(1, len(b))]
-        # rows that arrive (by load time, or in the `late` scenario) after a later batch than their event's
-        counts.append(_count_where(_batch_index(arrival_expr(src, plan, con.dialect), b) > _batch_index(col, b)))
-        row = con.fetchone(exp.select(*counts).from_(table(SNAPSHOT_SCHEMA, snapshot_table(src)).as_("rs_row")))
-        values = [int(x or 0) for x in row[:-1]]
-        plan.arrivals[src.unique_id] = tuple(values[:len(b)])
-        plan.first_halves[src.unique_id] = (0, *values[len(b):])
-        plan.late_rows[src.unique_id] = int(row[-1] or 0)
-        if not src.kind and values[0] * 2 >= sum(values[:len(b)]):
-            plan.bulk[src.unique_id] = _fullest_batch(con, src, plan, timeline.batch, b[0])
-    timeline = plan.timeline = _choose_half_committed(plan, _loaded_at_once(plan, timeline))
-    if timeline.steps < steps:
-        plan.notes.append(f"--steps {steps} asked for more batches than the data holds: {timeline.steps} "
-                          f"{batch.label} batches replayed")
-    for input_id, bounds in timeline.own_bounds:
-        name = plan.project.input(input_id).name
-        plan.notes.append(f"{name} ends before the replayed batches of the other inputs: its own last "
-                          f"{timeline.steps} batches ({bounds[0]} .. {bounds[-1]}) arrive instead")
-    return timeline
+    return ranges
+
+
+def _no_time_column(con: Connection, plan: Plan) -> None:
+    """Stop (ConfigError) a plan with no timed input, naming the inputs' date or time columns."""
+    timed = {s.unique_id for s in plan.inputs}
+    untimed = [*(("source", s.name, s.schema, s.identifier) for s in plan.static_sources),
+               *(("seed", m.name, m.schema, m.identifier) for m in plan.seeds if m.unique_id not in timed)]
+    dated = _dated_columns(con, untimed)
+    static = ", ".join(f"{kind} {name}" + (f" (date or time columns: {', '.join(dated[name])})" if dated.get(name)
+                                           else "") for kind, name, _, _ in untimed)
+    example = next(((name, dated[name][0]) for _, name, _, _ in untimed if dated.get(name)), None)
+    raise ConfigError("no input of the selected models has a time column, so no rows can arrive batch by "
+                      "batch and there is nothing to replay" + (f" (inputs without one: {static})" if static else
+                                                                  " (they read no source or seed)") +
+                      ": name the column rows arrive by, `config: {event_time: <column>}` on a source or "
+                      "seed, or `time_columns: {<name>: <column>}` in rerun_safety.yml"
+                      + (f", e.g. `time_columns: {{{example[0]}: {example[1]}}}`" if example else ""))
+
+
+def _count_arrivals(con: Connection, plan: Plan, src: SourceTable, timeline: Timeline) -> None:
+    """The rows of an input before the replayed batches and in each, the half of each the partial
+    scenario commits first, and the rows arriving after a later batch than their event's: one query."""
+    b = timeline.bounds_for(src.unique_id)
+    col = time_expr(src)
+    when = arrival_expr(src, plan, con.dialect, late=False)
+    counts = [_count_where(when < ts_literal(b[0]))]
+    counts += [_count_where(batch_condition(when, b, i)) for i in range(1, len(b))]
+    # the half of each batch the partial scenario commits first (gameday._apply: the same predicate)
+    half = row_hash_predicate(con.dialect, 2, 1)
+    counts += [_count_where(exp.and_(batch_condition(when, b, i), half)) for i in range(1, len(b))]
+    # rows that arrive (by load time, or in the `late` scenario) after a later batch than their event's
+    counts.append(_count_where(_batch_index(arrival_expr(src, plan, con.dialect), b) > _batch_index(col, b)))
+    row = con.fetchone(exp.select(*counts).from_(table(SNAPSHOT_SCHEMA, snapshot_table(src)).as_("rs_row")))
+    values = [int(x or 0) for x in row[:-1]]
+    plan.arrivals[src.unique_id] = tuple(values[:len(b)])
+    plan.first_halves[src.unique_id] = (0, *values[len(b):])
+    plan.late_rows[src.unique_id] = int(row[-1] or 0)
+    if not src.kind and values[0] * 2 >= sum(values[:len(b)]):
+        plan.bulk[src.unique_id] = _fullest_batch(con, src, plan, timeline.batch, b[0])
