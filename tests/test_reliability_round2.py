@@ -142,10 +142,13 @@ def _databases_of(server, role: str) -> list[str]:
 ROLE_ARGS = (*CHEAP, "--select", "payments_merged")
 
 
-def test_createdb_role_ten_game_days_finish_and_leave_nothing(vacuum_server, tmp_path):
+def test_createdb_role_game_days_finish_and_leave_nothing(vacuum_server, tmp_path):
+    """Two pairs here (two at a time, as two CI jobs of one role would run them); benchmarks/kill.py
+    --engine postgres --case hardened runs twenty such game days, killed at random points, beside
+    the same autovacuum."""
     role, target = _role_target(vacuum_server, tmp_path / "proj")
     outcomes = []
-    for pair in range(5):  # two at a time, as two CI jobs of one role would run them
+    for pair in range(2):
         runs = [pair * 2, pair * 2 + 1]
         procs = [spawn_gameday(target, tmp_path / f"run{i}", *ROLE_ARGS) for i in runs]
         errs = [proc.communicate(timeout=600)[1] for proc in procs]
@@ -156,7 +159,7 @@ def test_createdb_role_ten_game_days_finish_and_leave_nothing(vacuum_server, tmp
                              left, leftover_folders(tmp_path / f"run{i}"),
                              err.strip().splitlines()[-1:] if proc.returncode else []))
     expected = (0, {"payments_current": "safe", "payments_merged": "safe"}, [], [], [])
-    assert outcomes == [expected] * 10
+    assert outcomes == [expected] * 4
 
 
 def test_two_roles_on_one_server_never_break_each_other(vacuum_server, tmp_path):
