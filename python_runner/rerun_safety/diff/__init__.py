@@ -17,7 +17,7 @@ PostgreSQL specifics (all plain SELECTs; the session only sets work_mem)
     Grouped by an expression of a unique key, the planner expects one group per row and never
     picks a parallel plan; over a UNION ALL it expects few groups. One side alone (two databases)
     gets an empty second branch for the same reason, and the two databases run at the same time.
-  - The row hash calls each column type's own extended hash function (see `_pg_hash`), about
+  - The row hash calls each column type's own extended hash function (see `PostgresDialect.typed_row_hash`), about
     twice as fast as `hash_record_extended(row(...))`, and mixes the result once more.
   - Key-range buckets of an analyzed table are sized from `pg_stats` (no min/max scan); the
     bucket boundaries change no answer, only the speed.
