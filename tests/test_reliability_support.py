@@ -163,7 +163,10 @@ def phase(tmp: Path, server=None) -> str:
     """How far a running game day got, from its sandboxes: start, snapshot, reference, scenario."""
     names = set(leftover_databases(server))
     for run in work_root(tmp).glob(f"{PREFIX}*") if work_root(tmp).exists() else ():
-        names |= {f"{run.name}_{p.name}" for p in run.iterdir() if p.is_dir()}
+        try:
+            names |= {f"{run.name}_{p.name}" for p in run.iterdir() if p.is_dir()}
+        except FileNotFoundError:  # removed meanwhile (its run's cleanup, or a sweep)
+            continue
     if any(n.endswith(("_replay", "_rerun", "_partial", "_backfill", "_determinism")) or "_worker_" in n
            for n in names):  # a scenario sandbox, or a scenario worker's folder
         return "scenario"
