@@ -30,14 +30,8 @@ def text_type(dialect: str) -> str:
     return dialect_for(dialect).text_type
 
 
-def wide_type(dialect: str) -> str:
-    """An integer type that holds sums of 64-bit hashes."""
-    return dialect_for(dialect).wide_type
 
 
-def materialized(dialect: str) -> str:
-    """`materialized ` for a CTE read twice (where the engine has the keyword)."""
-    return dialect_for(dialect).materialized
 
 
 def quote_id(name: str, dialect: str) -> str:
@@ -45,8 +39,6 @@ def quote_id(name: str, dialect: str) -> str:
     return quote_name(name, str(dialect))
 
 
-def qualified(schema: str, name: str, dialect: str) -> str:
-    return f"{quote_id(schema, dialect)}.{quote_id(name, dialect)}"
 
 
 def hash_sql(parts: Sequence[str], dialect: str) -> str:
@@ -57,8 +49,6 @@ def row_hash(columns: list[str], dialect: str, alias: str | None = None) -> str:
     return hash_sql([(f"{alias}." if alias else "") + quote_id(c, dialect) for c in columns], dialect)
 
 
-def hash_type(dialect: str) -> str:
-    return dialect_for(dialect).hash_type
 
 
 def int_sum(expr: str, dialect: str) -> str:

@@ -6,12 +6,25 @@ import datetime as dt
 
 from sqlglot import exp
 
-# Clock reads by name (beside sqlglot's CurrentTimestamp, CurrentDate, ...): those the game day simulates
-CLOCK_FUNCTIONS = {"now", "get_current_timestamp", "transaction_timestamp", "statement_timestamp",
-                   "clock_timestamp", "current_localtimestamp", "getdate", "sysdate", "today", "current_date",
-                   "get_current_time", "localtimestamp", "current_timestamp"}
-CLOCK_NODES = tuple(getattr(exp, n) for n in ("CurrentTimestamp", "CurrentDate", "CurrentTime", "CurrentDatetime",
-                                              "Localtimestamp", "Localtime") if hasattr(exp, n))
+# Clock reads: sqlglot's nodes for them, and the names of functions that read the clock (the lint's
+# nondeterministic-function and the game day's audit columns both ask is_clock_read)
+CLOCK_NODES = tuple(c for c in (getattr(exp, n, None) for n in (
+    "CurrentTimestamp", "CurrentDate", "CurrentTime", "CurrentDatetime", "Localtimestamp", "Localtime",
+    "CurrentTimestampLTZ")) if isinstance(c, type))
+CLOCK_FUNCTIONS = frozenset({
+    "now", "getdate", "sysdate", "systimestamp", "clock_timestamp", "statement_timestamp",
+    "transaction_timestamp", "timeofday", "get_current_timestamp", "get_current_time", "today",
+    "current_timestamp", "current_date", "current_time", "localtimestamp", "localtime",
+    "current_localtimestamp"})
+
+
+def is_clock_read(node: exp.Expression, name: str | None = None) -> bool:
+    """Whether a node reads the clock (`name`: its function name, when the caller has it)."""
+    if isinstance(node, CLOCK_NODES):
+        return True
+    if name is None:
+        name = str(node.name).lower() if isinstance(node, exp.Anonymous) else ""
+    return name in CLOCK_FUNCTIONS
 
 
 def stamps_the_clock(e: exp.Expression, run_clock: dt.datetime | None = None) -> bool:
@@ -22,8 +35,7 @@ def stamps_the_clock(e: exp.Expression, run_clock: dt.datetime | None = None) ->
     for node in e.walk():
         if isinstance(node, (exp.Column, exp.Query, exp.Subquery, exp.Window, exp.AggFunc, exp.Star, exp.Placeholder)):
             return False
-        if isinstance(node, CLOCK_NODES) or (
-                isinstance(node, exp.Anonymous) and str(node.name).lower() in CLOCK_FUNCTIONS):
+        if is_clock_read(node):
             reads = True
         elif run_clock is not None and isinstance(node, exp.Literal) and node.is_string and \
                 _is_the_clock(node.this, run_clock):

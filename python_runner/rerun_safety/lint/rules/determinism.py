@@ -6,7 +6,7 @@ from typing import Callable
 
 from sqlglot import exp
 
-from ..clock_stamps import stamps_the_clock
+from ..clock_stamps import is_clock_read, stamps_the_clock
 from ..context import ModelContext
 from ..findings import ERROR, INFO, WARNING
 from ..grain import Typer
@@ -34,15 +34,6 @@ _NONDET_NEEDLES = {  # how a function may be spelled in the model's source
 }
 
 
-_CLOCK_CLASSES = tuple(c for c in (getattr(exp, n, None) for n in (
-    "CurrentTimestamp", "CurrentDate", "CurrentTime", "CurrentDatetime", "Localtimestamp", "Localtime",
-    "CurrentTimestampLTZ")) if isinstance(c, type))
-_CLOCK_NAMES = frozenset({
-    "now", "getdate", "sysdate", "systimestamp", "clock_timestamp", "statement_timestamp",
-    "transaction_timestamp", "timeofday", "get_current_timestamp", "get_current_time", "today",
-    "current_timestamp", "current_date", "current_time", "localtimestamp", "localtime"})
-
-
 def _nondet_name(node: exp.Expression) -> str | None:
     if isinstance(node, exp.Anonymous):
         name = node.name.lower()
@@ -50,10 +41,6 @@ def _nondet_name(node: exp.Expression) -> str | None:
     if _NONDET_CLASSES and isinstance(node, _NONDET_CLASSES):
         return node.sql().split("(")[0].strip().lower() or type(node).__name__.lower()
     return None
-
-
-def _is_clock(node: exp.Expression, name: str) -> bool:
-    return (bool(_CLOCK_CLASSES) and isinstance(node, _CLOCK_CLASSES)) or name in _CLOCK_NAMES
 
 
 def nondeterministic_function(ctx: ModelContext) -> list[Hit]:
@@ -73,7 +60,7 @@ def nondeterministic_function(ctx: ModelContext) -> list[Hit]:
                 where = clause_of(node)
                 if column is not None and column in ignored and where.startswith("column"):
                     continue
-                clock = _is_clock(node, name)
+                clock = is_clock_read(node, name)
                 if clock and ctx.rerun_scope and where in FILTER_CLAUSES:
                     continue  # clock-window
                 text = sql_text(node, ctx, 40)
@@ -150,7 +137,7 @@ def clock_window(ctx: ModelContext) -> list[Hit]:
         for stmt in parsed.statements:
             for node in stmt.walk():
                 name = _nondet_name(node)
-                if name is None or not _is_clock(node, name):
+                if name is None or not is_clock_read(node, name):
                     continue
                 where = clause_of(node)
                 if where not in FILTER_CLAUSES:

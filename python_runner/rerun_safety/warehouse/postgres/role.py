@@ -48,9 +48,8 @@ def create_run_role(cur, run_id: str,
     """Create the run's role through the profile's connection `cur` (autocommit); returns its name and
     password, which are also put in this process's environment for the workers it starts. A profile role
     that cannot create roles is refused in one line that names the privilege (and `purpose`)."""
-    cur.execute("select current_user, rolsuper, rolcreaterole from pg_roles where rolname = current_user")
-    user, superuser, createrole = cur.fetchone()
-    if not (superuser or createrole):
+    user, may = may_create_roles(cur)
+    if not may:
         raise ConfigError(
             f"the profile's PostgreSQL role {user} cannot create roles: {purpose} as a role of its own, which it "
             f"creates and drops; grant it with ALTER ROLE {pgsql_ident(user)} CREATEROLE, or pass --unconfined "
@@ -65,6 +64,13 @@ def create_run_role(cur, run_id: str,
     cur.execute(pgsql.SQL("grant {} to current_user").format(ident))
     os.environ[ROLE_ENV], os.environ[PASSWORD_ENV] = name, password
     return name, password
+
+
+def may_create_roles(cur) -> tuple[str, bool]:
+    """The connection's role, and whether it may create roles (superuser or CREATEROLE)."""
+    cur.execute("select current_user, rolsuper or rolcreaterole from pg_roles where rolname = current_user")
+    user, may = cur.fetchone()
+    return user, bool(may)
 
 
 def attached_run_role() -> tuple[str, str] | None:

@@ -8,7 +8,7 @@ from ...errors import ConfigError
 from ..scratch import SCRATCH_PREFIX, Scratch, TargetProfile, create_batch, quoted_ident, create_statements, first_line, write_profile
 from .dialect import POSTGRES
 from .connection import connect_params
-from .role import create_run_role, drop_run_role, leftover_roles, role_name
+from .role import create_run_role, drop_run_role, leftover_roles, may_create_roles, role_name
 
 
 def pg_lock_key(run_id: str) -> int:
@@ -91,8 +91,7 @@ class PostgresScratch(Scratch):
 
     def _may_create_roles(self) -> bool:
         with self.admin.cursor() as cur:
-            cur.execute("select rolsuper or rolcreaterole from pg_roles where rolname = current_user")
-            return bool(cur.fetchone()[0])
+            return may_create_roles(cur)[1]
 
     def _take_role(self) -> None:
         """Create the run's role; refused in one line when the profile's role cannot create roles, or
