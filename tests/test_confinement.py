@@ -137,6 +137,26 @@ def test_the_kernel_refuses_writes_outside_for_the_process_and_its_children(tmp_
     assert sorted(p.name for p in outside.parent.iterdir()) == ["export.csv"]
 
 
+_WARM_PROBE = """
+import os
+from rerun_safety.confine import warm
+print([warm.WARMED, len(os.listdir('/proc/self/task'))])
+"""
+
+
+def test_the_fork_server_warms_every_installed_adapter_and_starts_no_thread():
+    """The fork server of confined children parses a one-model project per adapter (a child's parse then
+    costs a tenth). The warm-up fails silently by design (a child warms up itself), so this test is what
+    sees it fail: it must warm DuckDB and PostgreSQL, and leave the process with one thread (a native
+    thread started before a fork, such as dbt's static parser's pool, hangs the forked child)."""
+    proc = subprocess.run([sys.executable, "-c", _WARM_PROBE], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    warmed, threads = eval(proc.stdout.strip())  # noqa: S307 - our own probe's list
+    assert warmed == ["duckdb", "postgres"]
+    assert threads == 1
+
+
+
 # ------------------------------------------------------------------ PostgreSQL: the run's own role
 
 def _pg_hostile_models(models: Path, export: Path, prod: str) -> dict[str, str]:
