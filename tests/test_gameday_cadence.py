@@ -172,8 +172,13 @@ def test_every_missing_time_column_at_once_then_the_runner_config_fixes_it(caden
                             "so no rows can arrive batch by batch:")
         assert lines[1].startswith("  source raw.clicks (read by clicks_appended, clicks_merged): set `config: "
                                    "{event_time: <column>}`")
+        # each source's one timestamp column, read from the user's database, in a line ready to copy
+        assert lines[1].endswith(" (date or time columns: clicked_at; to replay by it: `time_columns: "
+                                 "{raw.clicks: clicked_at}`)")
         assert lines[2].startswith("  source raw.orders (read by orders_dup, orders_dup_rollup, orders_recent, "
                                    "orders_watermark): set")
+        assert lines[2].endswith("(date or time columns: ordered_at; to replay by it: `time_columns: "
+                                 "{raw.orders: ordered_at}`)")
         (cadence["project"] / "rerun_safety.yml").write_text(
             "time_columns:\n  raw.orders: ordered_at\n  raw.clicks: clicked_at\n")
         code, stderr, report = gameday(cadence, "--scenarios", "replay", "--select", "orders_recent",

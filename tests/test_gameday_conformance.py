@@ -88,6 +88,7 @@ def test_every_model_gets_its_labelled_verdict(conformance_run):
         assert models[name]["contaminated_by"] == spec.get("contaminated_by", []), name
         assert models[name]["nondeterministic_columns"] == spec.get("nondeterministic_columns", []), name
         assert models[name]["audit_columns"] == spec.get("audit_columns", []), name
+        assert bool(models[name]["inconclusive"]) is spec.get("inconclusive", False), name
     assert r["unchanged"]  # the user's database (and on DuckDB the attached one) byte for byte
     # a model file with no SQL: dbt builds nothing for it, so it is named, not judged (nor an error)
     assert "not_written_yet" not in models
@@ -158,14 +159,27 @@ def test_versions_are_two_models_with_two_names_everywhere(conformance_run):
 def test_inputs_read_by_name_are_copied_and_replayed(conformance_run):
     """inc_vendor_events reads its events through api.Relation.create (a declared source that no
     model reads through source()) and joins an undeclared table named in its SQL; vendor_daily
-    reads the events through adapter.get_relation. All are copied; the events arrive batch by batch."""
+    reads the events through adapter.get_relation; vendor_sessions through a name concatenated from vars;
+    pkg_page_views (a package's model) through a var that renders a source, in SQL its macro writes only
+    after a run_query on the package's pkg_run_limits, which the copy of the inputs does not hold (it is
+    compiled again where that model is built). All are copied; the events arrive batch by batch, the
+    package's page views by the event_time that dbt_project.yml's `sources:` block gives them."""
     report = conformance_run["report"]
     notes = report["summary"]["notes"]
-    assert ("inputs read by name, not through source(): vendor.app_events (a declared source; read by "
-            "inc_vendor_events, vendor_daily); vendor_raw.app_users (not declared as a source: static; read by "
-            "inc_vendor_events)") in notes
+    assert ("inputs read by name, not through source(): pkg_raw.page_views (a declared source; read by "
+            "pkg_page_views); vendor.app_events (a declared source; read by inc_vendor_events, vendor_daily); "
+            "vendor.app_sessions (a declared source; read by vendor_sessions); vendor_raw.app_users (not declared "
+            "as a source: static; read by inc_vendor_events)") in notes
+    assert not [n for n in notes if "did not compile" in n]
+    events = next(n for n in notes if n.startswith("event logs"))
+    assert events.endswith(": pkg_raw.page_views (by viewed_at, from event_time); raw.events (by occurred_at, "
+                           "from event_time)")
     loaded = next(n for n in notes if n.startswith("loaded logs"))
-    assert loaded.endswith(": vendor.app_events (by _loaded_at, from loaded_at_field)")
+    assert loaded.endswith(": vendor.app_events (by _loaded_at, from loaded_at_field); vendor.app_sessions (by "
+                           "_loaded_at, from loaded_at_field)")
+    # exercised: the page views replayed into the package's model in every scenario (320 views)
+    views = {s["name"]: (s["verdict"], s["rows"]) for s in by_name(report)["pkg_page_views"]["scenarios"]}
+    assert views == {s: ("safe", 320) for s in ("reference", "replay", "rerun", "partial", "backfill", "determinism")}
     static = next(n for n in notes if n.startswith("static inputs"))
     assert static.endswith("): raw.customers (no time column); vendor_raw.app_users (no time column)")
     model = by_name(report)["inc_vendor_events"]

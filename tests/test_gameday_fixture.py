@@ -131,12 +131,13 @@ def test_source_without_time_column(payments_project, tmp_path):
     src.write_text(src.read_text().replace("        loaded_at_field: ingested_at\n", ""))
     code, _, err = _gameday(project, "--select", "payments_appended")
     assert code == 2 and "Traceback" not in err
-    # one line per source without a time column, each with the fix
+    # one line per source without a time column, each with the fix, and its one timestamp column filled in
     assert err.strip().splitlines() == [
         "rerun-safety: error: 1 source(s) read by incremental models have no time column, so no rows can arrive "
         "batch by batch:",
         "  source ingest.payments (read by payments_appended): set `config: {event_time: <column>}` on it in its "
-        "sources .yml, or `time_columns: {ingest.payments: <column>}` in rerun_safety.yml"]
+        "sources .yml, or `time_columns: {ingest.payments: <column>}` in rerun_safety.yml (date or time columns: "
+        "ingested_at; to replay by it: `time_columns: {ingest.payments: ingested_at}`)"]
 
 
 def test_incremental_model_no_timed_input_reaches_is_untested_not_a_stop(payments_project, tmp_path):

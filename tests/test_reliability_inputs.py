@@ -168,8 +168,9 @@ def test_an_untimed_seed_says_how_to_name_its_time_column(isolated, tmp_path):
     assert one_line(code, err) == (
         "rerun-safety: error: no input of the selected models has a time column, so no rows can arrive batch by "
         "batch and there is nothing to replay (inputs without one: seed visits (date or time columns: "
-        "last_visit_date)): name the column rows arrive by, `config: {event_time: <column>}` on a source or seed, "
-        "or `time_columns: {<name>: <column>}` in rerun_safety.yml, e.g. `time_columns: {visits: last_visit_date}`")
+        "last_visit_date; to replay by it: `time_columns: {visits: last_visit_date}`)): name the column rows "
+        "arrive by, `config: {event_time: <column>}` on a source or seed, or `time_columns: {<name>: <column>}` "
+        "in rerun_safety.yml")
     (project / "rerun_safety.yml").write_text("time_columns:\n  visits: last_visit_date\n")
     code, out, err = gameday(project, project, *CHEAP, "--output-dir", str(tmp_path / "out"))
     assert code in (0, 1), err

@@ -1,10 +1,12 @@
 """Pure logic: what a difference means, and who is the root cause."""
 import datetime as dt
+from dataclasses import replace
 
 import pytest
 
 from rerun_safety.diff import DiffResult
-from rerun_safety.gameday.verdict import root_causes, scenario_verdict, verdict_of
+from rerun_safety.gameday.lineage import computed_columns
+from rerun_safety.gameday.verdict import Isolation, root_causes, scenario_verdict, verdict_of
 from rerun_safety.results import ScenarioResult
 
 
@@ -81,7 +83,7 @@ def test_root_cause_and_contamination():
         "ok": {"replay": "safe"},
         "mix": {"replay": "safe"},
     }
-    roots, contaminated = root_causes(verdicts, parents)
+    roots, contaminated, inconclusive = root_causes(verdicts, parents)
     assert roots == {"bad"}
     assert contaminated == {"agg": {"bad"}, "agg2": {"bad"}}
 
@@ -91,6 +93,97 @@ def test_root_cause_is_per_scenario():
     parents = {"parent": (), "child": ("parent",)}
     verdicts = {"parent": {"replay": "duplicates", "partial": "safe"},
                 "child": {"replay": "safe", "partial": "loss"}}
-    roots, contaminated = root_causes(verdicts, parents)
+    roots, contaminated, inconclusive = root_causes(verdicts, parents)
     assert roots == {"parent", "child"}
     assert contaminated == {}
+
+
+class _Models:
+    def __init__(self, names):
+        self.models = {n: type("M", (), {"name": n})() for n in names}
+
+
+class _Plan:
+    def __init__(self, names, computed):
+        self.project = _Models(names)
+        self.computed_columns = computed
+
+
+def test_contaminated_only_where_the_isolation_showed_it():
+    """`scd` differs below `stg` (which differs). In isolation `stg` still differs: the replay could not
+    put it back. Where the columns `scd` differs in are its own computation from columns that do not
+    differ in `stg`, it is a root cause; where it differs in a column carried from `stg`, or in rows,
+    nothing is shown: inconclusive, never contaminated."""
+    parents = {"stg": (), "scd": ("stg",), "final": ("scd",)}
+    verdicts = {"stg": {"replay": "drift", "partial": "drift"}, "scd": {"replay": "drift", "partial": "loss"},
+                "final": {"replay": "drift", "partial": "loss"}}
+    plan = _Plan(["stg", "scd", "final"], {"scd": {"is_latest": frozenset({"customer_id", "occurred_at"}),
+                                                    "amount2": frozenset({"amount"})}})
+    stg_still = ScenarioResult("replay", "drift", rows=10, reference_rows=8, extra_keys=2)
+    iso = Isolation()
+    own = ScenarioResult("replay", "drift", rows=5, reference_rows=5, changed_rows=2, differing_columns=("is_latest",))
+    iso.add(plan, "scd", "replay", {"scd": own, "stg": stg_still}, ("stg",))
+    lost = ScenarioResult("partial", "loss", rows=4, reference_rows=5, missing_keys=1)
+    iso.add(plan, "scd", "partial", {"scd": lost, "stg": replace(stg_still, name="partial")}, ("stg",))
+    assert iso.own == {"scd": {"replay"}}
+    assert list(iso.unshown["scd"]) == ["partial"] and "stg still differed" in iso.unshown["scd"]["partial"]
+    roots, contaminated, inconclusive = root_causes(verdicts, parents, iso)
+    assert roots == {"stg", "scd"}
+    # a table over them is rebuilt from its parents; `scd`, its own defect shown in replay, inherits there too
+    assert contaminated == {"final": {"scd", "stg"}, "scd": {"stg"}}
+
+    # a column computed from a column that differs in the parent is not shown to be its own
+    iso2 = Isolation()
+    carried = replace(own, differing_columns=("amount2",))
+    iso2.add(plan, "scd", "replay", {"scd": carried, "stg": replace(stg_still, differing_columns=("amount",))},
+             ("stg",))
+    assert iso2.own == {} and "scd" in iso2.unshown
+    roots, contaminated, inconclusive = root_causes({"stg": {"replay": "drift"}, "scd": {"replay": "drift"}},
+                                                    {"stg": (), "scd": ("stg",)}, iso2)
+    assert roots == {"stg"} and contaminated == {}
+    assert inconclusive["scd"].startswith("the isolated replay could not put its parents back")
+
+    # shown: right in isolation on its parents' reference output
+    iso3 = Isolation()
+    iso3.add(plan, "scd", "replay", {"scd": replace(own, verdict="safe"), "stg": replace(stg_still, verdict="safe")},
+             ("stg",))
+    assert iso3.own == {} and iso3.unshown == {}
+    roots, contaminated, inconclusive = root_causes({"stg": {"replay": "drift"}, "scd": {"replay": "drift"}},
+                                                    {"stg": (), "scd": ("stg",)}, iso3)
+    assert roots == {"stg"} and contaminated == {"scd": {"stg"}} and inconclusive == {}
+
+
+def test_a_relation_a_hook_of_another_model_writes_is_inconclusive_not_a_root_cause():
+    # `scd`'s post-hook deletes from `stg`: `stg` depends on `scd` as well (an edge), and no replay tells
+    parents = {"stg": ("scd",), "scd": ("stg",)}
+    verdicts = {"stg": {"replay": "drift"}, "scd": {"replay": "drift"}}
+    iso = Isolation(own={"scd": {"replay"}})
+    iso.unshown_in("stg", "replay", "its relation is also written by a hook of scd, which differs too")
+    roots, contaminated, inconclusive = root_causes(verdicts, parents, iso)
+    assert roots == {"scd"} and contaminated == {}
+    assert inconclusive == {"stg": "its relation is also written by a hook of scd, which differs too"}
+
+
+def test_computed_columns_follow_ctes_and_leave_carried_columns_out():
+    sql = ("with a as (select id, cast(ts as date) as d, amount * 2 as dbl from t), "
+           "b as (select a.*, count(*) over () as n from a) select id, d as day, dbl, n, "
+           "row_number() over (partition by id order by ts) = 1 as is_first from b")
+    assert computed_columns(sql, "duckdb") == {"dbl": frozenset({"amount"}), "n": frozenset(),
+                                               "is_first": frozenset({"id", "ts"})}
+    assert computed_columns("select * from t", "duckdb") == {}
+    assert computed_columns("not sql at all (", "duckdb") == {}
+
+
+@pytest.mark.parametrize("columns, expected", [
+    ([("id", "INTEGER"), ("at", "TIMESTAMP")], "date or time columns: at; to replay by it: `time_columns: {raw.t: at}`"),
+    # one timestamp beside a date: the timestamp; two timestamps: named, never guessed
+    ([("day", "DATE"), ("at", "timestamp without time zone")],
+     "date or time columns: day, at; to replay by it: `time_columns: {raw.t: at}`"),
+    ([("a", "TIMESTAMP"), ("b", "TIMESTAMP WITH TIME ZONE")], "date or time columns: a, b"),
+    ([("day", "date")], "date or time columns: day; to replay by it: `time_columns: {raw.t: day}`"),
+    ([("id", "integer")], ""),
+])
+def test_time_column_hint_fills_in_the_line_only_for_one_candidate(columns, expected):
+    from rerun_safety.gameday.plan import time_column_hint
+
+    assert time_column_hint("raw.t", columns) == expected

@@ -95,6 +95,8 @@ class ModelVerdict:
     nondeterministic_columns: tuple[str, ...] = ()
     # columns that only stamp the run's clock, left out of the comparison (compare_audit_columns: compared)
     audit_columns: tuple[str, ...] = ()
+    # why a model that differs is neither a root cause nor shown contaminated ('' otherwise)
+    inconclusive: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -111,6 +113,7 @@ class ModelVerdict:
             "notes": list(self.notes),
             "nondeterministic_columns": list(self.nondeterministic_columns),
             "audit_columns": list(self.audit_columns),
+            "inconclusive": self.inconclusive,
             "scenarios": [s.to_dict() for s in self.scenarios],
         }
 
@@ -181,6 +184,7 @@ class GamedayReport:
             "unsafe": len(self.unsafe),
             "root_causes": [m.name for m in self.root_causes],
             "contaminated": [m.name for m in self.models if m.contaminated_by and not m.root_cause],
+            "inconclusive": [m.name for m in self.models if m.inconclusive],
             "scenarios": list(self.scenarios),
             "steps": self.steps,
             "batch_size": self.batch_size,

@@ -1,28 +1,40 @@
 """From the scenarios' results to the report: verdicts, root causes, contamination, notes."""
 from __future__ import annotations
 
+import re
 import time
 
 from .. import clock
+from . import side_effects
 from .options import GamedayOptions
 from .plan import Plan
 from .scenarios import scenario as scenario_kind
 from .timeline import late_delay
 from ..project import Project
 from ..results import VERDICT_ORDER, GamedayReport, ModelVerdict
-from .verdict import root_causes, verdict_of
+from .verdict import Isolation, differs, root_causes, verdict_of
 
 
-def build_report(options: GamedayOptions, project: Project, plan: Plan, by_model, isolated: dict[str, set[str]],
+def build_report(options: GamedayOptions, project: Project, plan: Plan, by_model, isolated: Isolation,
                  invocations, started: float, started_at: str) -> GamedayReport:
     """The frozen report: verdicts per model, root causes and contamination, notes."""
     verdicts = {uid: {s: r.verdict for s, r in rs.items()} for uid, rs in by_model.items()}
     parents = {m.unique_id: plan.parents_in_judged(m) for m in plan.judged}
     # a model reading a relation that another model's hook writes inherits that side effect
     readers = _side_readers(project, plan)
-    graph = {uid: tuple(sorted(set(ps) | readers.get(uid, set()))) for uid, ps in parents.items()}
-    roots, contaminated = root_causes(verdicts, graph, isolated)
+    # a model whose relation another model's hook writes: its state depends on that model too, and no
+    # replay shows which of the two a difference comes from
+    writers = _hook_writers(project, plan)
+    graph = {uid: tuple(sorted(set(ps) | readers.get(uid, set()) | writers.get(uid, set())))
+             for uid, ps in parents.items()}
     names = {m.unique_id: m.name for m in plan.judged}
+    for uid, ws in writers.items():
+        for scenario, v in verdicts[uid].items():
+            bad = sorted(names[w] for w in ws if differs(verdicts.get(w, {}).get(scenario, "safe")))
+            if differs(v) and bad:
+                isolated.unshown_in(uid, scenario, f"its relation is also written by a hook of {', '.join(bad)}, "
+                                                   "which differs too: no replay can tell whose difference it is")
+    roots, contaminated, inconclusive = root_causes(verdicts, graph, isolated)
     reads = _clock_reads(invocations)
     models = []
     for m in plan.judged:
@@ -36,7 +48,7 @@ def build_report(options: GamedayOptions, project: Project, plan: Plan, by_model
             materialized=m.materialized, strategy=m.strategy, key=m.key,
             parents=tuple(names[p] for p in parents[uid]), scenarios=scen, reason=reason,
             notes=tuple(_model_notes(plan, m, reads.get(uid), scen)), nondeterministic_columns=volatile,
-            audit_columns=plan.audit_columns.get(uid, ())))
+            audit_columns=plan.audit_columns.get(uid, ()), inconclusive=inconclusive.get(uid, "")))
     models.sort(key=lambda mv: (VERDICT_ORDER.index(mv.verdict), not mv.root_cause, mv.name))
     assert plan.timeline
     t = plan.timeline
@@ -148,4 +160,25 @@ def _side_readers(project: Project, plan: Plan) -> dict[str, set[str]]:
             writers = by_relation.get((src.schema.lower(), src.identifier.lower()), set()) - {m.unique_id}
             if writers:
                 out.setdefault(m.unique_id, set()).update(writers)
+    return out
+
+
+_WRITE = re.compile(r"\b(?:delete\s+from|update|insert\s+into|truncate(?:\s+table)?|merge\s+into)\s+"
+                    r"(?:\{\{\s*ref\(\s*['\"]([^'\"]+)['\"]\s*\)\s*\}\}|([\w\".]+))", re.I)
+
+
+def _hook_writers(project: Project, plan: Plan) -> dict[str, set[str]]:
+    """Model -> the other judged models whose hooks delete from, update, insert into or truncate its
+    relation (named by `ref` or by its identifier)."""
+    by_name = {}
+    for m in plan.judged:
+        by_name.setdefault(m.name.lower(), m.unique_id)
+        by_name.setdefault(m.identifier.lower(), m.unique_id)
+    hooks, _ = side_effects.hook_texts(project.manifest, [m.unique_id for m in plan.judged])
+    out: dict[str, set[str]] = {}
+    for writer, text in hooks.items():
+        for ref, name in _WRITE.findall(text or ""):
+            target = by_name.get((ref or name.replace('"', "").split(".")[-1]).lower())
+            if target is not None and target != writer:
+                out.setdefault(target, set()).add(writer)
     return out

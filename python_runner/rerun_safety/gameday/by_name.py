@@ -2,12 +2,15 @@
 
 Vendor packages often build the names of their raw tables in Jinja (`api.Relation.create` from
 vars, `adapter.get_relation`, a hard-coded `raw.events`) and declare the sources in YAML for
-documentation and freshness only, so the manifest shows no model reading them. Before the game
-day plans its batches, the models that can read by name are compiled in the snapshot, where
-every declared source exists with its columns and no rows (so that `adapter.get_relation` finds
-what it finds in the warehouse); every relation their compiled SQL reads that is neither a node
-of the project nor an input already copied becomes an input: a declared source with its config
-(`event_time`, `loaded_at_field`, `meta.rerun_safety`), or an undeclared relation (static).
+documentation and freshness only, so the manifest shows no model reading them; event packages
+build the name from a var whose value renders a source, in SQL their macros write only once they
+have queried the package's own models. Before the game day plans its batches, every built SQL model
+is compiled in the snapshot, where every declared source exists with its columns and no rows (so
+that `adapter.get_relation` finds what it finds in the warehouse); a model whose compile queries a
+model that does not exist there is compiled again in a copy where its upstream models are built.
+Every relation the compiled SQL reads that is neither a node of the project nor an input already
+copied becomes an input: a declared source with its config (`event_time`, `loaded_at_field`,
+`meta.rerun_safety`, also from dbt_project.yml's `sources:`), or an undeclared relation (static).
 """
 from __future__ import annotations
 
@@ -58,6 +61,24 @@ def _macro_closure(manifest: Any, macros) -> set[str]:
         if macro is not None:
             stack.extend(getattr(macro.depends_on, "macros", ()) or ())
     return seen
+
+
+# Jinja whose output names no relation but through the manifest: ref(), source(), this, config(), the
+# incremental branch, comments
+_PLAIN_JINJA = re.compile(
+    r"\{\{-?\s*(?:ref|source)\s*\([^{}]*\)\s*-?\}\}|\{\{-?\s*this\s*-?\}\}"
+    r"|\{\{-?\s*config\s*\((?:[^{}]|\{[^{}]*\})*\)\s*-?\}\}"
+    r"|\{%-?\s*(?:if\s+is_incremental\s*\(\s*\)|else|endif)\s*-?%\}|\{#.*?#\}", re.S)
+
+
+def plain(raw_code: str) -> bool:
+    """Whether a model's compiled SQL can read nothing but its refs, its sources, itself and the
+    relations its own SQL names without a schema: its only Jinja is ref(), source(), this, config(),
+    the is_incremental() branch and comments, and its SQL names no schema-qualified relation. Such a
+    model need not be compiled to know what it reads (a proof, not a guess: any other Jinja, a var or a
+    macro call, is compiled)."""
+    rest = _PLAIN_JINJA.sub(" ", raw_code or "")
+    return "{{" not in rest and "{%" not in rest and not _QUALIFIED_NAME.search(rest)
 
 
 def candidates(project: Project, build: list[Model]) -> list[Model]:
@@ -142,10 +163,14 @@ def declared_unread(project: Project, plan, user_relations) -> list[SourceTable]
             if uid not in known and not s.external and (s.schema.lower(), s.identifier.lower()) in user_relations]
 
 
-def copy_read_by_name(engine, project: Project, plan, snapshot, profiles_dir: str) -> ByName:
-    """Compile the candidates in the snapshot (declared sources present, empty), find what they read
-    by name, and copy it into the snapshot with its rows; the plan takes it as an input."""
-    models = candidates(project, plan.build)
+def copy_read_by_name(engine, project: Project, plan, snapshot, profiles_for) -> ByName:
+    """Compile every built SQL model in the snapshot (declared sources present, empty) but the `plain` ones,
+    find what it reads by name, and copy that into the snapshot with its rows; the plan takes it as an input. A model whose
+    Jinja queries other models of the project while it compiles (`run_query` on a package's manifest
+    table, say) is compiled again where its upstream models are built; one that still does not compile
+    is named in a run note (`plan.compile_failures`). `profiles_for(sandbox)`: the profiles folder of a
+    sandbox."""
+    models = [m for m in plan.build if m.language == "sql" and m.resource_type == "model" and not plain(m.raw_code)]
     if not models or not hasattr(engine, "add_to_snapshot"):
         return ByName()
     user = engine.user_relations()
@@ -153,14 +178,10 @@ def copy_read_by_name(engine, project: Project, plan, snapshot, profiles_dir: st
     probes = [s for s in declared_unread(project, plan, user) if not s.database or s.database.lower() in databases]
     engine.add_to_snapshot(snapshot, probes, empty=True)
     engine.prepare_manifest(project.manifest, snapshot)
-    res = project.session.invoke(["compile", "--select", *[m.selector for m in models]], profiles_dir=profiles_dir,
-                                 dialect=engine.dialect, rewrite_sql=engine.sql_rewriter(snapshot),
-                                 context=engine.invocation_context(snapshot))
-    compiled = {}
-    for r in getattr(res.raw, "results", None) or ():
-        code = getattr(getattr(r, "node", None), "compiled_code", None)
-        if code:
-            compiled[r.node.unique_id] = code
+    compiled, failed = _compile(engine, project, snapshot, profiles_for(snapshot), models)
+    if failed:
+        more, failed = _compile_after_upstream(engine, project, snapshot, profiles_for, failed)
+        compiled.update(more)
     found = discover(project, plan, compiled, engine.dialect, databases, user)
     with engine.connect(snapshot) as con:
         for s in probes:
@@ -169,4 +190,59 @@ def copy_read_by_name(engine, project: Project, plan, snapshot, profiles_dir: st
     plan.add_read_by_name(found)
     if found.inputs:
         plan.notes.append(found.note(project))
+    plan.compile_failures = {project.models[u].name: message for u, message in sorted(failed.items())}
+    if failed:
+        plan.notes.append(
+            "models that did not compile in the game day's copy of the inputs, even with their upstream models "
+            "built there, so the relations they read by name (not through source() or ref()) are not known: "
+            + "; ".join(f"{name} (dbt: {message})" for name, message in plan.compile_failures.items())
+            + "; an input only they read is not replayed, and their verdicts cover the inputs found through "
+            "source() and ref()")
     return found
+
+
+def _compile(engine, project: Project, sandbox, profiles_dir: str, models: list[Model]) -> tuple[dict, dict]:
+    """(model uid -> compiled SQL, model uid -> dbt's message for each that did not compile)."""
+    res = project.session.invoke(["compile", "--select", *[m.selector for m in models]], profiles_dir=profiles_dir,
+                                 dialect=engine.dialect, rewrite_sql=engine.sql_rewriter(sandbox),
+                                 context=engine.invocation_context(sandbox))
+    compiled: dict[str, str] = {}
+    failed: dict[str, str] = {}
+    for r in getattr(res.raw, "results", None) or ():
+        node = getattr(r, "node", None)
+        code = getattr(node, "compiled_code", None)
+        if code:
+            compiled[node.unique_id] = code
+        elif node is not None:
+            failed[node.unique_id] = _first_line(getattr(r, "message", None) or "skipped: an upstream model failed")
+    for m in models:
+        if m.unique_id not in compiled and m.unique_id not in failed:
+            failed[m.unique_id] = _first_line(res.error or "not compiled")
+    return compiled, failed
+
+
+def _compile_after_upstream(engine, project: Project, snapshot, profiles_for, failed: dict[str, str]) -> tuple[dict, dict]:
+    """Compile the models that failed again in a copy of the snapshot where every model, seed and snapshot
+    upstream of them is built first (from the full copy of the inputs); the copy is dropped after."""
+    upstream = [project.models[u] for u in project.topo_order(project.ancestors(failed))
+                if u in project.models and project.models[u].materialized != "ephemeral"]
+    if not upstream:
+        return {}, failed
+    engine.release(snapshot)
+    sandbox = engine.clone(snapshot, "compile")
+    try:
+        profiles = profiles_for(sandbox)
+        engine.prepare_manifest(project.manifest, sandbox)
+        project.session.invoke(["build", "--select", *[m.selector for m in upstream], "--exclude-resource-type",
+                                "test", "--exclude-resource-type", "unit_test"], profiles_dir=profiles,
+                               dialect=engine.dialect, rewrite_sql=engine.sql_rewriter(sandbox),
+                               context=engine.invocation_context(sandbox))
+        compiled, still = _compile(engine, project, sandbox, profiles, [project.models[u] for u in failed])
+    finally:
+        engine.drop(sandbox)
+    return compiled, still
+
+
+def _first_line(text: str) -> str:
+    lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
+    return (lines[0] if lines else str(text))[:300]

@@ -13,6 +13,7 @@ from . import order_only, side_effects
 from .assemble import build_report
 from .by_name import ByName, copy_read_by_name
 from .judge import failed
+from .lineage import computed_columns
 from ..dbt_invoke import StatementWatch, scrub_dbt_environment, scrub_note
 from ..errors import ConfigError, RerunSafetyError, SandboxError, first_line
 from .options import GamedayOptions  # noqa: F401 - the public import path
@@ -31,7 +32,7 @@ from .scenarios import count_runs, scenario_steps
 from .scenarios import chains as scenario_chains
 from .scenarios import scenario as scenario_kind
 from .timeline import cut_slice, plan_timeline
-from .verdict import differs, levels
+from .verdict import Isolation, differs, levels
 from .workers import kill_pool, run_parallel, start_pool
 
 
@@ -73,6 +74,8 @@ class Gameday(Replay):
         errors = node_errors(res, plan)
         compiled = self._trace_time_columns(plan, res)
         plan.audit_columns = self._audit_columns(plan, compiled)
+        plan.computed_columns = {m.unique_id: computed_columns(compiled[m.unique_id], self.engine.dialect)
+                                 for m in plan.judged if m.unique_id in compiled and m.language == "sql"}
         plan.order_sensitive = order_sensitive(plan, compiled, self.engine.dialect)
         plan.frozen = frozen_ids(plan)
         plan.unordered = order_only.unordered_in_results(res.raw, plan, self.engine.dialect)
@@ -189,7 +192,7 @@ class Gameday(Replay):
                               "to run without that protection (the reports will say so)")
         engine.learn_project(project.manifest)
         engine.sweep()
-        plan = make_plan(project, o.select, o.exclude, o.state)
+        plan = make_plan(project, o.select, o.exclude, o.state, columns_of=self._user_columns)
         if ignored:
             plan.notes.append(ignored)
         if confined and engine.unconfined_part:
@@ -197,6 +200,12 @@ class Gameday(Replay):
         check_config(plan.build, project.target_output, project.target_name)
         plan.late = Lateness(o.late_fraction, o.late_by)
         return plan, self._chains(plan)
+
+    def _user_columns(self, sources) -> dict[str, list[tuple[str, str]]]:
+        """Source id -> its columns in the user's target (read-only), for the hints of a missing time column."""
+        assert self.engine
+        found = self.engine.user_columns([(s.schema, s.identifier) for s in sources])
+        return {s.unique_id: found.get((s.schema, s.identifier), []) for s in sources}
 
     def _chains(self, plan: Plan) -> list[str]:
         """The scenarios to replay, as chains sharing a sandbox ("replay+backfill"); the late scenario
@@ -231,7 +240,7 @@ class Gameday(Replay):
         engine, o = self.engine, self.options
         plan.drop_absent_hook_sources(engine)
         snapshot = engine.create_snapshot([*plan.timed_sources, *plan.static_sources])
-        self._read_by_name = copy_read_by_name(engine, self.project, plan, snapshot, self._profiles_dir(snapshot))
+        self._read_by_name = copy_read_by_name(engine, self.project, plan, snapshot, self._profiles_dir)
         plan.notes.extend(getattr(engine, "notes", []))  # what the snapshot could not copy as it is
         if plan.seeds:
             self._seed(plan, snapshot)
@@ -301,10 +310,12 @@ class Gameday(Replay):
                 for j in jobs}
 
     def _isolate(self, pool, plan: Plan, by_model: dict[str, dict[str, ScenarioResult]], template: Sandbox,
-                 ref_errors: dict[str, str], invocations: list) -> dict[str, set[str]]:
+                 ref_errors: dict[str, str], invocations: list) -> Isolation:
         """A model that differs below a differing parent is replayed again with its broken
-        ancestors kept right (rebuilt in full, or their reference output): if it still differs,
-        the defect is its own. Returns model -> scenarios where it differs in isolation."""
+        ancestors kept right (rebuilt in full, or their reference output): if it still differs while
+        its parents match, the defect is its own; if it matches, its difference came from them (shown).
+        When a parent still differs there (a hook of another model writes it, say), the replay could
+        not show either: see `Isolation`."""
         parents = {m.unique_id: plan.parents_in_judged(m) for m in plan.judged}
         ancestors = {m.unique_id: plan.project.ancestors([m.unique_id]) for m in plan.judged}
         facts = ReferenceFacts.of(plan, self._read_by_name)
@@ -326,20 +337,17 @@ class Gameday(Replay):
                 jobs.append(self._job(facts, scenario, template, ref_errors,
                                       {"broken": broken, "models": models, "judge": judge,
                                        "candidates": level, "level": len(jobs)}))
+        out = Isolation()
         if not jobs:
-            return {}
+            return out
         self.progress.start(count_runs([j.scenario for j in jobs], plan.timeline), "isolation")
         candidates_of = {j.key: j.isolate["candidates"] for j in jobs if j.isolate}
-        out: dict[str, set[str]] = {}
         for key, (judged, results) in self._execute(pool, plan, jobs).items():
             invocations += results
             for scenario, rs in judged.items():
                 for uid in candidates_of[key]:
-                    r = rs.get(uid)
-                    # its own defect: it differs while every parent matches its reference
-                    if r is not None and differs(r.verdict) and not any(
-                            differs(rs[p].verdict) for p in parents[uid] if p in rs):
-                        out.setdefault(uid, set()).add(scenario)
+                    if uid in rs:
+                        out.add(plan, uid, scenario, rs, parents[uid])
         return out
 
     def _seed(self, plan: Plan, snapshot: Sandbox) -> None:

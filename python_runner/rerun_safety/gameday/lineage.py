@@ -25,7 +25,7 @@ from sqlglot.errors import SqlglotError
 from ..lint.clock_stamps import stamps_the_clock
 from ..warehouse.dialects import dialect_for
 
-__all__ = ["output_time_column"]
+__all__ = ["audit_columns", "computed_columns", "output_time_column"]
 
 # How directly an output column carries the input's time. Lower wins.
 DIRECT = 0     # the column itself, renamed, cast to a date/timestamp, truncated, shifted
@@ -310,3 +310,57 @@ def audit_columns(sql: str, dialect: str, run_clock: dt.datetime) -> tuple[str, 
         return ()
     return tuple(_output_name(p, dialect) for p in sel.expressions
                  if not isinstance(p, exp.Star) and stamps_the_clock(p.this if isinstance(p, exp.Alias) else p, run_clock))
+
+
+def computed_columns(sql: str, dialect: str) -> dict[str, frozenset[str]]:
+    """The output columns a model computes itself, each with the names of the columns it reads
+    (lower-case): every column of the outermost select that is not an input's column passed on as it
+    is (renamed or cast), followed through CTEs and subqueries. A column left out is passed on from an
+    input, or not known (a `*` over a table). SQL that does not parse gives {}."""
+    try:
+        tree = sqlglot.parse_one(sql.strip().rstrip(";"), read=dialect)
+    except (SqlglotError, ValueError):
+        return {}
+    ctes = {c.alias_or_name.lower(): c.this for c in tree.find_all(exp.CTE)}
+    sel = _leftmost_select(tree) if isinstance(tree, exp.Query) else None
+    return _computed_in(sel, ctes, dialect, 0) if sel is not None else {}
+
+
+def _computed_in(sel: exp.Select, ctes: Mapping[str, exp.Expression], dialect: str,
+                 depth: int) -> dict[str, frozenset[str]]:
+    if depth > 16:  # a recursive CTE
+        return {}
+    inner: dict[str, exp.Select] = {}  # FROM and JOIN items that are queries, by the name columns use
+    from_ = sel.args.get("from_") or sel.args.get("from")
+    for item in ([from_.this] if isinstance(from_, exp.From) else []) + [j.this for j in sel.args.get("joins") or ()]:
+        query = (ctes.get(item.name.lower()) if isinstance(item, exp.Table) and not item.args.get("db")
+                 else item.this if isinstance(item, exp.Subquery) else None)
+        inner_sel = _leftmost_select(query) if isinstance(query, exp.Expression) else None
+        if inner_sel is not None:
+            inner[item.alias_or_name.lower()] = inner_sel
+
+    def through(name: str, table: str) -> dict[str, frozenset[str]]:
+        rels = [inner[table]] if table in inner else list(inner.values()) if not table else []
+        found: dict[str, frozenset[str]] = {}
+        for rel in rels:
+            found.update(_computed_in(rel, ctes, dialect, depth + 1))
+        return {name: found[name]} if name in found else {}
+
+    out: dict[str, frozenset[str]] = {}
+    for p in sel.expressions:
+        if isinstance(p, exp.Star) or (isinstance(p, exp.Column) and isinstance(p.this, exp.Star)):
+            for rel in ([inner[p.table.lower()]] if isinstance(p, exp.Column) and p.table.lower() in inner
+                        else inner.values()):
+                out.update(_computed_in(rel, ctes, dialect, depth + 1))
+            continue
+        name = _output_name(p, dialect).lower()
+        e = p.this if isinstance(p, exp.Alias) else p
+        while isinstance(e, (exp.Cast, exp.TryCast, exp.Paren)):
+            e = e.this
+        if isinstance(e, exp.Column):
+            carried = through(e.name.lower(), e.table.lower())
+            if carried:
+                out[name] = carried[e.name.lower()]
+            continue
+        out[name] = frozenset(c.name.lower() for c in e.find_all(exp.Column) if not isinstance(c.this, exp.Star))
+    return out

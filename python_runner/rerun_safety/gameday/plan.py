@@ -118,6 +118,10 @@ class Plan:
     frozen: set[str] = field(default_factory=set)
     # model -> its output columns that only stamp the run's clock, left out of the comparison
     audit_columns: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # model name -> dbt's message, for each model that did not compile in the snapshot (by_name)
+    compile_failures: dict[str, str] = field(default_factory=dict)
+    # model -> its output columns it computes itself, each with the columns it reads (lineage.computed_columns)
+    computed_columns: dict[str, dict[str, frozenset[str]]] = field(default_factory=dict)
 
     @property
     def timed_sources(self) -> list[SourceTable]:
@@ -294,7 +298,22 @@ def partition_column(m: Model) -> str | None:
     return m.event_time
 
 
-def _missing_time_columns(project: Project, build: list[Model]) -> dict[str, list[str]]:
+def time_column_hint(name: str, columns: list[tuple[str, str]]) -> str:
+    """'date or time columns: a, b' for an input's columns (name, type), with the `time_columns` line
+    filled in when exactly one is a timestamp (or the only column is a date): ready to copy, never a guess
+    among several ('' for none)."""
+    from ..lint.grain import INSTANT, type_grain
+
+    dated = [c for c, t in columns if type_grain(t) is not None]
+    if not dated:
+        return ""
+    stamps = [c for c, t in columns if type_grain(t) == INSTANT]
+    one = stamps if len(stamps) == 1 else dated if len(dated) == 1 else []
+    ready = f"; to replay by it: `time_columns: {{{name}: {one[0]}}}`" if one else ""
+    return f"date or time columns: {', '.join(dated)}{ready}"
+
+
+def _missing_time_columns(project: Project, build: list[Model], columns_of=None) -> dict[str, list[str]]:
     """Sources with no time column that are all an incremental model reads: no rows arrive for it.
     When no incremental model has a timed input there is nothing to replay: every such source is
     reported at once (one line each, with the fix). Otherwise those models are run and judged
@@ -315,15 +334,33 @@ def _missing_time_columns(project: Project, build: list[Model]) -> dict[str, lis
         return missing
     lines = [f"{len(missing)} source(s) read by incremental models have no time column, so no rows can arrive "
              "batch by batch:"]
+    columns = _columns(project, missing, columns_of)
     for s, models in sorted(missing.items(), key=lambda kv: project.sources[kv[0]].name):
         name = project.sources[s].name
         lines.append(f"  source {name} (read by {', '.join(sorted(set(models)))}): set `config: {{event_time: "
                      f"<column>}}` on it in its sources .yml, or `time_columns: {{{name}: <column>}}` in "
-                     "rerun_safety.yml")
+                     "rerun_safety.yml" + _parenthesized(time_column_hint(name, columns.get(s, []))))
     raise ConfigError("\n".join(lines))
 
 
-def make_plan(project: Project, select: tuple[str, ...], exclude: tuple[str, ...], state: str | None = None) -> Plan:
+def _parenthesized(text: str) -> str:
+    return f" ({text})" if text else ""
+
+
+def _columns(project: Project, sources, columns_of) -> dict[str, list[tuple[str, str]]]:
+    """Source id -> its columns in the user's target (columns_of: the engine's lookup), for hints."""
+    if columns_of is None or not sources:
+        return {}
+    try:
+        return columns_of([project.sources[s] for s in sources])
+    except Exception:  # noqa: BLE001 - a hint only: the message stands without it
+        return {}
+
+
+def make_plan(project: Project, select: tuple[str, ...], exclude: tuple[str, ...], state: str | None = None,
+              columns_of=None) -> Plan:
+    """The models to build and judge, their inputs and their kinds. `columns_of(sources)`: source id ->
+    its columns in the user's target, to name the date and time columns where none is configured."""
     selected = project.select(select, exclude, state)
     terms = selection_terms(select, exclude)
     by_state = selects_by_state(select, state)
@@ -353,7 +390,7 @@ def make_plan(project: Project, select: tuple[str, ...], exclude: tuple[str, ...
     timed_seeds = [project.seed_inputs[s.unique_id] for s in seeds if s.unique_id in project.seed_inputs]
     kinds = {s.unique_id: _input_kind(s, project.time_columns_origin) for s in [*sources, *timed_seeds]}
     timed = [s for s in [*sources, *timed_seeds] if kinds[s.unique_id][0] in ("event_log", "loaded_log")]
-    untimed = _missing_time_columns(project, build)
+    untimed = _missing_time_columns(project, build, columns_of)
     incremental = [m.unique_id for m in build if m.keeps_state]
     feeding = project.ancestors(incremental)
     # A view that an incremental model reads is made again at every run too, as a user's every run
@@ -369,9 +406,12 @@ def make_plan(project: Project, select: tuple[str, ...], exclude: tuple[str, ...
         plan.notes.append("models with no SQL, which dbt builds nothing for (not judged): " + ", ".join(empty))
     untimed = {uid: ms for uid, ms in untimed.items() if not project.sources[uid].kind}  # declared: known
     if untimed:
+        columns = _columns(project, untimed, columns_of)
         plan.notes.append(
             "incremental models that no timed input reaches, run but `untested` (no rows arrive for them): "
-            + "; ".join(f"{', '.join(sorted(set(ms)))} (source {project.sources[uid].name})"
+            + "; ".join(f"{', '.join(sorted(set(ms)))} (source {project.sources[uid].name}"
+                        + (f"; {hint}" if (hint := time_column_hint(project.sources[uid].name, columns.get(uid, [])))
+                           else "") + ")"
                         for uid, ms in sorted(untimed.items(), key=lambda kv: project.sources[kv[0]].name))
             + "; to replay them name a time column: `config: {event_time: <column>}` on the source, or "
             "`time_columns: {<source>: <column>}` in rerun_safety.yml (`inputs: {<source>: static}` says "

@@ -11,11 +11,12 @@ from typing import TYPE_CHECKING, Any
 from sqlglot import exp
 
 from ..errors import ConfigError, first_line
-from ..lint.grain import type_grain
+
 from ..project import SourceTable
 from ..warehouse.dialects import dialect_for
 from ..warehouse.base import SNAPSHOT_SCHEMA, Connection, snapshot_table, table, ts_literal
 from .scenarios import Batch, Timeline, make_timeline
+from .plan import time_column_hint
 
 if TYPE_CHECKING:
     from .plan import Plan
@@ -199,17 +200,16 @@ def _choose_half_committed(plan: Plan, timeline: Timeline) -> Timeline:
     return replace(timeline, partial_at=max(range(1, n + 1), key=score))
 
 
-def _dated_columns(con: Connection, inputs: list[tuple[str, str, str, str]]) -> dict[str, list[str]]:
-    """Input name -> its columns of a date or timestamp type, as the copy of the inputs holds them
-    (kind, name, schema, identifier each): candidates to name, for the error that none is named. A
-    lookup that fails names none (the error stands without them)."""
-    out: dict[str, list[str]] = {}
+def _input_columns(con: Connection, inputs: list[tuple[str, str, str, str]]) -> dict[str, list[tuple[str, str]]]:
+    """Input name -> its columns (name, type) as the copy of the inputs holds them (kind, name, schema,
+    identifier each), for the error that no time column is named. A lookup that fails names none (the
+    error stands without them)."""
+    out: dict[str, list[tuple[str, str]]] = {}
     for _, name, schema, identifier in inputs:
         try:
-            cols = con.columns(schema, identifier)
+            out[name] = con.columns(schema, identifier)
         except Exception:  # noqa: BLE001 - a hint only
             continue
-        out[name] = [c for c, t in cols if type_grain(t) is not None]
     return out
 
 
@@ -263,20 +263,22 @@ def _time_ranges(con: Connection, plan: Plan) -> dict[str, tuple[dt.datetime, dt
 
 
 def _no_time_column(con: Connection, plan: Plan) -> None:
-    """Stop (ConfigError) a plan with no timed input, naming the inputs' date or time columns."""
+    """Stop (ConfigError) a plan with no timed input, naming the inputs' date or time columns (and the
+    `time_columns` line, filled in, for an input with exactly one timestamp column)."""
     timed = {s.unique_id for s in plan.inputs}
     untimed = [*(("source", s.name, s.schema, s.identifier) for s in plan.static_sources),
                *(("seed", m.name, m.schema, m.identifier) for m in plan.seeds if m.unique_id not in timed)]
-    dated = _dated_columns(con, untimed)
-    static = ", ".join(f"{kind} {name}" + (f" (date or time columns: {', '.join(dated[name])})" if dated.get(name)
+    columns = _input_columns(con, untimed)
+    static = ", ".join(f"{kind} {name}" + (f" ({hint})" if (hint := time_column_hint(name, columns.get(name, [])))
                                            else "") for kind, name, _, _ in untimed)
-    example = next(((name, dated[name][0]) for _, name, _, _ in untimed if dated.get(name)), None)
     raise ConfigError("no input of the selected models has a time column, so no rows can arrive batch by "
                       "batch and there is nothing to replay" + (f" (inputs without one: {static})" if static else
                                                                   " (they read no source or seed)") +
                       ": name the column rows arrive by, `config: {event_time: <column>}` on a source or "
-                      "seed, or `time_columns: {<name>: <column>}` in rerun_safety.yml"
-                      + (f", e.g. `time_columns: {{{example[0]}: {example[1]}}}`" if example else ""))
+                      "seed, or `time_columns: {<name>: <column>}` in rerun_safety.yml" + (
+                          "; models that did not compile, so what they read by name is not known: " + "; ".join(
+                              f"{name} (dbt: {message})" for name, message in plan.compile_failures.items())
+                          if plan.compile_failures else ""))
 
 
 def _count_arrivals(con: Connection, plan: Plan, src: SourceTable, timeline: Timeline) -> None:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
@@ -109,18 +110,60 @@ def differs(verdict: str) -> bool:
     return verdict in UNSAFE
 
 
-def root_causes(verdicts: Mapping[str, Mapping[str, str]], parents: Mapping[str, tuple[str, ...]],
-                isolated: Mapping[str, set[str]] | None = None) -> tuple[set[str], dict[str, set[str]]]:
-    """verdicts[model][scenario]; parents[model] are the judged models it reads; isolated[model]
-    the scenarios in which it still differed when replayed with its broken ancestors kept right.
+@dataclass
+class Isolation:
+    """What the isolated replays showed. `own`: model -> scenarios where its difference is its own;
+    `unshown`: model -> scenario -> why no replay could show where its difference comes from (a parent
+    still differed in isolation; another model's hook writes its relation). A model is called
+    contaminated only in scenarios not in `unshown`."""
 
-    A model that differs in a scenario where every parent matches, or that differs in isolation,
-    is a root cause. A model that differs below a root cause (in the same scenario) is
-    contaminated by it.
+    own: dict[str, set[str]] = field(default_factory=dict)
+    unshown: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def add(self, plan, uid: str, scenario: str, results: Mapping[str, ScenarioResult],
+            parents: tuple[str, ...]) -> None:
+        """One candidate's isolated replay of one scenario (`results`: every model it judged)."""
+        r = results[uid]
+        if not differs(r.verdict):
+            return  # right on its parents' clean output: its difference came from them
+        still = [p for p in parents if p in results and differs(results[p].verdict)]
+        if not still or own_difference(r, [results[p] for p in still], plan.computed_columns.get(uid, {})):
+            self.own.setdefault(uid, set()).add(scenario)
+            return
+        names = ", ".join(sorted(plan.project.models[p].name for p in still))
+        self.unshown.setdefault(uid, {})[scenario] = (
+            f"the isolated replay could not put its parents back in their reference state ({names} still "
+            f"differed there), and its own differences are not only in columns it computes itself")
+
+    def unshown_in(self, uid: str, scenario: str, reason: str) -> None:
+        self.unshown.setdefault(uid, {}).setdefault(scenario, reason)
+
+
+def own_difference(r: ScenarioResult, parents: list[ScenarioResult], computed: Mapping[str, frozenset[str]]) -> bool:
+    """Whether a model's difference is its own although a parent differs too: its rows and keys are the
+    reference's, and every column that differs is one it computes itself (`computed`: lineage's
+    computed_columns) from no column that differs in a parent."""
+    if r.missing_keys or r.extra_keys or r.duplicate_keys or r.rows != r.reference_rows or not r.differing_columns:
+        return False
+    parent_columns = {c.lower() for p in parents for c in p.differing_columns}
+    return all(c.lower() in computed and not computed[c.lower()] & parent_columns for c in r.differing_columns)
+
+
+def root_causes(verdicts: Mapping[str, Mapping[str, str]], parents: Mapping[str, tuple[str, ...]],
+                isolated: Isolation | None = None) -> tuple[set[str], dict[str, set[str]], dict[str, str]]:
+    """verdicts[model][scenario]; parents[model] are the judged models it reads (or whose hooks write
+    it); isolated: what the isolated replays showed.
+
+    A model that differs in a scenario where every parent matches, or whose difference the isolation
+    showed its own, is a root cause. A model that differs below a root cause (in the same scenario) is
+    contaminated by it, unless no replay could show that in that scenario. Returns the root causes, the
+    contaminated models with their root causes, and, for a differing model that is neither, why its
+    attribution is inconclusive.
     """
+    isolated = isolated or Isolation()
     roots: set[str] = set()
     root_in: dict[str, set[str]] = {}
-    for model, scenarios in (isolated or {}).items():
+    for model, scenarios in isolated.own.items():
         if scenarios:
             roots.add(model)
             root_in.setdefault(model, set()).update(scenarios)
@@ -142,14 +185,18 @@ def root_causes(verdicts: Mapping[str, Mapping[str, str]], parents: Mapping[str,
         return seen
 
     contaminated: dict[str, set[str]] = {}
+    inconclusive: dict[str, str] = {}
     for model, by_scenario in verdicts.items():
         bad = {s for s, v in by_scenario.items() if differs(v)}
-        if not bad:
-            continue
-        for anc in ancestors(model):
-            if anc in roots and bad & root_in.get(anc, set()):
+        unshown = isolated.unshown.get(model, {})
+        # not where no replay could tell (a model with a defect of its own may also inherit one)
+        shown = bad - set(unshown)
+        for anc in ancestors(model) - {model}:
+            if anc in roots and shown & root_in.get(anc, set()):
                 contaminated.setdefault(model, set()).add(anc)
-    return roots, contaminated
+        if bad and model not in roots and model not in contaminated and unshown:
+            inconclusive[model] = unshown[sorted(unshown)[0]]
+    return roots, contaminated, inconclusive
 
 
 def explained_by_nondeterminism(s: ScenarioResult, volatile: set[str]) -> bool:

@@ -39,6 +39,8 @@ def cause(model: ModelVerdict) -> str:
         text = "root cause"
     elif model.contaminated_by:
         text = "contaminated by " + ", ".join(model.contaminated_by)
+    elif model.inconclusive:
+        text = "attribution inconclusive: " + model.inconclusive
     elif model.verdict in ("skipped", "untested") and model.reason:
         text = model.reason
     if model.nondeterministic_columns and model.verdict != "nondeterministic":

@@ -328,6 +328,8 @@ def _model_html(index: int, m: ModelVerdict) -> str:
         tags = ' <span class="tag root">root cause</span>'
     elif m.contaminated_by:
         tags = ' <span class="tag contaminated">contaminated by ' + e(", ".join(m.contaminated_by)) + "</span>"
+    elif m.inconclusive:
+        tags = (' <span class="tag inconclusive" title="' + e(m.inconclusive) + '">attribution inconclusive</span>')
     out = [f'<section class="model {_vclass(m.verdict)}" id="{e(_anchor(index, m))}" '
            f'data-model="{e(m.name)}" data-verdict="{e(m.verdict)}">',
            f"<h3>{e(m.name)} {_badge(m.verdict)}{tags}</h3>",

@@ -53,6 +53,8 @@ def _message(model: ModelVerdict, s: ScenarioResult) -> str:
         text += "; root cause"
     elif model.contaminated_by:
         text += "; contaminated by " + ", ".join(model.contaminated_by)
+    elif model.inconclusive:
+        text += "; attribution inconclusive: " + model.inconclusive
     if s.message and s.verdict == "error":
         text = f"error: {s.message}"
     return text
@@ -77,6 +79,8 @@ def _nondeterministic(parent: ET.Element, model: ModelVerdict, s: ScenarioResult
         message += "; root cause"
     elif model.contaminated_by:
         message += "; contaminated by " + ", ".join(model.contaminated_by)
+    elif model.inconclusive:
+        message += "; attribution inconclusive: " + model.inconclusive
     body = _body(model, s)
     if others:
         body += ("\nnot judged separately (their reference is not reproducible): " + ", ".join(others))

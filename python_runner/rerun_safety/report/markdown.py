@@ -170,7 +170,8 @@ class MarkdownRenderer(Renderer):
                   and not m.root_cause and not m.contaminated_by]
         if others:
             out += ["#### Other unsafe models", ""]
-            out += [f"- **{md(m.name)}**: {_verdict(m.verdict)} {_worst_line(m)}" for m in others]
+            out += [f"- **{md(m.name)}**: {_verdict(m.verdict)} {_worst_line(m)}"
+                    + (f" (attribution inconclusive: {md(m.inconclusive)})" if m.inconclusive else "") for m in others]
             out.append("")
         return out + _errors(models)
 

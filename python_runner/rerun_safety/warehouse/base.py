@@ -248,6 +248,11 @@ class Engine(abc.ABC):
         """A function dbt's statements go through in this sandbox (None: sent as they are)."""
         return None
 
+    def user_columns(self, relations: Iterable[tuple[str, str]]) -> dict[tuple[str, str], list[tuple[str, str]]]:
+        """The columns (name, type) of relations in the user's target, read-only, (schema, name) as given ->
+        columns; relations it cannot read are left out. For hints only: an engine without it gives {}."""
+        return {}
+
     def sandbox_name(self, role: str) -> str:
         return f"{PREFIX}{self.run_id}_{role}"
 

@@ -198,6 +198,26 @@ class DuckDBEngine(Engine):
         finally:
             con.close()
 
+    def user_columns(self, relations):
+        wanted = {(str(sch).lower(), str(n).lower()): (sch, n) for sch, n in relations}
+        if self.user_path is None or not wanted:
+            return {}
+        con = DuckDBConnection(":memory:")
+        try:
+            self._attach_user(con)
+            rows = con.fetchall("select schema_name, table_name, column_name, data_type from duckdb_columns() "
+                                "where database_name = 'rs_user' order by column_index")
+        except SandboxError:
+            return {}
+        finally:
+            con.close()
+        out: dict = {}
+        for sch, table_name, col, typ in rows:
+            key = wanted.get((str(sch).lower(), str(table_name).lower()))
+            if key is not None:
+                out.setdefault(key, []).append((str(col), str(typ)))
+        return out
+
     def clone(self, source: Sandbox, role: str, read_only: tuple[str, ...] = ()) -> Sandbox:
         path = self._path(role)
         self._guard(path)

@@ -166,6 +166,23 @@ class PostgresEngine(Engine):
         finally:
             user.close()
 
+    def user_columns(self, relations):
+        wanted = {(str(sch).lower(), str(n).lower()): (sch, n) for sch, n in relations}
+        if not wanted:
+            return {}
+        user = PgConnection(self.params, self.user_db, read_only=True)
+        try:
+            rows = user.fetchall("select table_schema, table_name, column_name, data_type from "
+                                 "information_schema.columns order by ordinal_position")
+        finally:
+            user.close()
+        out: dict = {}
+        for sch, table_name, col, typ in rows:
+            key = wanted.get((sch.lower(), table_name.lower()))
+            if key is not None:
+                out.setdefault(key, []).append((col, typ))
+        return out
+
     def _copy_source(self, user: PgConnection, snap: PgConnection, src: SourceTable, empty: bool = False) -> None:
         qualified = pgsql.SQL("{}.{}").format(pgsql.Identifier(src.schema), pgsql.Identifier(src.identifier))
         with user.raw.cursor() as cur:
