@@ -149,7 +149,9 @@ def test_incremental_model_no_timed_input_reaches_is_untested_not_a_stop(payment
         "{{ config(materialized='incremental', unique_key='currency') }}\n"
         "select currency, rate from {{ source('ref_data', 'fx_rates') }}\n")
     out = tmp_path / "out"
-    code, _, err = _gameday(project, "--select", "payments_appended fx_latest", "--output-dir", str(out))
+    # two batches, and the scenario where the watermark loses rows: the verdicts are the full run's
+    few = ("--steps", "2", "--scenarios", "partial")
+    code, _, err = _gameday(project, "--select", "payments_appended fx_latest", "--output-dir", str(out), *few)
     assert code == 1 and "Traceback" not in err, err
     report = json.loads((out / "report.json").read_text())
     models = by_name(report)
@@ -158,7 +160,7 @@ def test_incremental_model_no_timed_input_reaches_is_untested_not_a_stop(payment
     notes = [n for n in report["summary"]["notes"] if n.startswith("incremental models that no timed input reaches")]
     assert len(notes) == 1 and "fx_latest (source ref_data.fx_rates)" in notes[0], report["summary"]["notes"]
     (project / "rerun_safety.yml").write_text("inputs:\n  ref_data.fx_rates: static\n")
-    code, _, err = _gameday(project, "--select", "payments_appended fx_latest", "--output-dir", str(out))
+    code, _, err = _gameday(project, "--select", "payments_appended fx_latest", "--output-dir", str(out), *few)
     report = json.loads((out / "report.json").read_text())
     assert code == 1 and by_name(report)["fx_latest"]["verdict"] == "untested", err
     assert not [n for n in report["summary"]["notes"] if n.startswith("incremental models that no timed input reaches")]
@@ -178,3 +180,23 @@ def test_unknown_target(payments_project):
     code, _, err = _gameday(payments_project, "--target", "prod")
     assert code == 2
     assert "target 'prod' not found" in _one_line(err)
+
+
+def test_a_model_that_does_not_compile_even_with_its_upstream_built_is_named_not_silent(payments_project, tmp_path):
+    """A model whose Jinja queries a relation that exists nowhere cannot be compiled to find what it reads:
+    the game day goes on with the inputs it knows, and a run note names the model and dbt's message."""
+    project = Path(shutil.copytree(payments_project, tmp_path / "p", symlinks=True))
+    (project / "models" / "asks_nowhere.sql").write_text(
+        "{% if execute %}{% set r = run_query('select max(x) from nowhere_schema.nowhere_table') %}{% endif %}\n"
+        "select account_id from {{ ref('payments_appended') }}\n")
+    out = tmp_path / "out"
+    code, _, err = _gameday(project, "--select", "payments_appended asks_nowhere", "--output-dir", str(out),
+                            "--steps", "2", "--scenarios", "partial")
+    assert code == 1 and "Traceback" not in err, err
+    report = json.loads((out / "report.json").read_text())
+    notes = [n for n in report["summary"]["notes"] if n.startswith("models that did not compile")]
+    assert len(notes) == 1, report["summary"]["notes"]
+    assert "asks_nowhere (dbt: " in notes[0] and "nowhere_table" in notes[0]
+    assert notes[0].endswith("an input only they read is not replayed, and their verdicts cover the inputs found "
+                             "through source() and ref()")
+    assert by_name(report)["asks_nowhere"]["verdict"] == "error"

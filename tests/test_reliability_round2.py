@@ -142,6 +142,7 @@ def _databases_of(server, role: str) -> list[str]:
 ROLE_ARGS = (*CHEAP, "--select", "payments_merged")
 
 
+@pytest.mark.stress
 def test_createdb_role_game_days_finish_and_leave_nothing(vacuum_server, tmp_path):
     """Two pairs here (two at a time, as two CI jobs of one role would run them); benchmarks/kill.py
     --engine postgres --case hardened runs twenty such game days, killed at random points, beside
