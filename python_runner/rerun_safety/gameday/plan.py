@@ -343,6 +343,20 @@ def _missing_time_columns(project: Project, build: list[Model], columns_of=None)
     raise ConfigError("\n".join(lines))
 
 
+def _untimed_note(project: Project, untimed: dict[str, list[str]], columns_of) -> str:
+    """The run note on incremental models that no timed input reaches (source id -> the models)."""
+    columns = _columns(project, untimed, columns_of)
+    parts = []
+    for uid, models in sorted(untimed.items(), key=lambda kv: project.sources[kv[0]].name):
+        name = project.sources[uid].name
+        hint = time_column_hint(name, columns.get(uid, []))
+        parts.append(f"{', '.join(sorted(set(models)))} (source {name}" + (f"; {hint})" if hint else ")"))
+    return ("incremental models that no timed input reaches, run but `untested` (no rows arrive for them): "
+            + "; ".join(parts) + "; to replay them name a time column: `config: {event_time: <column>}` on the "
+            "source, or `time_columns: {<source>: <column>}` in rerun_safety.yml (`inputs: {<source>: static}` "
+            "says it is reference data)")
+
+
 def _parenthesized(text: str) -> str:
     return f" ({text})" if text else ""
 
@@ -406,16 +420,7 @@ def make_plan(project: Project, select: tuple[str, ...], exclude: tuple[str, ...
         plan.notes.append("models with no SQL, which dbt builds nothing for (not judged): " + ", ".join(empty))
     untimed = {uid: ms for uid, ms in untimed.items() if not project.sources[uid].kind}  # declared: known
     if untimed:
-        columns = _columns(project, untimed, columns_of)
-        plan.notes.append(
-            "incremental models that no timed input reaches, run but `untested` (no rows arrive for them): "
-            + "; ".join(f"{', '.join(sorted(set(ms)))} (source {project.sources[uid].name}"
-                        + (f"; {hint}" if (hint := time_column_hint(project.sources[uid].name, columns.get(uid, [])))
-                           else "") + ")"
-                        for uid, ms in sorted(untimed.items(), key=lambda kv: project.sources[kv[0]].name))
-            + "; to replay them name a time column: `config: {event_time: <column>}` on the source, or "
-            "`time_columns: {<source>: <column>}` in rerun_safety.yml (`inputs: {<source>: static}` says "
-            "it is reference data)")
+        plan.notes.append(_untimed_note(project, untimed, columns_of))
     if in_place:
         names = ", ".join(f"{s.database}.{s.schema}.{s.identifier}" for s in in_place)
         plan.notes.append(f"inputs in databases the profile attaches: {names}; read where they are, read-only, "
