@@ -166,6 +166,14 @@ select * from {{ source('raw', 'events') }}
 {% if is_incremental() %}
 where event_time >= (select max(event_time) - interval '3 days' from {{ this }})
 {% endif %}"""},
+    "hook-writes-other": {"model": """\
+{{ config(materialized='incremental', unique_key='change_id',
+          post_hook="delete from {{ ref('stg_changes') }}
+                     where change_id in (select change_id from {{ this }})") }}
+select * from {{ ref('stg_changes') }}
+{% if is_incremental() %}
+where change_id not in (select change_id from {{ this }})
+{% endif %}"""},
     "suppression-missing-reason": {"model": """\
 {{ config(materialized='incremental', unique_key='event_id',
           meta={'rerun_safety': {'lint_ignore': [{'rule': 'watermark-strict-gt'}]}}) }}

@@ -153,6 +153,8 @@ def test_versions_are_two_models_with_two_names_everywhere(conformance_run):
         assert ("inc_custom_strategy", "own-strategy") in found, found
         # the running sum over the batch alone, which the game day finds as drift, lint names statically
         assert [r for m, r in found if m == "inc_running_balance"] == ["window-over-batch"], found
+        # the post-hook that consumes its staging parent, whose state the game day finds depending on it
+        assert ("customer_change_scd", "hook-writes-other") in found, found
         assert not [f for f in found if f[1] == "unknown-strategy"], found
 
 

@@ -529,6 +529,37 @@ def test_hook_append_near_misses(adapter):
     assert rules(_hooked(adapter, post=["{% do log('done') %}", "insert into ((("])) == []
 
 
+# --- hook-writes-other -------------------------------------------------------------------------
+
+CONSUME = "delete from {{ ref('stg_changes') }} where id in (select id from {{ this }} where not is_latest)"
+
+
+def test_hook_writes_other(adapter):
+    """A hook that takes rows from a relation the model does not own: the game day finds the parent's
+    state depending on this model (conformance: customer_change_scd over stg_customer_changes)."""
+    found = run_rules(_hooked(adapter, post=[CONSUME], relation_names={"ref:stg_changes": "analytics.stg_changes"}))
+    assert [(f.rule, f.severity, f.branch) for f in found] == [("hook-writes-other", "error", "config")]
+    assert "deletes from analytics.stg_changes" in found[0].message and "post_hook" in found[0].message
+    # truncate and update of a source, in a pre-hook
+    assert rules(_hooked(adapter, pre=["truncate table {{ source('raw', 'queue') }}"])) == ["hook-writes-other"]
+    found = run_rules(_hooked(adapter, post=["update raw.orders set processed = true where id in (select id from {{ this }})"]))
+    assert [f.rule for f in found] == ["hook-writes-other"] and "updates raw.orders" in found[0].message
+    # an update is not undone by an insert after it
+    assert rules(_hooked(adapter, post=["update audit.totals set n = 0", "insert into audit.totals values (1, 1) "
+                                        "on conflict (day) do nothing"])) == ["hook-writes-other"]
+
+
+def test_hook_writes_other_near_misses(adapter):
+    # delete + insert into the same table: the hook replaces the rows it covers (examples/shop's events_totalled)
+    assert rules(_hooked(adapter, post=[CLEAR, SUMMARY])) == []
+    assert rules(_hooked(adapter, post=["truncate table audit.batch_summary", SUMMARY])) == []
+    # the model's own relation, by {{ this }} or by name
+    assert rules(_hooked(adapter, post=["delete from {{ this }} where amount < 0"])) == []
+    assert rules(_hooked(adapter, post=["update {{ this }} set amount = 0 where amount is null"])) == []
+    # hooks that write nothing, or that sqlglot cannot read
+    assert rules(_hooked(adapter, post=["grant select on {{ this }} to reporter", "delete from ((("])) == []
+
+
 # --- suppressions ------------------------------------------------------------------------------
 
 def test_suppressions(adapter):
@@ -550,7 +581,8 @@ def test_rule_table_is_stable(adapter):
         "nondeterministic-function", "clock-window", "self-state", "this-in-first-build", "window-over-batch",
         "config-column-missing",
         "dedup-order-not-total", "limit-without-order", "inclusive-window-bound",
-        "microbatch-postgres", "adapter-trap", "hook-append", "unknown-strategy", "own-strategy", "compile-error",
+        "microbatch-postgres", "adapter-trap", "hook-append", "hook-writes-other", "unknown-strategy", "own-strategy",
+        "compile-error",
         "python-model",
         "sql-parse-error",
         "incremental-branch-unchecked", "suppression-missing-reason", "suppression-unknown-rule"]

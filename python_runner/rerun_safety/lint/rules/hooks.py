@@ -120,3 +120,49 @@ def hook_append(ctx: ModelContext) -> list[Hit]:
                             f"model appends its rows to {name} again",
                             "config", (r"\binsert\s+into\b", kind), key=f"hook-append|{name}"))
     return hits
+
+
+def hook_writes_other(ctx: ModelContext) -> list[Hit]:
+    """A hook that deletes from, truncates or updates a relation other than the model's own (a parent it
+    consumes, a source, another model): the next run, a rerun or a partial run reads that relation
+    without the rows the hook took, and the relation's own state depends on this model's runs. Not when
+    the hooks insert into the same relation after deleting from it (they replace the rows they cover)."""
+    hooks = hook_sqls(ctx)
+    if not hooks:
+        return []
+    _, schema, ident = ctx.this
+    own = ((schema or "").lower(), (ident or "").lower())
+    pending: dict[tuple[str, str], tuple[str, str, str]] = {}
+    written: list[tuple[str, str]] = []  # tables the hooks insert into: theirs (hook-append judges those)
+    hits = []
+    for kind, raw in hooks:
+        try:
+            statements = [s for s in sqlglot.parse(_render(raw, ctx), read=ctx.dialect) if s is not None]
+        except Exception:  # sqlglot's ParseError / TokenError: a hook it cannot read is not judged
+            continue
+        for stmt in statements:
+            if isinstance(stmt, exp.Insert):
+                target = _table(stmt.this)
+                if target is not None:
+                    written.append(target)
+                for t in [t for t in pending if target is not None and _same(t, target) and pending[t][2] != "updates"]:
+                    del pending[t]  # delete + insert: the hook replaces the rows it covers
+                continue
+            verb = ("deletes from" if isinstance(stmt, exp.Delete) else "updates" if isinstance(stmt, exp.Update)
+                    else "truncates" if type(stmt).__name__ == "TruncateTable" else None)
+            if verb is None:
+                continue
+            target = _table(stmt.this) if not type(stmt).__name__ == "TruncateTable" else \
+                next((t for t in map(_table, stmt.expressions) if t), None)
+            if target is None or _same(target, own) or (verb != "updates" and any(_same(target, w) for w in written)):
+                continue
+            text = " ".join(raw.split())
+            pending.setdefault(target, (kind, text if len(text) <= 90 else text[:87] + "...", verb))
+    for target, (kind, text, verb) in pending.items():
+        name = ".".join(p for p in target if p)
+        hits.append(Hit("hook-writes-other",
+                        f"{kind} `{text}` {verb} {name}, which is not this model's relation: a rerun or a partial "
+                        f"run then reads {name} without what the hook took, and {name}'s state depends on this "
+                        "model's runs", "config", (r"\b(?:delete|update|truncate)\b", kind),
+                        key=f"hook-writes-other|{name}"))
+    return hits

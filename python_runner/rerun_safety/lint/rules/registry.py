@@ -12,7 +12,7 @@ from .config import (adapter_trap, config_columns, microbatch_postgres, own_stra
                      unknown_strategy)
 from .determinism import (clock_window, limit_without_order, order_not_total,
                           nondeterministic_function)
-from .hooks import hook_append
+from .hooks import hook_append, hook_writes_other
 from .lookback import window_over_batch
 from .windows import (append_reread, inclusive_window_bound, late_watermark, partition_lookback_unaligned,
                       self_state, this_in_first_build, watermark_strict_gt)
@@ -113,6 +113,14 @@ RULES: dict[str, Rule] = {r.id: r for r in (
          "Delete the batch's rows from the table before inserting them (a delete + insert in the hooks), "
          "insert with ON CONFLICT on a key, or, for a run log, declare it: "
          "`meta={'rerun_safety': {'log_tables': ['schema.table']}}`.", hook_append),
+    Rule("hook-writes-other", ERROR,
+         "a pre_hook/post_hook that deletes from, truncates or updates a relation other than the model's own (a "
+         "parent it consumes, a source, another model): a rerun or a partial run then reads that relation without "
+         "what the hook took (not when the hooks insert into it again after the delete: they replace what they "
+         "cover)",
+         "Leave the parent as it is and filter what the model has processed in its own SQL (an anti-join on "
+         "{{ this }}, or a window on the run's time), or let the parent's own model drop what it no longer needs.",
+         hook_writes_other),
     Rule("unknown-strategy", ERROR,
          "an incremental_strategy that no macro implements (no get_incremental_<name>_sql in the project, the "
          "model's package or the adapter): the first build works, every incremental run fails",
