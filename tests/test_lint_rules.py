@@ -50,6 +50,13 @@ def test_append_lookback_rereads(adapter):
     assert rules(incremental(adapter, cte, "append")) == ["append-reread"]
     # no incremental filter at all: every run appends everything again
     assert rules(incremental(adapter, f"select * from {SRC}", "append")) == ["append-reread"]
+    # delete+insert or merge without unique_key: dbt deletes nothing and inserts, an append (the game day
+    # finds sqlmesh's sushi_dbt waiter_as_customer_by_day doubling this way)
+    for strategy in ("delete+insert", "merge"):
+        found = run_rules(incremental(adapter, f"select * from {SRC}", strategy))
+        assert [f.rule for f in found] == ["append-reread"], strategy
+        assert f"strategy '{strategy}' without unique_key" in found[0].message
+        assert rules(incremental(adapter, LOOKBACK, strategy)) == ["append-reread"]
 
 
 def test_append_near_misses(adapter):

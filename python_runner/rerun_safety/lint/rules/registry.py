@@ -20,8 +20,9 @@ from .windows import (append_reread, inclusive_window_bound, late_watermark, par
 
 RULES: dict[str, Rule] = {r.id: r for r in (
     Rule("append-reread", ERROR,
-         "append (or the default strategy without unique_key) whose incremental filter re-reads rows already "
-         "written: a lookback or `>=` on a watermark from {{ this }}, or no filter at all",
+         "append (or the default strategy, delete+insert or merge, without unique_key: dbt then deletes nothing "
+         "and inserts) whose incremental filter re-reads rows already written: a lookback or `>=` on a "
+         "watermark from {{ this }}, or no filter at all",
          "Use delete+insert or merge with unique_key (or partition_overwrite) so re-read rows replace "
          "themselves, or drop already-loaded rows with `not exists` against {{ this }}.", append_reread),
     Rule("unique-key-ignored", ERROR, "unique_key configured with incremental_strategy 'append', which ignores it",

@@ -11,9 +11,11 @@ from .base import (FILTER_CLAUSES, Hit, anti_joins_this, clause_of, has_window_l
 
 
 def append_reread(ctx: ModelContext) -> list[Hit]:
-    """append (or the default strategy without unique_key) whose incremental filter re-reads
-    rows already written: every run appends them again."""
-    if not ctx.is_incremental or ctx.strategy != "append" or ctx.incremental is None or not ctx.incremental.ok:
+    """append (or the default strategy, delete+insert or merge without unique_key, which append: dbt
+    deletes nothing without a key) whose incremental filter re-reads rows already written: every run
+    appends them again."""
+    appends = ctx.strategy == "append" or (ctx.strategy in ("delete+insert", "merge") and not ctx.unique_key)
+    if not ctx.is_incremental or not appends or ctx.incremental is None or not ctx.incremental.ok:
         return []
     hits = []
     for stmt in ctx.incremental.statements:
@@ -25,15 +27,20 @@ def append_reread(ctx: ModelContext) -> list[Hit]:
                 how = "`>=` on the watermark" if w.bare_max else "a lookback from the watermark"
                 hits.append(Hit("append-reread",
                                 f"incremental filter `{sql_text(w.node, ctx)}` re-reads rows already written "
-                                f"({how} of {{{{ this }}}}); strategy '{ctx.strategy}' inserts them again",
+                                f"({how} of {{{{ this }}}}); strategy '{ctx.strategy}'{_keyless(ctx)} inserts them "
+                                "again",
                                 "incremental", (r"\{\{\s*this\s*\}\}", needle(w.column.sql().split(".")[-1].strip('"'))),
                                 key=sql_text(w.node, ctx)))
         if not marks and not mentions_window(stmt, ctx) and not Scope(stmt, ctx).sources:
             hits.append(Hit("append-reread",
-                            f"no incremental filter on {{{{ this }}}}: with strategy '{ctx.strategy}' every run "
-                            "appends all selected rows again",
+                            f"no incremental filter on {{{{ this }}}}: with strategy '{ctx.strategy}'{_keyless(ctx)} "
+                            "every run appends all selected rows again",
                             "incremental", (r"\bselect\b",), key="no-filter"))
     return hits
+
+
+def _keyless(ctx: ModelContext) -> str:
+    return " without unique_key (dbt deletes nothing, then inserts)" if ctx.strategy != "append" else ""
 
 
 def watermark_strict_gt(ctx: ModelContext) -> list[Hit]:
