@@ -593,7 +593,7 @@ def main() -> None:
 
 def postgres(rows: int, quick: bool = False) -> None:
     sys.path.insert(0, str(ROOT / "tests"))
-    from _support import start_pg_server
+    from support.common import start_pg_server
 
     server = start_pg_server()
     try:

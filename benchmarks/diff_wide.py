@@ -108,7 +108,7 @@ def main() -> None:
         con.close()
     if args.skip_postgres:
         return
-    from _support import start_pg_server
+    from support.common import start_pg_server
 
     from rerun_safety.warehouse.postgres.engine import PgConnection
 

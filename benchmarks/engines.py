@@ -16,7 +16,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-from gameday_support import SHOP_ENGINES, shop_gameday  # noqa: E402
+from support.gameday import SHOP_ENGINES, shop_gameday  # noqa: E402
 
 
 def summary(run: dict) -> dict:
@@ -42,11 +42,11 @@ def main() -> int:
     try:
         for engine in engines:
             if engine == "postgres" and server is None:
-                from _support import start_pg_server
+                from support.common import start_pg_server
 
                 server = start_pg_server()
             if engine == "spark_thrift" and cluster is None:
-                from _spark_cluster import start_spark_cluster
+                from support.spark_cluster import start_spark_cluster
 
                 cluster = start_spark_cluster(base / "spark_cluster")
             run = shop_gameday(engine, base / engine, {"postgres": server, "spark_thrift": cluster}.get(engine))

@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from gameday_support import SHOP, copy_project, dbt_deps, shop_generator  # noqa: E402
+from support.gameday import SHOP, copy_project, dbt_deps, shop_generator  # noqa: E402
 
 
 def main() -> None:

@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from gameday_support import SHOP, copy_project, dbt_deps, shop_generator  # noqa: E402
+from support.gameday import SHOP, copy_project, dbt_deps, shop_generator  # noqa: E402
 from rerun_safety.gameday.options import default_threads  # noqa: E402
 
 BIN = Path(sys.executable).parent

@@ -46,8 +46,8 @@ def load(server, db: str, rows: int, columns: int) -> None:
 
 
 def game_day(server, rows: int, columns: int, threads: int, tmp: Path) -> tuple[float, dict]:
-    from _support import postgres_profile, write_profiles
-    from gameday_support import by_name, load_report, run_cli
+    from support.common import postgres_profile, write_profiles
+    from support.gameday import by_name, load_report, run_cli
 
     db = server.create_database(f"wide{columns}")
     load(server, db, rows, columns)
@@ -80,7 +80,7 @@ def main() -> None:
     ap.add_argument("--narrow", type=int, default=15)
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args()
-    from _support import start_pg_server
+    from support.common import start_pg_server
 
     tmp = Path(tempfile.mkdtemp(prefix="rs_bench_gameday_wide_"))
     server = start_pg_server()

@@ -48,9 +48,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-from _support import create_role, start_pg_server  # noqa: E402
-from gameday_support import file_sha256  # noqa: E402
-from test_reliability_support import (add_external_models, alive, children, files_with, kill,  # noqa: E402
+from support.common import create_role, start_pg_server  # noqa: E402
+from support.gameday import file_sha256  # noqa: E402
+from support.reliability import (add_external_models, alive, children, files_with, kill,  # noqa: E402
                                       leftover_databases, leftover_folders, leftover_roles, payments_target, phase,
                                       project_files, spawn_gameday)
 

@@ -32,9 +32,9 @@ def _databases(query) -> set[str]:
 
 
 def trial(cluster, tmp: Path) -> tuple[bool, str]:
-    from _spark import unique_schema
-    from _support import write_profiles
-    from gameday_support import SHOP, copy_project, dbt_deps, shop_generator, spark_fingerprint
+    from support.spark import unique_schema
+    from support.common import write_profiles
+    from support.gameday import SHOP, copy_project, dbt_deps, shop_generator, spark_fingerprint
 
     from rerun_safety.warehouse.spark.engine import SparkEngine
 
@@ -86,7 +86,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=1)
     args = ap.parse_args()
-    from _spark_cluster import start_spark_cluster
+    from support.spark_cluster import start_spark_cluster
 
     base = Path(tempfile.mkdtemp(prefix="rs_bench_kill_spark_"))
     cluster = start_spark_cluster(base / "spark_cluster")

@@ -30,7 +30,7 @@ import yaml
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT / "tests"))
 
-from _support import duckdb_profile, postgres_profile, start_pg_server  # noqa: E402
+from support.common import duckdb_profile, postgres_profile, start_pg_server  # noqa: E402
 
 os.environ.setdefault("DBT_SEND_ANONYMOUS_USAGE_STATS", "false")
 

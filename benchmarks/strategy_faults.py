@@ -152,7 +152,7 @@ def main() -> int:
     ap.add_argument("--engine", choices=["duckdb", "postgres", "both"], default="both")
     ap.add_argument("--trials", type=int, default=20)
     a = ap.parse_args()
-    from _support import start_pg_server
+    from support.common import start_pg_server
 
     engines = ["duckdb", "postgres"] if a.engine == "both" else [a.engine]
     server = start_pg_server() if "postgres" in engines else None

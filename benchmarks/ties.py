@@ -76,7 +76,7 @@ def rows() -> list[tuple]:
 def make_project(tmp: Path, engine: str, server=None) -> Path:
     import yaml
 
-    from _support import duckdb_profile, load_duckdb_with, load_postgres_with, postgres_profile, write_profiles
+    from support.common import duckdb_profile, load_duckdb_with, load_postgres_with, postgres_profile, write_profiles
 
     project = tmp / "ties"
     (project / "models").mkdir(parents=True)
@@ -130,7 +130,7 @@ def main() -> None:
     args = ap.parse_args()
     server = None
     if args.engine == "postgres":
-        from _support import start_pg_server
+        from support.common import start_pg_server
 
         server = start_pg_server()
     try:

@@ -11,12 +11,12 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _support import duckdb_profile, postgres_profile, start_pg_server  # noqa: E402
+from support.common import duckdb_profile, postgres_profile, start_pg_server  # noqa: E402
 
 # dbt writes logs and the package lock next to the project; keep them out of the user's way.
 os.environ.setdefault("DBT_SEND_ANONYMOUS_USAGE_STATS", "false")
 os.environ.setdefault("DO_NOT_TRACK", "1")
-# Spark binds loopback only (otherwise it picks a non-loopback interface); see tests/_spark.py.
+# Spark binds loopback only (otherwise it picks a non-loopback interface); see tests/support/spark.py.
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 # dbt's caches for processes that never install Python packages between invocations: the plugin
@@ -69,12 +69,12 @@ def pg_database(pg_server):
 
 @pytest.fixture(scope="session")
 def shop_gameday(tmp_path_factory):
-    """`shop_gameday(engine, server)`: the game day of examples/shop on that engine (gameday_support.shop_gameday;
+    """`shop_gameday(engine, server)`: the game day of examples/shop on that engine (support.gameday.shop_gameday;
     `server` is the session's PostgreSQL server for "postgres", the Spark cluster for "spark_thrift"), run the
     first time a test asks for it and shared
     by every test of the session after that: test_gameday_shop checks its verdicts, test_report_browser its
     report.html."""
-    from gameday_support import shop_gameday as run_shop_gameday
+    from support.gameday import shop_gameday as run_shop_gameday
 
     runs: dict[str, dict] = {}
 
@@ -103,10 +103,10 @@ def target_output(engine, tmp_path, request):
 
 @pytest.fixture(scope="session")
 def spark_cluster(tmp_path_factory):
-    """A standalone Spark cluster on loopback for the session (tests/_spark_cluster.py): master, one
+    """A standalone Spark cluster on loopback for the session (tests/support/spark_cluster.py): master, one
     worker and the Thrift server, started on first use and stopped at the end of the session."""
-    from _spark import require_spark
-    from _spark_cluster import start_spark_cluster
+    from support.spark import require_spark
+    from support.spark_cluster import start_spark_cluster
 
     require_spark()
     try:
@@ -116,7 +116,7 @@ def spark_cluster(tmp_path_factory):
         if os.environ.get("RERUN_SAFETY_REQUIRE_SPARK") == "1":
             pytest.fail(f"Spark is required here (RERUN_SAFETY_REQUIRE_SPARK=1): {reason}")
         pytest.skip(reason)
-    from _spark_cluster import check_stopped
+    from support.spark_cluster import check_stopped
 
     cluster = start_spark_cluster(tmp_path_factory.mktemp("spark_cluster"))
     try:

@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from _support import duckdb_profile, postgres_profile, write_profiles
+from support.common import duckdb_profile, postgres_profile, write_profiles
 from rerun_safety import clock
 from rerun_safety.dbt_invoke import DbtSession
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from gameday_support import hostile_project, run_cli, sha256_of
+from support.gameday import hostile_project, run_cli, sha256_of
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Landlock is Linux's")
 
@@ -185,8 +185,8 @@ def test_postgres_hostile_hooks_change_nothing_as_the_runs_own_role(tmp_path, pg
     """The profile's role is a superuser, the statement guard is off: the database still refuses the run's
     role every server file, program, other database, role and session; production is unchanged and each
     model is side_effect naming the refusal. The role is gone afterwards."""
-    from gameday_support import file_sha256, load_report, pg_fingerprint
-    from test_reliability_support import CHEAP, payments_target, spawn_gameday
+    from support.gameday import file_sha256, load_report, pg_fingerprint
+    from support.reliability import CHEAP, payments_target, spawn_gameday
 
     target = payments_target("postgres", tmp_path / "proj", server=pg_server)
     export = Path(pg_server.base) / f"export_{os.getpid()}.csv"
@@ -235,8 +235,8 @@ def test_postgres_hostile_hooks_change_nothing_as_the_runs_own_role(tmp_path, pg
 
 
 def test_postgres_profile_role_without_createrole_is_told_what_to_grant(tmp_path, pg_server):
-    from _support import create_role
-    from test_reliability_support import CHEAP, payments_target, spawn_gameday
+    from support.common import create_role
+    from support.reliability import CHEAP, payments_target, spawn_gameday
 
     role = create_role(pg_server, attributes="login createdb")
     target = payments_target("postgres", tmp_path / "proj", server=pg_server, role=role)
@@ -260,7 +260,7 @@ def test_no_value_of_the_users_profile_reaches_a_file_whatever_its_key(tmp_path)
 
     import yaml
 
-    from test_reliability_support import CHEAP, files_with, payments_target, spawn_gameday
+    from support.reliability import CHEAP, files_with, payments_target, spawn_gameday
 
     secret = f"opaque-{uuid.uuid4().hex}"
     target = payments_target("duckdb", tmp_path / "proj")
@@ -327,7 +327,7 @@ def test_the_postgres_lint_compiles_as_a_role_of_its_own(tmp_path, pg_server, pg
     """The profile's role is a superuser: a compile-time query of the project that writes a file on the
     server is refused to the lint's own role (the scratch database is that role's); --unconfined compiles
     as the profile's role, and the file is written. No role or scratch database stays."""
-    from _support import postgres_profile, write_profiles
+    from support.common import postgres_profile, write_profiles
 
     outside = Path(pg_server.base) / f"from_lint_{os.getpid()}.csv"
     project = tmp_path / "project"

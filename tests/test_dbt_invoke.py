@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import yaml
 
-from _support import postgres_profile, write_profiles
+from support.common import postgres_profile, write_profiles
 from rerun_safety.dbt_invoke import DbtSession
 
 
@@ -122,7 +122,7 @@ def test_ephemeral_models_are_inlined_in_every_invocation_of_a_reused_manifest(t
     # invocation on the same manifest skipped the injection and failed on "__dbt__cte__eph".
     import duckdb
 
-    from _support import duckdb_profile
+    from support.common import duckdb_profile
 
     project = tmp_path / "p"
     (project / "models").mkdir(parents=True)
@@ -194,7 +194,7 @@ def test_a_sandbox_run_on_postgres_sees_the_users_database_name(pg_server, pg_da
 
 def test_a_failing_microbatch_batch_carries_dbts_cause(tmp_path):
     # dbt's result for a microbatch model reads "ERROR"; the cause is only in the batch's exception
-    from _support import duckdb_profile
+    from support.common import duckdb_profile
 
     project = tmp_path / "mb"
     (project / "models").mkdir(parents=True)
@@ -216,7 +216,7 @@ def test_a_failing_microbatch_batch_carries_dbts_cause(tmp_path):
 
 
 def _slow_project(tmp_path, engine: str, pg_server=None, pg_database=None):
-    from _support import duckdb_profile
+    from support.common import duckdb_profile
 
     project = tmp_path / "slow"
     (project / "models").mkdir(parents=True)

@@ -12,7 +12,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from _support import engine_connection, postgres_profile, write_profiles
+from support.common import engine_connection, postgres_profile, write_profiles
 from rerun_safety import diff as diffmod
 from rerun_safety.cli import main
 from rerun_safety.diff import Side, compare, diff_relations
@@ -349,7 +349,7 @@ def test_diff_relations_keeps_game_day_fields(engine, tmp_path, request):
 
 def test_profile_side_and_renderers(tmp_path):
     """A DuckDB profile target as `schema.table`; text and Markdown say the same numbers."""
-    from _support import duckdb_profile
+    from support.common import duckdb_profile
 
     path = tmp_path / "wh.duckdb"
     con = duckdb.connect(str(path))

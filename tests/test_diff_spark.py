@@ -13,8 +13,8 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from _spark import require_spark, spark_profile, spark_query, unique_schema
-from _support import write_profiles
+from support.spark import require_spark, spark_profile, spark_query, unique_schema
+from support.common import write_profiles
 from rerun_safety.cli import main
 
 COLUMNS = "id int, a int, b string, c string, f double"
@@ -271,7 +271,7 @@ def test_a_spark_sql_error_is_not_logged_with_the_jvm_stack():
     pytest.importorskip("pyspark.logger")
     from pyspark.logger import PySparkLogger
 
-    from _spark import session_parameters
+    from support.spark import session_parameters
     from rerun_safety.warehouse.spark.engine import SessionBackend
 
     records: list[logging.LogRecord] = []
@@ -292,7 +292,7 @@ def test_a_connection_lists_a_database_once_until_it_writes(spark_tables):
     """The game day asks for every model's kind and columns (each SHOW or DESCRIBE costs Spark
     ~0.1 s): a connection lists a database once and describes a table once, and forgets both as
     soon as it runs anything but a read."""
-    from _spark import session_parameters
+    from support.spark import session_parameters
     from rerun_safety.warehouse.spark.engine import SessionBackend, SparkConnection
 
     class Recording(SessionBackend):

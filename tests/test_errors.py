@@ -58,7 +58,7 @@ def test_a_log_handler_half_built_by_an_interrupt_prints_no_traceback_at_exit():
     import subprocess
     import sys
 
-    from _support import REPO_ROOT
+    from support.common import REPO_ROOT
 
     def child(mend: bool) -> subprocess.CompletedProcess:
         code = ("import atexit, logging\n"

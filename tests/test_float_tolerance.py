@@ -15,7 +15,7 @@ from collections import Counter
 import duckdb
 import pytest
 
-from _support import engine_connection
+from support.common import engine_connection
 from rerun_safety import diff as diffmod
 from rerun_safety.diff import DEFAULT_FLOAT_TOLERANCE, Side, compare, diff_relations, floats_close
 from rerun_safety.warehouse.base import table

@@ -17,7 +17,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from _support import REPO_ROOT, copy_fixture, duckdb_profile, warehouse_target, write_profiles
+from support.common import REPO_ROOT, copy_fixture, duckdb_profile, warehouse_target, write_profiles
 from rerun_safety.cli import main
 from rerun_safety.diff import DEFAULT_FLOAT_TOLERANCE
 from test_float_tolerance import boundary_pair, summed_twice

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from _support import FIXTURES
-from gameday_support import by_name, copy_project, dbt_deps, load_report, pg_profile, run_cli, scenario
+from support.common import FIXTURES
+from support.gameday import by_name, copy_project, dbt_deps, load_report, pg_profile, run_cli, scenario
 
 sys.path.insert(0, str(FIXTURES / "cadence"))
 import cadence_data  # noqa: E402  (a name no other fixture uses)

@@ -11,8 +11,8 @@ import os
 import pytest
 import yaml
 
-from _support import FIXTURES, write_profiles
-from gameday_support import (again_with_threads, by_name, differences, copy_project, dbt_deps, file_sha256, load_report,
+from support.common import FIXTURES, write_profiles
+from support.gameday import (again_with_threads, by_name, differences, copy_project, dbt_deps, file_sha256, load_report,
                              pg_fingerprint, report_essentials, run_cli)
 
 
@@ -47,7 +47,7 @@ def conformance_run(request, tmp_path_factory):
         load_data.load_refdata_duckdb(str(project / "refdata.duckdb"))
         fingerprint = lambda: (file_sha256(project / "conformance.duckdb"), file_sha256(project / "refdata.duckdb"))  # noqa: E731
     else:
-        from _support import postgres_profile
+        from support.common import postgres_profile
 
         server = request.getfixturevalue("pg_server")
         dbname = server.create_database("conf")

@@ -12,8 +12,8 @@ import pytest
 import yaml
 from rerun_safety.gameday.timeline import row_hash_predicate
 
-from _support import duckdb_profile, load_duckdb_with, load_postgres_with, postgres_profile, write_profiles
-from gameday_support import by_name, load_report, run_cli
+from support.common import duckdb_profile, load_duckdb_with, load_postgres_with, postgres_profile, write_profiles
+from support.gameday import by_name, load_report, run_cli
 
 START = dt.datetime(2025, 3, 1)
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from _support import FIXTURES
-from gameday_support import by_name, duckdb_fixture_project, file_sha256, load_report, run_cli, scenario
+from support.common import FIXTURES
+from support.gameday import by_name, duckdb_fixture_project, file_sha256, load_report, run_cli, scenario
 
 sys.path.insert(0, str(FIXTURES / "payments"))
 import load_data  # noqa: E402

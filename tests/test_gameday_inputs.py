@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from _support import duckdb_profile, postgres_profile, write_profiles
-from gameday_support import by_name, copy_project, dbt_deps, load_report, run_cli, scenario
+from support.common import duckdb_profile, postgres_profile, write_profiles
+from support.gameday import by_name, copy_project, dbt_deps, load_report, run_cli, scenario
 
 SEED_PROJECT = {
     "dbt_project.yml": ("name: seed_only\nversion: '1.0.0'\nconfig-version: 2\nprofile: seed_only\n"
@@ -299,7 +299,7 @@ def test_a_duckdb_file_named_like_its_schema(tmp_path):
     """raw.duckdb holding schema raw: a two-part name is ambiguous to DuckDB; the game day works."""
     import sys
 
-    from _support import FIXTURES
+    from support.common import FIXTURES
 
     sys.path.insert(0, str(FIXTURES / "cadence"))
     import cadence_data
@@ -341,7 +341,7 @@ def test_an_external_location_source_and_a_python_model(tmp_path):
     read), and a Python model is replayed like a SQL model."""
     import duckdb
 
-    from gameday_support import file_sha256
+    from support.gameday import file_sha256
 
     project = tmp_path / "extp"
     _write(project, EXTERNAL_PROJECT)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gameday_support import hostile_project, run_cli
+from support.gameday import hostile_project, run_cli
 
 BOMB = ("a: &a [x, x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
         "c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\n"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from gameday_support import again_with_threads, by_name, differences, report_essentials, scenario
+from support.gameday import again_with_threads, by_name, differences, report_essentials, scenario
 
 SAFE = ["stg_events", "dim_users", "events_delete_insert", "events_merge", "events_partition_overwrite",
         "events_microbatch", "daily_revenue_safe", "events_by_load", "events_totalled"]
@@ -24,7 +24,7 @@ def shop_run(request, shop_gameday):
     if request.param == "postgres":
         server = request.getfixturevalue("pg_server")
     elif request.param == "spark":
-        from _spark import require_spark
+        from support.spark import require_spark
 
         require_spark()
     elif request.param == "spark_thrift":

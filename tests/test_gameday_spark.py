@@ -12,9 +12,9 @@ import json
 
 import pytest
 
-from _spark import require_spark, spark_profile, spark_query, unique_schema
-from _support import FIXTURES, write_profiles
-from gameday_support import copy_project, dbt_deps, run_cli
+from support.spark import require_spark, spark_profile, spark_query, unique_schema
+from support.common import FIXTURES, write_profiles
+from support.gameday import copy_project, dbt_deps, run_cli
 
 pytestmark = pytest.mark.slow
 

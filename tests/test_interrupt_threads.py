@@ -7,8 +7,8 @@ import subprocess
 import sys
 import time
 
-from _support import FIXTURES
-from gameday_support import copy_project, dbt_deps
+from support.common import FIXTURES
+from support.gameday import copy_project, dbt_deps
 
 sys.path.insert(0, str(FIXTURES / "cadence"))
 import cadence_data  # noqa: E402  (a name no other fixture uses)

@@ -10,7 +10,7 @@ import duckdb
 import pytest
 from click.testing import CliRunner
 
-from _support import REPO_ROOT, postgres_profile, write_profiles
+from support.common import REPO_ROOT, postgres_profile, write_profiles
 from rerun_safety.cli import main
 from rerun_safety.lint import run_lint
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from _support import load_duckdb_with, load_postgres_with, write_profiles
+from support.common import load_duckdb_with, load_postgres_with, write_profiles
 from rerun_safety.cli import main
 from test_lint_project import _load, _project
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from _support import REPO_ROOT, load_duckdb_with, load_postgres_with, write_profiles
+from support.common import REPO_ROOT, load_duckdb_with, load_postgres_with, write_profiles
 from rerun_safety.cli import main
 
 SHIM = ("{% macro get_incremental_partition_overwrite_sql(arg_dict) %}\n"

@@ -1,5 +1,5 @@
 """integration_tests/ built for real on DuckDB, on the session's PostgreSQL server and on the
-process's in-process Spark (tests/_spark.py).
+process's in-process Spark (tests/support/spark.py).
 
 Each engine builds the project once (module-scoped fixture) and a few extra dbt invocations run
 against that build (windows, incremental watermark, a run that fails after its insert, bad
@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from _spark import require_spark, spark_profile, spark_query, unique_schema
-from _support import REPO_ROOT, copy_fixture, duckdb_profile, warehouse_target, write_profiles
+from support.spark import require_spark, spark_profile, spark_query, unique_schema
+from support.common import REPO_ROOT, copy_fixture, duckdb_profile, warehouse_target, write_profiles
 
 IT_DIR = REPO_ROOT / "integration_tests"
 PROFILE = "rerun_safety_integration_tests"

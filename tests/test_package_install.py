@@ -8,8 +8,8 @@ from pathlib import Path
 import duckdb
 import yaml
 
-from _spark import require_spark, spark_profile, spark_query, unique_schema
-from _support import REPO_ROOT, duckdb_profile, write_profiles
+from support.spark import require_spark, spark_profile, spark_query, unique_schema
+from support.common import REPO_ROOT, duckdb_profile, write_profiles
 
 FOREIGN_PREFIXES = ("tests/", "integration_tests/", "examples/", "python_runner/")
 

@@ -17,8 +17,8 @@ import duckdb
 import psycopg2
 import pytest
 
-from gameday_support import file_sha256, load_report, run_cli
-from test_reliability_support import (CHEAP, PREFIX, alive, children, files_with, kill, leftover_databases,
+from support.gameday import file_sha256, load_report, run_cli
+from support.reliability import (CHEAP, PREFIX, alive, children, files_with, kill, leftover_databases,
                                       leftover_folders, next_run_sweep, payments_target, phase, spawn_gameday,
                                       wait_until, work_root)
 from rerun_safety.errors import SandboxError

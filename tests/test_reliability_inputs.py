@@ -12,9 +12,9 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from _support import FIXTURES, write_profiles
-from gameday_support import by_name, duckdb_fixture_project, file_sha256, load_report, run_cli, scenario
-from test_reliability_support import PARSE_PREFIX, PREFIX, payments_target, work_root
+from support.common import FIXTURES, write_profiles
+from support.gameday import by_name, duckdb_fixture_project, file_sha256, load_report, run_cli, scenario
+from support.reliability import PARSE_PREFIX, PREFIX, payments_target, work_root
 
 def _load_module(name: str, path: Path):
     import importlib.util
@@ -151,7 +151,7 @@ def test_an_untimed_seed_says_how_to_name_its_time_column(isolated, tmp_path):
     column; with `time_columns` in rerun_safety.yml the same project replays."""
     import duckdb
 
-    from _support import duckdb_profile, write_profiles
+    from support.common import duckdb_profile, write_profiles
 
     project = tmp_path / "seeded"
     (project / "models").mkdir(parents=True)
@@ -211,12 +211,12 @@ def test_odd_identifiers_duckdb(isolated, odd, tmp_path):
 
 
 def test_odd_identifiers_postgres(isolated, odd, tmp_path, pg_server):
-    from gameday_support import pg_fingerprint
+    from support.gameday import pg_fingerprint
 
     dbname = pg_server.create_database("odd")
     odd_data.load_postgres(pg_server.dsn(dbname))
     profiles = tmp_path / "profiles"
-    from _support import postgres_profile
+    from support.common import postgres_profile
 
     write_profiles(profiles, "odd_names", postgres_profile(pg_server, dbname, schema="Mart Ä"), target="local")
     before = pg_fingerprint(pg_server, dbname)
@@ -283,7 +283,7 @@ def test_transactions_disabled_duckdb(isolated, odd, tmp_path):
 
 
 def test_postgres_autocommit(isolated, odd, tmp_path, pg_server):
-    from _support import postgres_profile
+    from support.common import postgres_profile
 
     dbname = pg_server.create_database("odd_ac")
     odd_data.load_postgres(pg_server.dsn(dbname))
@@ -318,7 +318,7 @@ def test_vars_not_a_dictionary(isolated, payments):
 def test_a_source_the_profile_role_may_not_read_is_one_line(isolated, tmp_path, pg_server):
     """A source table owned by another role, with no SELECT granted to the profile's role: one line naming
     the source, the role and the grant; exit 2, nothing written, no sandbox database."""
-    from _support import create_role
+    from support.common import create_role
 
     role = create_role(pg_server)
     target = payments_target("postgres", tmp_path / "proj", server=pg_server, role=role)

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from gameday_support import file_sha256, load_report
-from test_reliability_support import (CHEAP, PREFIX, add_external_models, files_with, leftover_databases,
+from support.gameday import file_sha256, load_report
+from support.reliability import (CHEAP, PREFIX, add_external_models, files_with, leftover_databases,
                                       leftover_folders, payments_target, phase, project_files, spawn_gameday,
                                       wait_until, work_root)
 
@@ -23,7 +23,7 @@ from test_reliability_support import (CHEAP, PREFIX, add_external_models, files_
 # ------------------------------------------------------------------ 1. external models stay in the sandbox
 
 def external_target(tmp: Path):
-    """The payments fixture on DuckDB plus two external models (test_reliability_support.add_external_models)."""
+    """The payments fixture on DuckDB plus two external models (support.reliability.add_external_models)."""
     target = payments_target("duckdb", tmp)
     return target, add_external_models(target)
 
@@ -108,7 +108,7 @@ def vacuum_server():
     """A server whose autovacuum visits every database each second and works slowly there (cost delay
     100 ms, limit 1), so that a worker is inside a fresh sandbox whenever it is dropped: the race a
     CREATEDB role lost 1 run in 3 with a short naptime happens on nearly every drop here."""
-    from _support import start_pg_server
+    from support.common import start_pg_server
 
     server = start_pg_server("-c autovacuum_naptime=1 -c autovacuum_vacuum_cost_delay=100 "
                              "-c autovacuum_vacuum_cost_limit=1")
@@ -119,7 +119,7 @@ def vacuum_server():
 
 
 def _role_target(server, tmp: Path):
-    from _support import create_role
+    from support.common import create_role
 
     role = create_role(server)  # LOGIN CREATEDB CREATEROLE, no superuser
     return role, payments_target("postgres", tmp, server=server, role=role)
@@ -164,7 +164,7 @@ def test_createdb_role_game_days_finish_and_leave_nothing(vacuum_server, tmp_pat
 
 
 def test_two_roles_on_one_server_never_break_each_other(vacuum_server, tmp_path):
-    import test_reliability_support as support
+    from support import reliability as support
 
     role_a, a = _role_target(vacuum_server, tmp_path / "a")
     role_b, b = _role_target(vacuum_server, tmp_path / "b")
@@ -191,7 +191,7 @@ def test_two_roles_on_one_server_never_break_each_other(vacuum_server, tmp_path)
 def test_interrupt_never_claims_removed_while_a_sandbox_stays(vacuum_server, tmp_path):
     """A session the role may not end (a superuser's) holds a sandbox open during Ctrl-C: the run says
     which sandbox stayed instead of "sandboxes removed", and the next run removes it."""
-    import test_reliability_support as support
+    from support import reliability as support
 
     role, target = _role_target(vacuum_server, tmp_path / "proj")
     proc = spawn_gameday(target, tmp_path / "run", *ROLE_ARGS)
@@ -295,10 +295,10 @@ def test_unwritable_output_dir_is_found_before_any_work(tmp_path):
 
 
 def test_run_that_cannot_connect_leaves_no_folder(tmp_path, pg_server):
-    from _support import free_port
+    from support.common import free_port
 
     target = payments_target("postgres", tmp_path / "proj", server=pg_server)
-    from _support import write_profiles
+    from support.common import write_profiles
     write_profiles(target.profiles, "payments", dict(target.output, port=free_port()), target="local")
     run = tmp_path / "run"
     proc = spawn_gameday(target, run, *CHEAP)
@@ -316,7 +316,7 @@ def test_pass_spelling_and_pgpassword_never_reach_a_file(tmp_path, pg_server, mo
     no file under the work root, the project or the output holds it, during or after the run."""
     import threading
 
-    from _support import create_role, write_profiles
+    from support.common import create_role, write_profiles
 
     password = f"pw-{uuid.uuid4().hex}"
     role = create_role(pg_server, password=password)
@@ -363,7 +363,7 @@ def test_duckdb_settings_and_secrets_reach_sandbox_profiles_through_the_environm
     from rerun_safety.project import load_target_output
     from rerun_safety.warehouse.engines import engine_for
 
-    from _support import write_profiles
+    from support.common import write_profiles
 
     target = payments_target("duckdb", tmp_path / "proj")
     keys = {name: f"{name}-{uuid.uuid4().hex}" for name in ("s3_key_id", "s3_secret", "token", "entry_key", "entry_secret")}
@@ -399,7 +399,7 @@ def test_enum_domain_citext_and_composite_sources_are_judged(tmp_path, pg_server
     """A CREATEDB role's source with an enum, a domain (with a check), an extension type (citext) and an
     array of the enum: the snapshot has the same types; a composite type, which it does not copy, is read
     as text with a note. Every model is judged as without them."""
-    from _support import create_role
+    from support.common import create_role
 
     role = create_role(pg_server)
     target = payments_target("postgres", tmp_path / "proj", server=pg_server, role=role)
@@ -474,7 +474,7 @@ def pg_payments(tmp_path_factory, pg_server):
 
 
 def _diff(target, where: str) -> tuple[int, str, str]:
-    from gameday_support import run_cli
+    from support.gameday import run_cli
 
     return run_cli(["diff", "landing.payments", "landing.payments", "--project-dir", str(target.project),
                     "--profiles-dir", str(target.profiles), "--format", "json", "--where", where])
@@ -487,7 +487,7 @@ def _diff(target, where: str) -> tuple[int, str, str]:
     ("random() < 0.5", "random"),
 ])
 def test_diff_where_refuses_what_a_filter_does_not_need(pg_payments, where, named):
-    from gameday_support import pg_fingerprint
+    from support.gameday import pg_fingerprint
 
     before = pg_fingerprint(pg_payments.server, pg_payments.dbname)
     code, out, err = _diff(pg_payments, where)
@@ -571,7 +571,7 @@ def test_external_model_plugin_store_is_not_called_in_sandboxes(tmp_path):
     """An external model with `plugin=` hands its relation to the plugin's store() after the write (e.g.
     registering it in a catalog): the game day keeps the file and its view in the sandbox, and never
     calls the store."""
-    from _support import write_profiles
+    from support.common import write_profiles
 
     target = payments_target("duckdb", tmp_path / "proj")
     (target.project / "prod_store.py").write_text(PLUGIN)

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from _support import write_profiles
-from gameday_support import pg_fingerprint, run_cli
-from test_reliability_support import payments_target
+from support.common import write_profiles
+from support.gameday import pg_fingerprint, run_cli
+from support.reliability import payments_target
 
 # A --where that, read with standard_conforming_strings off, ends its first literal at `\'`: the server
 # then sees `)) l; commit; begin read write; create table ...; commit;` and a comment. On a read-only
@@ -194,8 +194,8 @@ def test_ci_deferral_variables_never_reach_sandbox_runs(tmp_path, pg_server, mon
     import subprocess
     import sys
 
-    from gameday_support import load_report
-    from test_reliability_support import CHEAP, spawn_gameday
+    from support.gameday import load_report
+    from support.reliability import CHEAP, spawn_gameday
 
     target = payments_target("postgres", tmp_path / "proj", server=pg_server)
     state = tmp_path / "prod_manifest"
@@ -377,10 +377,10 @@ def test_diff_text_shows_control_characters_instead_of_sending_them(hostile_tabl
 def test_kept_sandboxes_survive_other_game_days_for_a_day(tmp_path, request, engine):
     import time
 
-    from gameday_support import load_report
+    from support.gameday import load_report
     from rerun_safety.warehouse.engines import engine_for
     from rerun_safety.warehouse.base import KEPT_MARKER
-    from test_reliability_support import CHEAP, PREFIX, leftover_databases, spawn_gameday, work_root
+    from support.reliability import CHEAP, PREFIX, leftover_databases, spawn_gameday, work_root
 
     server = request.getfixturevalue("pg_server") if engine == "postgres" else None
     target = payments_target(engine, tmp_path / "proj", server=server)
@@ -438,8 +438,8 @@ def test_duckdb_hooks_cannot_write_the_users_files(tmp_path):
 
     import duckdb
 
-    from gameday_support import file_sha256, load_report
-    from test_reliability_support import CHEAP, spawn_gameday
+    from support.gameday import file_sha256, load_report
+    from support.reliability import CHEAP, spawn_gameday
 
     target = payments_target("duckdb", tmp_path / "proj")
     exports = tmp_path / "exports"
@@ -515,8 +515,8 @@ def test_postgres_hooks_cannot_write_server_files(tmp_path, pg_server):
     the server's file stays byte for byte."""
     import os
 
-    from gameday_support import file_sha256, load_report
-    from test_reliability_support import CHEAP, spawn_gameday
+    from support.gameday import file_sha256, load_report
+    from support.reliability import CHEAP, spawn_gameday
 
     target = payments_target("postgres", tmp_path / "proj", server=pg_server)
     export = Path(pg_server.base) / f"export_{os.getpid()}.csv"

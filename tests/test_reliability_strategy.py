@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from _support import REPO_ROOT
+from support.common import REPO_ROOT
 
 sys.path[:0] = [str(REPO_ROOT / "benchmarks"), str(REPO_ROOT / "tests" / "strategy")]
 from strategy_faults import run_trials  # noqa: E402

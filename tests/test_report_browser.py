@@ -31,7 +31,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from gameday_support import by_name, scenario
+from support.gameday import by_name, scenario
 
 BROKEN = "events_append_lookback"
 WIDTH, HEIGHT = 1400, 2400

@@ -1,4 +1,4 @@
-"""The standalone Spark cluster of tests/_spark_cluster.py is real and usable as a team would use it:
+"""The standalone Spark cluster of tests/support/spark_cluster.py is real and usable as a team would use it:
 the Thrift server's queries run on the worker's executor, dbt-spark `method: thrift` builds an
 `insert_overwrite` model run after run, two dbt processes work against it at once, and stop()
 leaves no process behind (checked when the session's cluster stops, conftest's spark_cluster; nor
@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from _spark import require_spark, unique_schema
-from _spark_cluster import SparkClusterError, cmdline, processes_mentioning, start_spark_cluster
+from support.spark import require_spark, unique_schema
+from support.spark_cluster import SparkClusterError, cmdline, processes_mentioning, start_spark_cluster
 
 pytestmark = pytest.mark.slow
 
@@ -196,7 +196,7 @@ def test_the_stop_check_sees_a_process_left_behind(tmp_path):
     """check_stopped (run when the session's cluster stops) fails on a process that outlived stop()."""
     from types import SimpleNamespace
 
-    from _spark_cluster import check_stopped
+    from support.spark_cluster import check_stopped
 
     left = subprocess.Popen(["sleep", "30", str(tmp_path)])
     try:

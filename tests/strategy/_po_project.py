@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from _support import REPO_ROOT, duckdb_profile, postgres_profile
+from support.common import REPO_ROOT, duckdb_profile, postgres_profile
 
 SHIM = (REPO_ROOT / "integration_tests" / "macros" / "get_incremental_partition_overwrite_sql.sql").read_text()
 
@@ -210,7 +210,7 @@ class SparkPoProject(PoProject):
     view over literal rows (a catalog change only, no files written)."""
 
     def __init__(self, root: Path, engine: str, models: dict[str, str], pg_server=None, dbname=None):
-        from _spark import unique_schema
+        from support.spark import unique_schema
 
         self.spark_schema = unique_schema("po")
         super().__init__(root, engine, models, pg_server=pg_server, dbname=dbname)
@@ -218,7 +218,7 @@ class SparkPoProject(PoProject):
         (self.root / "macros" / "rerun_safety_spark_shim.sql").write_text(SPARK_SHIM)
 
     def output(self, **extra) -> dict:
-        from _spark import spark_profile
+        from support.spark import spark_profile
 
         return spark_profile(self.spark_schema, **extra)
 
@@ -227,7 +227,7 @@ class SparkPoProject(PoProject):
             {"po_tests": {"target": "dev", "outputs": {"dev": self.output()}}}))
 
     def sql(self, statements: str | list, params_rows=None, fetch: bool = False):
-        from _spark import spark_query
+        from support.spark import spark_query
 
         out = None
         try:
@@ -239,7 +239,7 @@ class SparkPoProject(PoProject):
         return out if fetch else None
 
     def fill_raws(self, tables: dict[str, tuple[str, list[tuple]]]) -> None:
-        from _spark import spark_query
+        from support.spark import spark_query
 
         spark_query(f"create schema if not exists {self.spark_schema}")
         for model, (columns, rows) in tables.items():
@@ -254,11 +254,11 @@ class SparkPoProject(PoProject):
             self.sql(f"create or replace view {self.spark_schema}.raw_{model} as {body}")
 
     def rows_of(self, tables) -> dict[str, Counter]:
-        from _spark import spark_query
+        from support.spark import spark_query
 
         return {t: Counter(spark_query(f"select * from {self.spark_schema}.{t}")) for t in tables}
 
     def drop_warehouse(self) -> None:
-        from _spark import spark_query
+        from support.spark import spark_query
 
         spark_query(f"drop schema if exists {self.spark_schema} cascade")

@@ -16,7 +16,7 @@ from collections import Counter
 import pytest
 
 from _po_project import SparkPoProject, make_project, model_sql
-from _spark import require_spark
+from support.spark import require_spark
 from test_strategy import (
     COLS_BATCH, COLS_FIRST, NULLS_BATCH, NULLS_FIRST, P_COLS, AB_COLS, PRED_FIRST, REJECT_FIRST,
     STATIC, STATIC_BATCH, STATIC_FIRST, EMPTY_COL_FIRST, BAD_FIRST, Case,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from _support import FIXTURES, REPO_ROOT, postgres_profile, write_profiles
+from support.common import FIXTURES, REPO_ROOT, postgres_profile, write_profiles
 
 SHOP = REPO_ROOT / "examples" / "shop"
 
@@ -117,7 +117,7 @@ SHOP_ENGINES = ("duckdb", "postgres", "spark", "spark_thrift")
 def shop_gameday(engine: str, tmp: Path, server=None) -> dict:
     """The game day of examples/shop (--steps 4 --threads 2) on a copy of it, loaded into a DuckDB file,
     a fresh PostgreSQL database (`server`: the PostgreSQL server), the test process's Spark ("spark",
-    method: session) or a Spark cluster's Thrift server ("spark_thrift", `server`: tests/_spark_cluster's
+    method: session) or a Spark cluster's Thrift server ("spark_thrift", `server`: tests/support/spark_cluster.py's
     cluster); the user's target is fingerprinted before and after. On Spark the catalog is shared by
     the whole test session, so the raw, audit and target databases get names of their own (the
     shop's vars raw_schema and audit_schema)."""
@@ -136,7 +136,7 @@ def shop_gameday(engine: str, tmp: Path, server=None) -> dict:
         profiles = pg_profile(server, dbname, tmp / "profiles", "shop", "analytics")
         fingerprint = lambda: pg_fingerprint(server, dbname)  # noqa: E731
     else:
-        from _spark import spark_profile, spark_query, unique_schema
+        from support.spark import spark_profile, spark_query, unique_schema
 
         raw, audit, target = unique_schema("shop_raw"), unique_schema("shop_audit"), unique_schema("shop")
         if engine == "spark":

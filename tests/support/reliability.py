@@ -13,8 +13,8 @@ from pathlib import Path
 
 import yaml
 
-from _support import FIXTURES, REPO_ROOT, duckdb_profile, postgres_profile, write_profiles
-from gameday_support import copy_project, dbt_deps
+from support.common import FIXTURES, REPO_ROOT, duckdb_profile, postgres_profile, write_profiles
+from support.gameday import copy_project, dbt_deps
 
 sys.path.insert(0, str(FIXTURES / "payments"))
 import load_data  # noqa: E402
@@ -35,10 +35,10 @@ class Target:
 
     def fingerprint(self):
         if self.engine == "duckdb":
-            from gameday_support import file_sha256
+            from support.gameday import file_sha256
 
             return file_sha256(Path(self.output["path"]))
-        from gameday_support import pg_fingerprint
+        from support.gameday import pg_fingerprint
 
         return pg_fingerprint(self.server, self.dbname)
 

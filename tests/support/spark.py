@@ -8,7 +8,7 @@ days in this process all use it.
 The in-process session keeps its catalog in memory (`spark.sql.catalogImplementation=in-memory`):
 nothing outside this process reads it, and without the Hive metastore's embedded Derby database a
 game day's catalog statements cost about a third less (the example's game day: 389 -> 280 s). The
-Hive metastore is what the cluster's Thrift server uses (tests/_spark_cluster.py): every test that
+Hive metastore is what the cluster's Thrift server uses (tests/support/spark_cluster.py): every test that
 goes through `method: thrift` runs on it, the example's whole game day included.
 
 Spark tests are skipped where pyspark or Java is missing, unless RERUN_SAFETY_REQUIRE_SPARK=1 (CI),

@@ -8,8 +8,8 @@ from dbt.tests.adapter.incremental.test_incremental_on_schema_change import Base
 from dbt.tests.adapter.incremental.test_incremental_predicates import BaseIncrementalPredicates
 from dbt.tests.util import relation_from_name, run_dbt
 
-from _spark import require_spark, spark_profile
-from _support import REPO_ROOT
+from support.spark import require_spark, spark_profile
+from support.common import REPO_ROOT
 
 SHIM = (REPO_ROOT / "integration_tests" / "macros" / "get_incremental_partition_overwrite_sql.sql").read_text()
 SPARK_SHIM = (REPO_ROOT / "integration_tests" / "macros" / "rerun_safety_spark_shim.sql").read_text()
