@@ -21,6 +21,7 @@ from typing import Any
 import sqlglot
 from sqlglot import exp
 
+from ..errors import first_line
 from ..project import Model, Project, SourceTable
 
 # Jinja that names a relation without source() or ref(), in a model or in a macro it calls
@@ -214,10 +215,11 @@ def _compile(engine, project: Project, sandbox, profiles_dir: str, models: list[
         if code:
             compiled[node.unique_id] = code
         elif node is not None:
-            failed[node.unique_id] = _first_line(getattr(r, "message", None) or "skipped: an upstream model failed")
+            message = getattr(r, "message", None) or "skipped: an upstream model failed"
+            failed[node.unique_id] = first_line(message)[:300]
     for m in models:
         if m.unique_id not in compiled and m.unique_id not in failed:
-            failed[m.unique_id] = _first_line(res.error or "not compiled")
+            failed[m.unique_id] = first_line(res.error or "not compiled")[:300]
     return compiled, failed
 
 
@@ -241,8 +243,3 @@ def _compile_after_upstream(engine, project: Project, snapshot, profiles_for, fa
     finally:
         engine.drop(sandbox)
     return compiled, still
-
-
-def _first_line(text: str) -> str:
-    lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
-    return (lines[0] if lines else str(text))[:300]
