@@ -1,6 +1,6 @@
 """No import circle in the runner: every `import` of a rerun_safety module, at module level or inside a
 function (where circles hide), and the package `__init__` each import runs first, form a graph without a
-cycle. The layers stay cli -> gameday -> diff/verdict -> warehouse/lint/project -> report -> results."""
+cycle. The layers stay cli -> fix -> gameday -> diff/verdict -> warehouse/lint/project -> report -> results."""
 from __future__ import annotations
 
 import ast
@@ -97,12 +97,13 @@ def test_no_import_circle():
     assert cycles(import_graph()) == []
 
 
-def test_only_the_cli_reads_the_game_day():
-    """The game day sits on top: no lower layer (diff, warehouse, lint, project, report, results) imports it."""
+def test_only_the_cli_and_the_fix_search_read_the_game_day():
+    """The game day sits on top, under the fix search that runs game days of changed copies: no lower layer
+    (diff, warehouse, lint, project, report, results) imports it."""
     graph = import_graph()
     readers = {m for m, deps in graph.items() if not m.startswith("rerun_safety.gameday")
                and any(d == "rerun_safety.gameday" or d.startswith("rerun_safety.gameday.") for d in deps)}
-    assert readers == {"rerun_safety.cli"}
+    assert readers == {"rerun_safety.cli", "rerun_safety.fix.search"}
 
 
 ENGINE_NAMES = {"duckdb", "postgres", "spark"}

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from .errors import NothingToCheck, RerunSafetyError, first_line, printable
+from .errors import ConfigError, NothingToCheck, RerunSafetyError, first_line, printable
 
 _COMMON = [
     click.option("--project-dir", default=".", show_default=True, type=click.Path(file_okay=False),
@@ -231,12 +231,21 @@ def _lint_child(kwargs: dict, work_root, confinement=None, progress=None):
 def _gameday_child(options, confinement, progress):
     """In the confined child: stop signals as in the command, the game day; its progress goes to the
     command's process, which shows it."""
-    from .gameday import run_gameday
-
     _quiet_resource_tracker()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, _on_stop_signal)
-    return run_gameday(replace(options, confinement=confinement), progress=progress)
+    return _run_gameday(replace(options, confinement=confinement), progress)
+
+
+def _run_gameday(options, progress):
+    """The game day, with the fix search after it where --fix asks for one."""
+    if options.fix:
+        from .fix.search import gameday_with_fixes
+
+        return gameday_with_fixes(options, progress)
+    from .gameday import run_gameday
+
+    return run_gameday(options, progress=progress)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -283,38 +292,53 @@ def main(ctx: click.Context, debug: bool) -> None:
                    "everything upstream of the selection in its sandboxes, so nothing is deferred.")
 @click.option("--baseline", default=None, type=click.Path(dir_okay=False),
               help="An earlier report.json (e.g. main's): exit 1 only for models that got worse than there.")
+@click.option("--fix", is_flag=True,
+              help="After the game day, try candidate fixes of each root cause in sandboxes and report those a game "
+                   "day of the changed project proved safe (patches under the output folder's fixes/).")
+@click.option("--apply", "apply_fixes", is_flag=True,
+              help="With --fix: write the verified fixes into the project's files (refused, with nothing written, "
+                   "if any of them changed since the game day read it).")
 @_UNCONFINED
 @click.pass_context
 def gameday(ctx, project_dir, profiles_dir, target, select, exclude, vars_yaml, batch_size, steps, since, until,
             float_tolerance, late_fraction, late_by, scenarios, output_dir, threads, keep_sandboxes, state, defer,
-            baseline, unconfined):
+            baseline, fix, apply_fixes, unconfined):
     """Replay every incremental model in sandboxes and diff it against a clean reference build."""
     from .confine import Confinement, prestart
 
     _quiet_resource_tracker()
     if not unconfined:  # (after the warning options, which the resource tracker it starts takes)
         prestart()  # the confined game day's fork server imports dbt while this process imports the rest
-    from .gameday import GamedayOptions, default_threads, run_gameday
+    from .gameday import GamedayOptions, default_threads
     from .report import write_reports
     from .report.terminal import TerminalProgress, print_summary
 
     debug = ctx.obj["debug"]
     _preload()
     with exit_codes(debug, "interrupted by {name}; sandboxes removed"):
+        if apply_fixes and not fix:
+            raise ConfigError("--apply writes the fixes --fix verifies: pass --fix too")
         options = GamedayOptions.build(
             project_dir=project_dir, profiles_dir=profiles_dir, target=target, select=select,
             exclude=exclude, vars_yaml=vars_yaml, steps=steps, scenarios=scenarios,
             output_dir=output_dir, threads=threads or default_threads(), keep_sandboxes=keep_sandboxes,
             batch_size=batch_size,
             since=since, until=until, float_tolerance=float_tolerance, state=state, baseline=baseline,
-            late_fraction=late_fraction, late_by=late_by)
+            late_fraction=late_fraction, late_by=late_by, fix=fix)
         if unconfined:
             with TerminalProgress() as progress:
-                report = run_gameday(replace(options, confinement=Confinement(False)), progress=progress)
+                report = _run_gameday(replace(options, confinement=Confinement(False)), progress)
         else:
             report = _confined_gameday(options)
         paths = write_reports(report, options.output_dir)
+        applied = None
+        if apply_fixes:
+            from .fix.apply import apply_fixes as apply
+
+            applied = apply(report, options.project_dir)
     print_summary(report, paths)
+    if applied is not None:
+        click.echo(f"--apply: {len(applied)} fix(es) written: " + (", ".join(str(p) for p in applied) or "none"))
     summary = report.summary()
     if "baseline" in summary:
         worse, before = summary["baseline"]["worse"], summary["baseline"]["unsafe_as_before"]

@@ -127,6 +127,47 @@ class ModelVerdict:
 
 
 @dataclass(frozen=True)
+class Tried:
+    """A candidate fix that was tried and not verified, and why."""
+
+    candidate: str
+    description: str
+    why: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Fix:
+    """What the fix search found for one root cause: a verified change (`patch`, a unified diff of
+    `path` against the user's file), or none, with what was tried."""
+
+    model: str
+    verdict: str
+    verified: bool
+    candidate: str = ""  # the verified candidate's name ("" when none was verified)
+    description: str = ""
+    path: str = ""  # the file the patch changes, relative to the project folder
+    patch: str = ""
+    models: tuple[str, ...] = ()  # the models the verifying game day judged safe: the root cause and below
+    tried: tuple[Tried, ...] = ()
+    why_none: str = ""  # when no candidate applies to this defect
+    seconds: float = 0.0
+    note: str = ""  # what the user should know about applying it (a package's file, say)
+    before_sha256: str = ""  # the file as the game day read it (--apply refuses another)
+    text: str = field(default="", repr=False)  # the file's new text
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        del d["text"]
+        d["tried"] = [t.to_dict() for t in self.tried]
+        d["models"] = list(self.models)
+        d["seconds"] = round(self.seconds, 3)
+        return d
+
+
+@dataclass(frozen=True)
 class GamedayReport:
     project: str
     adapter: str
@@ -143,6 +184,7 @@ class GamedayReport:
     batch_size: str = "day"
     notes: tuple[str, ...] = ()  # about the whole run: the schedule simulated, inputs realigned, ...
     baseline: dict[str, str] | None = None  # model name -> verdict in the report compared with
+    fixes: tuple[Fix, ...] = ()  # --fix: per root cause, a verified fix or none
 
     @property
     def worse_than_baseline(self) -> tuple[ModelVerdict, ...]:
@@ -209,6 +251,7 @@ class GamedayReport:
             "models": [m.to_dict() for m in self.models],
             "summary": self.summary(),
             # whether the project's code ran confined by the kernel (and where it could write)
+            **({"fixes": [f.to_dict() for f in self.fixes]} if self.fixes else {}),
             **({"confinement": self.extra["confinement"]} if "confinement" in self.extra else {}),
             **({"extra": {k: v for k, v in self.extra.items() if k != "confinement"}} if self.extra else {}),
         }

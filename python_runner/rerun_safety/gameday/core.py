@@ -8,6 +8,7 @@ import uuid
 from dataclasses import replace
 
 from .. import clock
+from ..diff.fingerprint import fingerprint
 
 from . import order_only, side_effects
 from .assemble import build_report
@@ -50,6 +51,7 @@ class Gameday(Replay):
         self.progress = progress or _NoProgress()
         self.run_id = run_id or uuid.uuid4().hex[:12]
         self.engine: Engine | None = None
+        self.plan: Plan | None = None  # once prepared (what fix/ reads after the run)
         self.project: Project | None = None
         self._clocks: dict[str, dt.datetime] = {}  # sandbox -> the time its clock row holds
         self._shared: list[Sandbox] = []  # sandboxes scenarios clone (the shared first build), dropped at the end
@@ -82,8 +84,9 @@ class Gameday(Replay):
         with self.engine.connect(sb) as con:
             con.create_schema(REFERENCE_SCHEMA)
             with con.catalog_cached():
-                built = {m.unique_id: [c for c, _ in con.columns(m.schema, m.identifier)] for m in plan.judged
+                typed = {m.unique_id: con.columns(m.schema, m.identifier) for m in plan.judged
                          if m.unique_id not in errors and con.relation_kind(m.schema, m.identifier)}
+            built = {u: [c for c, _ in cols] for u, cols in typed.items()}
             for m in plan.judged:
                 if m.unique_id in built:
                     check_columns(m, built[m.unique_id])
@@ -91,10 +94,27 @@ class Gameday(Replay):
                 elif m.unique_id not in errors:
                     errors[m.unique_id] = "the reference build did not create it"
             plan.reference_rows.update(row_counts(con, {u: table(REFERENCE_SCHEMA, plan.ref_names[u]) for u in built}))
+            if self.options.fingerprints:
+                self._fingerprint(con, plan, typed)
             side_effects.after_reference(con, plan, side, existing)
             con.drop_relations([(m.schema, m.identifier) for m in reversed(plan.build)])
         plan.side = side
         return sb, errors, [res]
+
+    def _fingerprint(self, con, plan: Plan, typed: dict[str, list[tuple[str, str]]]) -> None:
+        """Each reference output's columns and fingerprint over those compared (not its audit or
+        ignored columns): what a candidate fix's reference must reproduce (fix/)."""
+        def tolerance(m):
+            return m.float_tolerance if m.float_tolerance is not None else self.options.float_tolerance
+
+        for m in plan.judged:
+            if m.unique_id not in typed:
+                continue
+            skip = {c.lower() for c in (*m.ignore_columns, *plan.audit_columns.get(m.unique_id, ()))}
+            columns = [(c, t) for c, t in typed[m.unique_id] if c.lower() not in skip]
+            plan.reference_columns[m.unique_id] = tuple(c for c, _ in typed[m.unique_id])
+            plan.fingerprints[m.unique_id] = fingerprint(con, table(REFERENCE_SCHEMA, plan.ref_names[m.unique_id]),
+                                                         columns, tolerance(m))
 
     def _audit_columns(self, plan: Plan, compiled: dict[str, str]) -> dict[str, tuple[str, ...]]:
         """The columns of each judged model that only stamp the run's clock (lineage.audit_columns), but
@@ -148,6 +168,7 @@ class Gameday(Replay):
         failure: BaseException | None = None
         try:
             plan, chains = self._prepare(parse_dir, confined)
+            self.plan = plan
             pool = self._start_workers(plan, chains)
             snapshot = self._snapshot(plan)
             shared = sharing_first_build(chains, self.engine, plan.timeline)

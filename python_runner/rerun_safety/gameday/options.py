@@ -59,12 +59,16 @@ class GamedayOptions:
     # how the project's code was confined (confine.Confinement), first among the reports' notes; None:
     # the game day runs in this process as it is (the library's callers and tests of its parts)
     confinement: Any = None
+    # --fix: after the game day, try candidate fixes of each root cause in sandboxes (see fix/)
+    fix: bool = False
+    # keep each reference output's fingerprint (diff.fingerprint): what a verified fix must not change
+    fingerprints: bool = False
 
     @classmethod
     def build(cls, *, project_dir, profiles_dir=None, target=None, select=(), exclude=(), vars_yaml=None,
               steps=4, scenarios="all", output_dir=None, threads=1, keep_sandboxes=False,
               work_root=None, batch_size="day", since=None, until=None, float_tolerance=None, state=None,
-              baseline=None, late_fraction=None, late_by=None) -> "GamedayOptions":
+              baseline=None, late_fraction=None, late_by=None, fix=False) -> "GamedayOptions":
         project_dir = Path(project_dir).resolve()
         if isinstance(scenarios, str):
             names = ALL_SCENARIOS if scenarios.strip() in ("", "all") else tuple(
@@ -108,7 +112,7 @@ class GamedayOptions:
                    out, threads, keep_sandboxes, batch_size=batch, since=since_t, until=until_t,
                    float_tolerance=None if float_tolerance is None else float(float_tolerance),
                    state=str(state) if state else None, baseline=load_baseline(baseline),
-                   late_fraction=float(late_fraction), late_by=late, **kwargs)
+                   late_fraction=float(late_fraction), late_by=late, fix=bool(fix), fingerprints=bool(fix), **kwargs)
 
 
 def load_baseline(path: Any) -> dict[str, str] | None:

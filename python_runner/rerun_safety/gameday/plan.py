@@ -103,6 +103,7 @@ class Plan:
     time_columns: dict[str, str] = field(default_factory=dict)  # model -> its output's time column
     late: Lateness = field(default_factory=Lateness)
     late_rows: dict[str, int] = field(default_factory=dict)  # input id -> rows arriving after a later batch
+    late_batches: dict[str, int] = field(default_factory=dict)  # input id -> the most batches a row arrives late
     # input id -> (rows of its fullest batch before the replayed ones, that batch's start): a bulk load
     bulk: dict[str, tuple[int, dt.datetime | None]] = field(default_factory=dict)
     side: Any = None  # side_effects.SidePlan, once the reference has run
@@ -122,6 +123,9 @@ class Plan:
     compile_failures: dict[str, str] = field(default_factory=dict)
     # model -> its output columns it computes itself, each with the columns it reads (lineage.computed_columns)
     computed_columns: dict[str, dict[str, frozenset[str]]] = field(default_factory=dict)
+    # model -> its reference output's (rows, sum of row hashes) and columns (GamedayOptions.fingerprints)
+    fingerprints: dict[str, Any] = field(default_factory=dict)
+    reference_columns: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def timed_sources(self) -> list[SourceTable]:

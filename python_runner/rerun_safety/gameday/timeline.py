@@ -293,11 +293,14 @@ def _count_arrivals(con: Connection, plan: Plan, src: SourceTable, timeline: Tim
     half = row_hash_predicate(con.dialect, 2, 1)
     counts += [_count_where(exp.and_(batch_condition(when, b, i), half)) for i in range(1, len(b))]
     # rows that arrive (by load time, or in the `late` scenario) after a later batch than their event's
-    counts.append(_count_where(_batch_index(arrival_expr(src, plan, con.dialect), b) > _batch_index(col, b)))
+    behind = exp.Sub(this=_batch_index(arrival_expr(src, plan, con.dialect), b), expression=_batch_index(col, b))
+    counts.append(_count_where(behind > exp.Literal.number(0)))
+    counts.append(exp.func("max", behind))  # the most batches a row arrives after its event's
     row = con.fetchone(exp.select(*counts).from_(table(SNAPSHOT_SCHEMA, snapshot_table(src)).as_("rs_row")))
-    values = [int(x or 0) for x in row[:-1]]
+    values = [int(x or 0) for x in row[:-2]]
     plan.arrivals[src.unique_id] = tuple(values[:len(b)])
     plan.first_halves[src.unique_id] = (0, *values[len(b):])
-    plan.late_rows[src.unique_id] = int(row[-1] or 0)
+    plan.late_rows[src.unique_id] = int(row[-2] or 0)
+    plan.late_batches[src.unique_id] = max(int(row[-1] or 0), 0)
     if not src.kind and values[0] * 2 >= sum(values[:len(b)]):
         plan.bulk[src.unique_id] = _fullest_batch(con, src, plan, timeline.batch, b[0])

@@ -35,13 +35,23 @@ def write_reports(report: GamedayReport, output_dir: Path | str) -> dict[str, Pa
     texts = {r.key: (r.filename, r.render(report)) for r in RENDERERS}
     paths: dict[str, Path] = {}
     for key, (filename, text) in texts.items():
-        path = out / filename
-        tmp = out / f".{filename}.{os.getpid()}.tmp"
-        try:
-            tmp.write_text(text, encoding="utf-8", newline="\n")
-            os.replace(tmp, path)
-        except OSError as err:
-            tmp.unlink(missing_ok=True)
-            raise ConfigError(f"cannot write {path}: {err.strerror or err}") from err
-        paths[key] = path
+        paths[key] = _write(out, filename, text)
+    for stale in (out / "fixes").glob("*.patch"):  # an earlier run's: never beside this run's
+        stale.unlink(missing_ok=True)
+    for fix in report.fixes:
+        if fix.verified:
+            paths[f"fix:{fix.model}"] = _write(out / "fixes", f"{fix.model}.patch", fix.patch)
     return paths
+
+
+def _write(folder: Path, filename: str, text: str) -> Path:
+    path = folder / filename
+    tmp = folder / f".{filename}.{os.getpid()}.tmp"
+    try:
+        folder.mkdir(exist_ok=True)
+        tmp.write_text(text, encoding="utf-8", newline="\n")
+        os.replace(tmp, path)
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        raise ConfigError(f"cannot write {path}: {err.strerror or err}") from err
+    return path

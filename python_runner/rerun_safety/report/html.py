@@ -376,6 +376,25 @@ def _overview(report: GamedayReport, order: list[ModelVerdict]) -> str:
     return "\n".join(out)
 
 
+def _fixes(report: GamedayReport) -> list[str]:
+    """--fix: each root cause's verified fix (its patch) or why none was verified."""
+    if not report.fixes:
+        return []
+    out = ['<h2>Fixes</h2><ul class="fixes">']
+    for f in report.fixes:
+        tried = "".join(f"<li>tried {e(t.candidate)}: {e(t.why)}</li>" for t in f.tried)
+        if f.verified:
+            out.append(f'<li class="verified"><b>{e(f.model)}</b> ({e(f.verdict)}): {e(f.description)}. Verified: '
+                       f"{e(', '.join(f.models))} safe in every scenario, clean build unchanged "
+                       f"(fixes/{e(f.model)}.patch)" + (f". Note: {e(f.note)}" if f.note else "")
+                       + f"<pre class=\"patch\">{e(f.patch)}</pre>"
+                       + (f"<ul>{tried}</ul>" if tried else "") + "</li>")
+        else:
+            out.append(f'<li class="none"><b>{e(f.model)}</b> ({e(f.verdict)}): no fix verified'
+                       + (f"; {e(f.why_none)}" if f.why_none else "") + (f"<ul>{tried}</ul>" if tried else "") + "</li>")
+    return out + ["</ul>"]
+
+
 def _details(report: GamedayReport, order: list[ModelVerdict]) -> list[str]:
     """Each model's block, worst first; with a baseline, the models whose verdict is the baseline's
     come last, folded into one collapsed block (what a pull request did not change)."""
@@ -425,6 +444,7 @@ class HtmlRenderer(Renderer):
             '<i style="background:#ffedd5;border:1px dashed #ea580c"></i>contaminated'
             '<i style="background:var(--bad)"></i>contamination path</div>',
             f'<div class="lineage scroll">{lineage_svg(report.models)}</div>',
+            *_fixes(report),
             "<h2>Models</h2>", _overview(report, order),
             "<h2>Details</h2>",
             *_details(report, order),

@@ -137,6 +137,10 @@ class JunitRenderer(Renderer):
                             ("target", report.target), ("scenarios", ",".join(report.scenarios)),
                             ("steps", str(report.steps))):
             ET.SubElement(props, "property", name=name, value=_clean(value))
+        for f in report.fixes:  # --fix: what to change, beside the failures
+            ET.SubElement(props, "property", name=_clean(f"fix:{f.model}"),
+                          value=_clean(f"verified: {f.description} (fixes/{f.model}.patch)" if f.verified
+                                       else "no fix verified" + (f": {f.why_none}" if f.why_none else "")))
         counts = {"passed": 0, "failure": 0, "error": 0, "skipped": 0}
         for model in report.models:
             for s in _cases(model):

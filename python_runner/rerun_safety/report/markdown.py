@@ -98,6 +98,25 @@ def _sample(model: ModelVerdict, s: ScenarioResult) -> list[str]:
     return out + [""]
 
 
+def _fixes(report: GamedayReport) -> list[str]:
+    """--fix: each root cause's verified fix as a diff block, or why none was verified."""
+    if not report.fixes:
+        return []
+    out = ["#### Fixes", ""]
+    for f in report.fixes:
+        if f.verified:
+            out += [f"- **{md(f.model)}** ({md(f.verdict)}): {md(f.description)}. Verified: "
+                    f"{', '.join(md(n) for n in f.models)} safe in every scenario, clean build unchanged "
+                    f"(`fixes/{md_code(f.model)}.patch`, `{md_code(f.path)}`)"
+                    + (f". Note: {md(f.note)}" if f.note else ""), ""]
+            out += ["  " + line for line in fenced(f.patch.rstrip("\n"), "diff")] + [""]
+        else:
+            out.append(f"- **{md(f.model)}** ({md(f.verdict)}): no fix verified"
+                       + (f"; {md(f.why_none)}" if f.why_none else ""))
+        out += [f"  - tried {md(t.candidate)}: {md(t.why)}" for t in f.tried]
+    return out + [""]
+
+
 class MarkdownRenderer(Renderer):
     key = "markdown"
     filename = "report.md"
@@ -130,7 +149,7 @@ class MarkdownRenderer(Renderer):
         # show what this run changed; the models as they were in the baseline are folded away.
         same = [m for m in models if m in report.same_as_baseline]
         models = [m for m in models if m not in same]
-        out += self._sections(models)
+        out += self._sections(models) + _fixes(report)
         listed = [m for m in models if m.verdict in UNSAFE] if unsafe_only else models
         title = "#### Unsafe models" if unsafe_only else "#### All models"
         if report.baseline is not None:

@@ -146,6 +146,26 @@ def _on_a_tty(console: Console) -> bool:
         return False
 
 
+def fix_lines(report: GamedayReport, paths: dict[str, Path]) -> list[tuple[str, str]]:
+    """--fix: per root cause, its verified fix and patch, or why none was verified."""
+    if not report.fixes:
+        return []
+    verified = [f for f in report.fixes if f.verified]
+    out = [(f"Fixes: {len(verified)} of {len(report.fixes)} root causes have a verified fix", "bold")]
+    for f in report.fixes:
+        if f.verified:
+            patch = paths.get(f"fix:{f.model}")
+            out.append((f"  {f.model} ({f.verdict}): {f.description}; verified: {', '.join(f.models)} safe in "
+                        f"every scenario, clean build unchanged" + (f"; patch: {patch}" if patch else "")
+                        + (f"; note: {f.note}" if f.note else ""), "green"))
+        else:
+            out.append((f"  {f.model} ({f.verdict}): no fix verified" + (f"; {f.why_none}" if f.why_none else ""),
+                        "yellow"))
+        for t in f.tried:
+            out.append((f"    tried {t.candidate}: {t.why}", "dim"))
+    return out
+
+
 def print_summary(report: GamedayReport, paths: dict[str, Path], console: Console | None = None) -> None:
     """The verdicts worst first, the key numbers, dbt's error messages, and where the reports are."""
     console = console or Console()
@@ -168,7 +188,9 @@ def print_summary(report: GamedayReport, paths: dict[str, Path], console: Consol
         for line in lines[1:]:
             text.append(f"\n    {line}")
         console.print(text, soft_wrap=log)
+    for line, style in fix_lines(report, paths):
+        console.print(Text(printable(line), style=style), soft_wrap=log)
     if paths:
         console.print(Text("Reports:", style="bold"))
-        for key, path in paths.items():
+        for key, path in [(k, p) for k, p in paths.items() if not k.startswith("fix:")]:
             console.print(Text(printable(f"  {key:<9} {path}")), soft_wrap=True)

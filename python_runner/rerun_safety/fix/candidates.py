@@ -1,0 +1,320 @@
+"""Candidate fixes of a root cause, as new texts of its model file: pure text work, no I/O.
+
+A candidate is only a guess until a game day of the changed project proves it (fix/search.py):
+each one here is made from the defect's class and what the model's file says, and changes as
+little of it as the defect needs:
+
+  keyed      duplicates from an append (or delete+insert / merge without unique_key): dbt's
+             `delete+insert` on a key, so re-read rows replace themselves instead of adding
+  align      a partition overwrite whose window starts inside a partition (loss: the partition is
+             replaced by the window's part of it): the window's start moved back to the start of
+             its partition
+  widen      a watermark or lookback that a half-committed batch or late rows outrun (loss): the
+             window widened by the batches the replay showed, plus one, with `keyed` where the
+             strategy would append what it reads again
+  tiebreak   an ordering with ties (nondeterministic): the key, or every output column, added to
+             each window's ORDER BY
+
+Never: anything that changes what a clean build produces (search.py checks it), a change outside the
+model's own file, or a guess at a lost row.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+UNKEYED = (None, "", "append", "default")
+KEYED_STRATEGIES = ("delete+insert", "merge")
+OVERWRITES = ("partition_overwrite", "insert_overwrite")
+
+
+@dataclass(frozen=True)
+class Target:
+    """What the candidates of one root cause are made from."""
+
+    name: str
+    verdict: str
+    raw: str  # the model file's text
+    materialized: str
+    strategy: str | None
+    key: tuple[str, ...]  # unique_key, or a key its tests declare
+    columns: tuple[str, ...]  # its reference output's columns, in order
+    granularity: str | None = None  # its partition_key's granularity (partition_overwrite)
+    lookback: str | None = None  # the interval that covers what the replay showed late, e.g. "2 days"
+    late: bool = False  # rows of its inputs arrived after a later batch than their time's
+
+
+@dataclass(frozen=True)
+class Candidate:
+    name: str
+    description: str
+    text: str  # the model file's new text
+
+
+# ------------------------------------------------------------------ Jinja config() calls
+_CONFIG = re.compile(r"\{\{-?\s*config\s*\(")
+
+
+def _close(text: str, i: int, opening: str = "(", closing: str = ")") -> int:
+    """The index of the bracket closing the one just before `i` (quotes skipped); -1 if none."""
+    depth, quote = 1, None
+    while i < len(text):
+        ch = text[i]
+        if quote:
+            if ch == "\\":
+                i += 1
+            elif ch == quote:
+                quote = None
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+            if depth == 0:
+                return i if ch == closing else -1
+        i += 1
+    return -1
+
+
+def _items(text: str, lo: int, hi: int) -> list[tuple[int, int]]:
+    """Spans of the top-level comma-separated items of text[lo:hi]."""
+    spans, depth, quote, start = [], 0, None, lo
+    i = lo
+    while i < hi:
+        ch = text[i]
+        if quote:
+            if ch == "\\":
+                i += 1
+            elif ch == quote:
+                quote = None
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            spans.append((start, i))
+            start = i + 1
+        i += 1
+    if text[start:hi].strip():
+        spans.append((start, hi))
+    return spans
+
+
+def config_calls(raw: str) -> list[tuple[int, int, int]]:
+    """Each `{{ config(...) }}`: (start of its args, index of its closing parenthesis, end of `}}`)."""
+    out = []
+    for m in _CONFIG.finditer(raw):
+        close = _close(raw, m.end())
+        end = raw.find("}}", close) if close >= 0 else -1
+        if close >= 0 and end >= 0 and not raw[close + 1:end].strip("- \t\n"):
+            out.append((m.end(), close, end + 2))
+    return out
+
+
+def _literal(value) -> str:
+    if isinstance(value, (tuple, list)):
+        return "[" + ", ".join(_literal(v) for v in value) + "]" if len(value) != 1 else _literal(value[0])
+    return repr(str(value))
+
+
+def set_config(raw: str, **settings) -> str:
+    """The text with these config() settings: changed in place in the model's one config() call, else a
+    config() call of their own after the last one (dbt merges the calls, the last winning) or at the top."""
+    calls = config_calls(raw)
+    if len(calls) == 1:
+        lo, hi, _ = calls[0]
+        spans = _items(raw, lo, hi)
+        edits: list[tuple[int, int, str]] = []
+        missing = []
+        for name, value in settings.items():
+            found = [(a, b) for a, b in spans if re.match(rf"\s*{re.escape(name)}\s*=", raw[a:b])]
+            if found:
+                a, b = found[0]
+                eq = raw.index("=", a)
+                lead = len(raw[eq + 1:b]) - len(raw[eq + 1:b].lstrip())
+                trail = len(raw[eq + 1:b]) - len(raw[eq + 1:b].rstrip())
+                edits.append((eq + 1 + lead, b - trail, _literal(value)))
+            else:
+                missing.append(f"{name}={_literal(value)}")
+        if missing:
+            last = spans[-1][1] if spans else lo
+            tail = raw[spans[-1][0]:last] if spans else ""
+            end = last - (len(tail) - len(tail.rstrip()))
+            edits.append((end, end, (", " if spans else "") + ", ".join(missing)))
+        for a, b, text in sorted(edits, reverse=True):
+            raw = raw[:a] + text + raw[b:]
+        return raw
+    call = "{{ config(" + ", ".join(f"{k}={_literal(v)}" for k, v in settings.items()) + ") }}"
+    if calls:
+        end = calls[-1][2]
+        return raw[:end] + "\n" + call + raw[end:]
+    return call + "\n" + raw
+
+
+# ------------------------------------------------------------------ the incremental filter
+_BLOCK = re.compile(r"\{%-?\s*if\s+is_incremental\(\s*\)\s*-?%\}(.*?)\{%-?\s*(?:endif|else|elif)\b", re.S | re.I)
+_WATERMARK = re.compile(
+    r"(?P<col>[A-Za-z_][\w.]*|\"[^\"]+\")\s*(?P<op>>=|>)\s*\(\s*select\s+(?P<expr>.+?)\s+from\s+"
+    r"\{\{-?\s*this\s*-?\}\}\s*\)", re.S | re.I)
+
+
+@dataclass(frozen=True)
+class Watermark:
+    """`col > (select expr from {{ this }})` in the model's is_incremental() block."""
+
+    start: int
+    end: int
+    column: str
+    op: str
+    expr: str
+
+    def rewritten(self, raw: str, expr: str) -> str:
+        return raw[:self.start] + f"{self.column} >= (select {expr} from {{{{ this }}}})" + raw[self.end:]
+
+
+def watermarks(raw: str) -> list[Watermark]:
+    out = []
+    for block in _BLOCK.finditer(raw):
+        for m in _WATERMARK.finditer(raw, block.start(1), block.end(1)):
+            out.append(Watermark(m.start(), m.end(), m.group("col"), m.group("op"), " ".join(m.group("expr").split())))
+    return out
+
+
+_UNITS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400, "week": 7 * 86400}
+_LOOKBACK = re.compile(r"(?is)^(?P<base>.+?)\s*-\s*interval\s*'\s*(?P<n>\d+)\s*(?P<unit>[a-z]+?)s?\s*'$")
+
+
+def _seconds(n: str, unit: str) -> int | None:
+    size = _UNITS.get(unit.lower().rstrip("s"))
+    return int(n) * size if size else None
+
+
+def widened(expr: str, lookback: str) -> str | None:
+    """`expr` reaching back `lookback` earlier: an existing `- interval '...'` is replaced by the longer of
+    the two (None: it already reaches that far), else the interval is subtracted."""
+    n, unit = lookback.split()
+    m = _LOOKBACK.match(expr.strip())
+    if m:
+        have, need = _seconds(m.group("n"), m.group("unit")), _seconds(n, unit)
+        if have is not None and need is not None:
+            return None if have >= need else f"{m.group('base')} - interval '{lookback}'"
+    return f"{expr} - interval '{lookback}'"
+
+
+def _aligned(expr: str) -> bool:
+    return bool(re.match(r"(?i)\s*(date_trunc|cast\s*\(\s*date_trunc)\b", expr)) or "{{" in expr
+
+
+# ------------------------------------------------------------------ window orderings
+_OVER = re.compile(r"\bover\s*\(", re.I)
+
+
+def tiebroken(raw: str, extra: tuple[str, ...]) -> str | None:
+    """The text with `extra` columns appended to each window's ORDER BY that lacks them (None: no
+    window orders anything)."""
+    edits = []
+    for m in _OVER.finditer(raw):
+        close = _close(raw, m.end())
+        if close < 0:
+            continue
+        inside = raw[m.end():close]
+        order = re.search(r"\border\s+by\b", inside, re.I)
+        if not order:
+            continue
+        named = {t.strip().strip('"').lower() for t in re.split(r"[\s,()]+", inside[order.end():]) if t.strip()}
+        add = [c for c in extra if c.lower() not in named]
+        if add:
+            end = m.end() + len(inside.rstrip())
+            edits.append((end, ", " + ", ".join(add)))
+    if not edits:
+        return None
+    for at, text in sorted(edits, reverse=True):
+        raw = raw[:at] + text + raw[at:]
+    return raw
+
+
+# ------------------------------------------------------------------ the catalogue
+def key_guesses(t: Target) -> list[tuple[str, ...]]:
+    """Keys to try: the configured or tested key, else output columns named like an id (the game
+    day proves a guess: a key the output does not hold unique loses rows there)."""
+    if t.key:
+        return [t.key]
+    named = [c for c in t.columns if c.lower() == "id" or c.lower().endswith(("_id", "_key"))]
+    return [(c,) for c in named[:2]]
+
+
+def _keyed(t: Target, raw: str, key: tuple[str, ...], why: str) -> Candidate:
+    settings = {"incremental_strategy": "delete+insert", "unique_key": key}
+    return Candidate(f"keyed on {', '.join(key)}",
+                     f"incremental_strategy='delete+insert', unique_key={_literal(key)}: {why}",
+                     set_config(raw, **settings))
+
+
+def candidates(t: Target) -> tuple[list[Candidate], str]:
+    """The candidates for this root cause, most likely first, or none and why."""
+    if t.verdict == "side_effect":
+        return [], ("a hook that writes another relation is not rewritten: make it replace what it covers "
+                    "(delete the batch's rows before inserting them) or move the write into a model of its own")
+    if t.verdict == "nondeterministic":
+        return _tiebreaks(t)
+    if t.materialized != "incremental":
+        return [], f"no candidate for a {t.materialized} model with this defect ({t.verdict})"
+    strategy = (t.strategy or "").lower() or None
+    unkeyed = strategy in UNKEYED or (strategy in KEYED_STRATEGIES and not t.key)
+    marks = watermarks(t.raw)
+    out: list[Candidate] = []
+    if strategy in OVERWRITES and marks and t.granularity:
+        mark = marks[0]
+        if not _aligned(mark.expr):
+            aligned = Candidate(
+                "align the window", f"the incremental window starts at the start of its {t.granularity} "
+                f"(date_trunc('{t.granularity}', ...)): a partition is replaced only with all of its rows",
+                mark.rewritten(t.raw, f"date_trunc('{t.granularity}', {mark.expr})"))
+            out.append(aligned)
+            reach = widened(mark.expr, t.lookback) if t.verdict == "loss" and t.lookback else None
+            if reach:
+                wider = Candidate(
+                    "align and widen the window", f"the incremental window reaches back {t.lookback}, from the "
+                    f"start of that {t.granularity}: a partition is replaced only with all of its rows, late ones "
+                    "included", mark.rewritten(t.raw, f"date_trunc('{t.granularity}', {reach})"))
+                # rows that arrive after a later batch than their time's land in partitions an aligned
+                # window alone does not read again
+                out = [wider, aligned] if t.late else [aligned, wider]
+    elif t.verdict == "loss" and marks and t.lookback and (reach := widened(marks[0].expr, t.lookback)):
+        mark = marks[0]
+        wider = mark.rewritten(t.raw, reach)
+        what = (f"the incremental window re-reads the last {t.lookback} (what a half-committed batch and the "
+                "latest rows left behind)")
+        if unkeyed:
+            out += [_keyed(t, wider, k, what + f", and rows read again replace themselves by {', '.join(k)}")
+                    for k in key_guesses(t)]
+        else:
+            out.append(Candidate(f"widen the window by {t.lookback}", what + f" ({strategy} on "
+                                 f"{', '.join(t.key)} replaces rows read again)", wider))
+    elif t.verdict in ("duplicates", "drift", "loss") and unkeyed:
+        out += [_keyed(t, t.raw, k, "dbt deletes the rows of the keys a run reads again before inserting them")
+                for k in key_guesses(t)]
+    if out:
+        return out[:3], ""
+    if not marks:
+        return [], ("no candidate: its incremental filter is not of the shape `<column> >= (select ... from "
+                    "{{ this }})` inside `{% if is_incremental() %}`, and its strategy is not an append")
+    return [], f"no candidate for {t.verdict} with strategy {strategy or 'append'} and this incremental filter"
+
+
+def _tiebreaks(t: Target) -> tuple[list[Candidate], str]:
+    out = []
+    for extra, what in ((t.key, "the key"), (t.columns, "every output column")):
+        if not extra:
+            continue
+        text = tiebroken(t.raw, tuple(extra))
+        if text is not None and text not in [c.text for c in out]:
+            out.append(Candidate(f"tie-break by {what}", f"{', '.join(extra)} added to each window's ORDER BY: "
+                                 "rows that tie are ordered the same way in every build", text))
+    if out:
+        return out, ""
+    return [], ("no candidate: no window function orders its rows here; a function such as random() or the "
+                "clock has no deterministic replacement that keeps the clean build's output")

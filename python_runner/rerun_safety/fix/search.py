@@ -1,0 +1,262 @@
+"""Verified fixes: each root cause's candidates (candidates.py) proven or refused by game days.
+
+A candidate is applied to a copy of the project inside the run's work root (the user's files are
+never touched), and the model with everything the first game day judged below it is replayed in
+every scenario of that game day. It counts only when every one of those models is `safe` there and
+each one's clean build produces what it produced in the first game day (the reference outputs'
+fingerprints, diff/fingerprint.py): a fix must not change the data, only make it survive a rerun.
+Root causes whose subtrees share no model are verified together, one candidate each, in one game
+day (each subtree judges its own change alone); the next round tries the next candidate of those
+not verified. The first candidate verified is reported, as a unified diff of the user's file; the
+others tried are listed with why each failed.
+"""
+from __future__ import annotations
+
+import difflib
+import hashlib
+import shutil
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from ..errors import RerunSafetyError, first_line
+from ..gameday.core import Gameday
+from ..gameday.options import GamedayOptions
+from ..results import UNSAFE, Fix, GamedayReport, ModelVerdict, Tried
+from ..warehouse.base import PARSE_PREFIX, make_locked_dir
+from .candidates import Candidate, Target, candidates
+
+# what a copy of the project leaves out: dbt's output, logs, and DuckDB files (a profile names its
+# database by a path from the working folder, not from the project)
+_NOT_COPIED = shutil.ignore_patterns("target", "logs", ".git", "*.duckdb", "*.duckdb.wal", "__pycache__")
+
+
+class _Prefixed:
+    """The progress of a verifying game day, told as part of the fix search."""
+
+    def __init__(self, inner, prefix: str):
+        self.inner, self.prefix = inner, prefix
+
+    def start(self, total: int, description: str) -> None:
+        self.inner.start(total, f"{self.prefix}: {description}")
+
+    def advance(self, description: str) -> None:
+        self.inner.advance(f"{self.prefix}: {description}")
+
+    def scenario(self, name: str) -> None:
+        self.inner.scenario(name)
+
+
+def gameday_with_fixes(options: GamedayOptions, progress=None) -> GamedayReport:
+    """The game day, then the fix search for each root cause it names."""
+    first = Gameday(replace(options, fingerprints=True), progress)
+    report = first.run()
+    searches = [_Search.of(first, mv) for mv in report.root_causes if mv.verdict in UNSAFE]
+    _rounds(first, report, [s for s in searches if s.found])
+    return replace(report, fixes=tuple(s.result() for s in searches))
+
+
+@dataclass
+class _Search:
+    """One root cause's search: its candidates, the next to try, what failed, the verified one."""
+
+    mv: ModelVerdict
+    below: list[str]  # the model and the models judged below it
+    text: str = ""
+    rel: Path | None = None
+    found: list[Candidate] = field(default_factory=list)
+    why_none: str = ""
+    tried: list[Tried] = field(default_factory=list)
+    verified: tuple[Candidate, list[str]] | None = None
+    seconds: float = 0.0
+    note: str = ""
+
+    @classmethod
+    def of(cls, first: Gameday, mv: ModelVerdict) -> "_Search":
+        search = cls(mv, _below(first, mv.unique_id))
+        path = _model_file(first, mv.unique_id)
+        if path is None or first.project.models[mv.unique_id].language != "sql":
+            search.why_none = "no candidate: only a SQL model's file is changed"
+            return search
+        search.text, search.rel = path.read_text(), _relative(path, first.options.project_dir)
+        search.found, search.why_none = candidates(_target(first, mv, search.text))
+        search.note = _package_note(first, mv.unique_id)
+        return search
+
+    @property
+    def next(self) -> Candidate | None:
+        return None if self.verified else next(iter(self.found[len(self.tried):]), None)
+
+    def result(self) -> Fix:
+        mv, rel = self.mv, self.rel
+        if self.verified is None:
+            return Fix(mv.name, mv.verdict, False, path=str(rel or ""), tried=tuple(self.tried),
+                       why_none=self.why_none if not self.found else "", seconds=self.seconds)
+        cand, safe = self.verified
+        patch = "".join(difflib.unified_diff(self.text.splitlines(keepends=True), cand.text.splitlines(keepends=True),
+                                             fromfile=f"a/{rel}", tofile=f"b/{rel}"))
+        return Fix(mv.name, mv.verdict, True, cand.name, cand.description, str(rel), patch, tuple(safe),
+                   tuple(self.tried), seconds=self.seconds, note=self.note,
+                   before_sha256=hashlib.sha256(self.text.encode()).hexdigest(), text=cand.text)
+
+
+def _rounds(first: Gameday, report: GamedayReport, searches: list[_Search]) -> None:
+    """Rounds of verifying game days: each round applies the next candidate of as many root causes as
+    have disjoint subtrees (no model below two of them, so each one's models judge its own change
+    alone) and replays their subtrees together: one game day verifies several fixes."""
+    n = 0
+    alone: set[int] = set()  # searches whose candidate stopped a shared game day: tried alone next
+    while True:
+        pending = [s for s in searches if s.next is not None]
+        if not pending:
+            return
+        batch: list[_Search] = []
+        taken: set[str] = set()
+        for s in pending:
+            if id(s) in alone and batch:
+                continue
+            if not taken & set(s.below):
+                batch.append(s)
+                taken |= set(s.below)
+            if id(s) in alone:
+                break
+        started = time.perf_counter()
+        stopped, judged = _verify(first, report, [(s, s.next) for s in batch], str(n))
+        n += 1
+        for s in batch:
+            s.seconds += time.perf_counter() - started
+            if stopped and len(batch) > 1:
+                alone.add(id(s))  # which change stopped it is not known: each tried alone
+            elif stopped:
+                s.tried.append(Tried(s.next.name, s.next.description, stopped))
+            else:
+                why, safe = judged[id(s)]
+                if why is None:
+                    s.verified = (s.next, safe)
+                else:
+                    s.tried.append(Tried(s.next.name, s.next.description, why))
+
+
+def _late_batches(first: Gameday, uid: str) -> int:
+    """The most batches a row of the model's inputs arrived after its time's batch."""
+    plan = first.plan
+    return max((plan.late_batches.get(s.unique_id, 0) for s in plan.inputs_of(plan.project.models[uid])), default=0)
+
+
+def _lookback(first: Gameday, uid: str) -> str | None:
+    """One batch more than the most batches a row of the model's inputs arrived late: what a window
+    must re-read so that a half-committed batch and late rows are read again."""
+    plan = first.plan
+    if plan is None or plan.timeline is None:
+        return None
+    batch, n = plan.timeline.batch, _late_batches(first, uid) + 1
+    if batch.months:
+        return f"{batch.months * n} months"
+    seconds = int(batch.delta.total_seconds()) * n
+    for unit, size in (("days", 86400), ("hours", 3600), ("minutes", 60)):
+        if seconds % size == 0:
+            return f"{seconds // size} {unit}"
+    return f"{seconds} seconds"
+
+
+def _model_file(first: Gameday, uid: str) -> Path | None:
+    node = first.project.manifest.nodes[uid]
+    source = first.project.manifest.files.get(getattr(node, "file_id", None) or "")
+    path = getattr(getattr(source, "path", None), "absolute_path", None)
+    return Path(path) if path else None
+
+
+def _target(first: Gameday, mv: ModelVerdict, text: str) -> Target:
+    m = first.project.models[mv.unique_id]
+    pk = m.partition_key if isinstance(m.partition_key, dict) else {}
+    return Target(mv.name, mv.verdict, text, m.materialized, m.strategy, tuple(m.key),
+                  first.plan.reference_columns.get(mv.unique_id, ()),
+                  granularity=str(pk.get("granularity") or "") or None, lookback=_lookback(first, mv.unique_id),
+                  late=_late_batches(first, mv.unique_id) > 0)
+
+
+def _package_note(first: Gameday, uid: str) -> str:
+    """For a model of an installed package: that the patch changes the package's installed copy."""
+    package = first.project.manifest.nodes[uid].package_name
+    if package == first.project.name:
+        return ""
+    return (f"the file is the installed copy of package {package}: `dbt deps` replaces it; keep the patch with "
+            "the project (or send it to the package), or override the model's config in your dbt_project.yml")
+
+
+def _relative(path: Path, project_dir: Path) -> Path:
+    try:
+        return path.resolve().relative_to(project_dir.resolve())
+    except ValueError:
+        return path
+
+
+def _below(first: Gameday, uid: str) -> list[str]:
+    """The model and every model the first game day judged below it, in its order."""
+    plan = first.plan
+    return [m.unique_id for m in plan.judged
+            if m.unique_id == uid or uid in plan.project.ancestors([m.unique_id])]
+
+
+def _verify(first: Gameday, report: GamedayReport, changes: list[tuple[_Search, Candidate]],
+            tag: str) -> tuple[str | None, dict[int, tuple[str | None, list[str]]]]:
+    """One game day of a copy of the project with these changes, over their subtrees. Returns why it
+    stopped (None: it ran), and per search None when its change is verified (with the models judged
+    safe), else why not."""
+    o = first.options
+    folder = o.work_root / f"{PARSE_PREFIX}{first.run_id}_fix{tag}"
+    lock = make_locked_dir(folder)  # swept after a kill, as a run's parse folder
+    try:
+        copy = folder / "project"
+        shutil.copytree(o.project_dir, copy, ignore=_NOT_COPIED, symlinks=True)
+        for search, cand in changes:
+            (copy / search.rel).write_text(cand.text)
+        models = first.project.models
+        below = [u for s, _ in changes for u in s.below]
+        profiles = o.profiles_dir or (str(o.project_dir) if (o.project_dir / "profiles.yml").exists() else None)
+        options = replace(o, project_dir=copy, profiles_dir=profiles, select=tuple(models[u].selector for u in below),
+                          exclude=(), output_dir=folder / "out", fix=False, fingerprints=True, baseline=None,
+                          keep_sandboxes=False)
+        what = ", ".join(f"{s.mv.name} ({c.name})" for s, c in changes)
+        second = Gameday(options, _Prefixed(first.progress, f"fix {what}"))
+        try:
+            again = second.run()
+        except RerunSafetyError as err:
+            return f"the game day of the changed project stopped: {first_line(err)}", {}
+        return None, {id(s): _judge(first, report, second, again, s.below) for s, _ in changes}
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+        lock.close()
+
+
+def _judge(first: Gameday, report: GamedayReport, second: Gameday, again: GamedayReport,
+           below: list[str]) -> tuple[str | None, list[str]]:
+    before = {m.unique_id: m for m in report.models}
+    after = {m.unique_id: m for m in again.models}
+    for uid in below:
+        was, now = before.get(uid), after.get(uid)
+        name = was.name if was else uid
+        if now is None:
+            return f"{name} was not judged in the game day of the changed project", []
+        if now.verdict != "safe" and not (was and was.verdict == now.verdict and was.verdict not in UNSAFE):
+            return f"{name} {'stays' if was and was.verdict == now.verdict else 'is'} {now.verdict}{_where(now)}", []
+    for uid in below:
+        a, b = first.plan.fingerprints.get(uid), second.plan.fingerprints.get(uid)
+        if a is None or b is None:
+            continue
+        volatile = before[uid].nondeterministic_columns if uid in before else ()
+        if not a.same(b, volatile):
+            name = before[uid].name if uid in before else uid
+            what = (f"{b.rows:,} rows instead of {a.rows:,}" if a.rows != b.rows else
+                    "other values in " + ", ".join(a.differing_columns(b)[:5]))
+            return f"it changes what a clean build of {name} produces ({what})", []
+    return None, [before[u].name for u in below if u in before]
+
+
+def _where(m: ModelVerdict) -> str:
+    s = m.worst_scenario
+    if s is None or s.verdict == "safe":
+        return ""
+    parts = [f"{n:,} {what}" for n, what in ((s.extra_rows, "extra"), (s.missing_rows, "missing"),
+                                              (s.duplicate_keys, "dup keys"), (s.changed_rows, "changed")) if n]
+    return f" ({s.name}: {', '.join(parts)})" if parts else f" ({s.name})"

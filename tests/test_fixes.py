@@ -1,0 +1,287 @@
+"""Verified fixes (`gameday --fix`): candidates made from the defect and the model's file, each proven by a
+game day of a changed copy of the project before it is reported.
+
+- The candidates' text work (pure): config() settings changed in place or added, the incremental window
+  aligned or widened, window orderings tie-broken, and the reasons when nothing applies.
+- examples/shop on DuckDB and PostgreSQL (the session's game day runs with --fix): four root causes get a
+  verified fix, two a reason; each patch, applied with `git apply` to a fresh copy of the example, makes a
+  second game day judge those models and every model below them `safe`.
+- A refused candidate (a key the output does not hold unique loses rows) is listed with why, and the next
+  one is verified; the reference fingerprints refuse a change of what a clean build produces; --apply
+  writes only files unchanged since the game day.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from rerun_safety.diff.fingerprint import Fingerprint, fingerprint
+from rerun_safety.errors import ConfigError
+from rerun_safety.fix.apply import apply_fixes
+from rerun_safety.fix.candidates import Target, candidates, set_config, tiebroken, watermarks
+from rerun_safety.results import Fix, GamedayReport, ModelVerdict, ScenarioResult
+from support.gameday import (SHOP, by_name, copy_project, dbt_deps, load_report, pg_profile, run_cli,
+                             shop_generator)
+
+SHOP_MODELS = SHOP / "models" / "staging"
+COLUMNS = ("event_id", "user_id", "event_type", "amount", "currency", "event_time", "loaded_at")
+
+
+def _target(name: str, verdict: str, **kw) -> Target:
+    raw = kw.pop("raw", None) or (SHOP_MODELS / f"{name}.sql").read_text()
+    args = dict(materialized="incremental", strategy="append", key=(), columns=COLUMNS, lookback="2 days")
+    args.update(kw)
+    return Target(name, verdict, raw, **args)
+
+
+# ------------------------------------------------------------------ candidates (pure)
+def test_set_config_changes_the_one_call_in_place_and_adds_what_it_lacks():
+    raw = "{{ config(materialized='incremental', incremental_strategy = 'append', event_time='t') }}\nselect 1\n"
+    out = set_config(raw, incremental_strategy="delete+insert", unique_key=("id",))
+    assert out == ("{{ config(materialized='incremental', incremental_strategy = 'delete+insert', event_time='t', "
+                   "unique_key='id') }}\nselect 1\n")
+    assert set_config("select 1\n", unique_key=("a", "b")) == "{{ config(unique_key=['a', 'b']) }}\nselect 1\n"
+    two = "{% if x %}{{ config(a='1') }}{% else %}{{ config(a='2', b=[1, (2, 3)]) }}{% endif %}\nselect 1"
+    assert set_config(two, a="3") == ("{% if x %}{{ config(a='1') }}{% else %}{{ config(a='2', b=[1, (2, 3)]) }}"
+                                      "\n{{ config(a='3') }}{% endif %}\nselect 1")
+
+
+def test_watermarks_are_read_only_inside_the_incremental_block():
+    raw = ("select * from t where a > (select max(a) from {{ this }})\n"
+           "{% if is_incremental() %}\nwhere event_time > (select max(event_time)\n  from {{ this }})\n{% endif %}")
+    found = watermarks(raw)
+    assert [(w.column, w.op, w.expr) for w in found] == [("event_time", ">", "max(event_time)")]
+    assert found[0].rewritten(raw, "max(event_time) - interval '1 days'").endswith(
+        "where event_time >= (select max(event_time) - interval '1 days' from {{ this }})\n{% endif %}")
+
+
+def test_tiebroken_orders_each_window_by_the_extra_columns_it_lacks():
+    raw = "select row_number() over (partition by u order by t desc) as rn, lag(x) over (order by t, id) from s"
+    assert tiebroken(raw, ("id",)) == ("select row_number() over (partition by u order by t desc, id) as rn, "
+                                       "lag(x) over (order by t, id) from s")
+    assert tiebroken("select random() as r from s", ("id",)) is None
+
+
+def test_the_catalogue_on_the_shop_shapes():
+    keyed, why = candidates(_target("events_keyed_append", "duplicates", key=("event_id",)))
+    assert why == "" and [c.name for c in keyed] == ["keyed on event_id"]
+    assert "incremental_strategy='delete+insert', unique_key='event_id', event_time='event_time'" in keyed[0].text
+    guessed, _ = candidates(_target("events_append_lookback", "duplicates"))
+    assert [c.name for c in guessed] == ["keyed on event_id", "keyed on user_id"]  # id-like columns, in order
+    wider, _ = candidates(_target("events_watermark", "loss"))
+    assert "where event_time >= (select max(event_time) - interval '2 days' from {{ this }})" in wider[0].text
+    assert "incremental_strategy='delete+insert', unique_key='event_id'" in wider[0].text
+    unaligned = _target("events_partition_overwrite_unaligned", "loss", strategy="partition_overwrite",
+                        granularity="day")
+    assert [c.name for c in candidates(unaligned)[0]] == ["align the window", "align and widen the window"]
+    late = _target("events_partition_overwrite_unaligned", "loss", strategy="partition_overwrite", granularity="day",
+                   late=True)
+    first = candidates(late)[0][0]  # late rows land in partitions an aligned window alone does not re-read
+    assert first.name == "align and widen the window"
+    assert "(select date_trunc('day', max(event_time) - interval '2 days') from {{ this }})" in first.text
+
+
+def test_widening_keeps_the_longer_of_the_two_lookbacks():
+    from rerun_safety.fix.candidates import widened
+
+    assert widened("max(t)", "2 days") == "max(t) - interval '2 days'"
+    assert widened("max(t) - interval '9 seconds'", "2 days") == "max(t) - interval '2 days'"
+    assert widened("max(t) - INTERVAL '1 day'", "36 hours") == "max(t) - interval '36 hours'"
+    assert widened("max(t) - interval '3 days'", "2 days") is None  # it reaches that far already
+    # a loss behind a window that reaches far enough: the strategy is what to change
+    (only, *_), _ = candidates(_target("events_append_lookback", "loss"))
+    assert only.name == "keyed on event_id" and "interval '3 days'" in only.text
+    none, why = candidates(_target("events_scored", "nondeterministic", materialized="table", strategy=None))
+    assert none == [] and why.startswith("no candidate: no window function orders its rows")
+    none, why = candidates(_target("events_summarised", "side_effect"))
+    assert none == [] and why.startswith("a hook that writes another relation is not rewritten")
+    # a keyed strategy with a window that re-reads: nothing to change for duplicates
+    none, why = candidates(_target("events_merge", "duplicates", strategy="merge", key=("event_id",)))
+    assert none == [] and "strategy merge" in why
+
+
+# ------------------------------------------------------------------ fingerprints (DuckDB)
+def test_fingerprints_see_rows_not_their_order_and_leave_volatile_columns_out(tmp_path):
+    import duckdb
+    from sqlglot import exp
+
+    from rerun_safety.warehouse.dialects import dialect_for
+
+    con = duckdb.connect(str(tmp_path / "f.duckdb"))
+
+    class Con:  # the engine connection's two calls the fingerprint makes
+        dialect = dialect_for("duckdb")
+
+        def fetchone(self, sql):
+            return con.execute(sql).fetchone()
+
+    con.execute("create table a as select * from (values (1, 'x', 0.1), (2, 'y', 0.2), (2, 'y', 0.2)) v(id, s, f)")
+    con.execute("create table b as select * from a order by id desc")
+    con.execute("create table c as select id, s, f + 1e-14 as f from a")  # float noise within the tolerance
+    con.execute("create table d as select id, case when id = 1 then 'z' else s end as s, f from a")
+    cols = [("id", "INTEGER"), ("s", "VARCHAR"), ("f", "DOUBLE")]
+    fa, fb, fc, fd = (fingerprint(Con(), exp.to_table(t), cols) for t in "abcd")
+    assert fa.rows == 3 and fa.same(fb) and fa.same(fc)
+    assert not fa.same(fd) and fa.differing_columns(fd) == ["s"]
+    assert fa.same(fd, volatile=["s"])  # a column that differs between any two builds is left out
+    con.execute("create table e as select * from a where id = 2")
+    assert not fa.same(fingerprint(Con(), exp.to_table("e"), cols), volatile=["s"])  # rows still count
+
+
+def test_a_change_of_what_a_clean_build_produces_is_refused():
+    from rerun_safety.fix.search import _judge
+
+    safe = ScenarioResult("rerun", "safe", 10, 10)
+    mv = ModelVerdict("m", "model.p.m", "duplicates", True, (), "incremental", "append", (), (), (safe,))
+    report = GamedayReport("p", "duckdb", "dev", ("rerun",), 2, (), (mv,), 1.0, 1, 1.0, "")
+    again = GamedayReport("p", "duckdb", "dev", ("rerun",), 2, (), (ModelVerdict(
+        "m", "model.p.m", "safe", False, (), "incremental", "delete+insert", (), (), (safe,)),), 1.0, 1, 1.0, "")
+    before = Fingerprint(10, "5", (("a", "2"), ("b", "3")))
+    first = SimpleNamespace(plan=SimpleNamespace(fingerprints={"model.p.m": before}))
+    same = SimpleNamespace(plan=SimpleNamespace(fingerprints={"model.p.m": Fingerprint(10, "5", before.columns)}))
+    assert _judge(first, report, same, again, ["model.p.m"]) == (None, ["m"])
+    other = SimpleNamespace(plan=SimpleNamespace(fingerprints={"model.p.m": Fingerprint(10, "6", (("a", "2"), ("b", "4")))}))
+    assert _judge(first, report, other, again, ["model.p.m"]) == (
+        "it changes what a clean build of m produces (other values in b)", [])
+    fewer = SimpleNamespace(plan=SimpleNamespace(fingerprints={"model.p.m": Fingerprint(9, "5", before.columns)}))
+    assert _judge(first, report, fewer, again, ["model.p.m"])[0] == (
+        "it changes what a clean build of m produces (9 rows instead of 10)")
+
+
+# ------------------------------------------------------------------ --apply
+def _fix(path: str, before: str, after: str) -> Fix:
+    import hashlib
+
+    return Fix("m", "duplicates", True, "keyed", "d", path, "patch", ("m",),
+               before_sha256=hashlib.sha256(before.encode()).hexdigest(), text=after)
+
+
+def test_apply_writes_only_files_unchanged_since_the_game_day(tmp_path):
+    (tmp_path / "models").mkdir()
+    a, b = tmp_path / "models" / "a.sql", tmp_path / "models" / "b.sql"
+    a.write_text("select 1\n")
+    b.write_text("select 2\n")
+    report = GamedayReport("p", "duckdb", "dev", (), 1, (), (), 1.0, 1, 1.0, "",
+                           fixes=(_fix("models/a.sql", "select 1\n", "select 10\n"),
+                                  _fix("models/b.sql", "select 2 -- as read\n", "select 20\n")))
+    with pytest.raises(ConfigError, match=r"--apply: models/b.sql changed since the game day read it; nothing applied"):
+        apply_fixes(report, tmp_path)
+    assert (a.read_text(), b.read_text()) == ("select 1\n", "select 2\n")  # nothing written, not even a.sql
+    report = GamedayReport("p", "duckdb", "dev", (), 1, (), (), 1.0, 1, 1.0, "",
+                           fixes=(_fix("models/a.sql", "select 1\n", "select 10\n"),))
+    assert apply_fixes(report, tmp_path) == [a] and a.read_text() == "select 10\n"
+    assert sorted(p.name for p in (tmp_path / "models").iterdir()) == ["a.sql", "b.sql"]  # no temporary left
+
+
+def test_apply_without_fix_is_one_line_and_exit_2(tmp_path):
+    code, out, err = run_cli(["gameday", "--project-dir", str(tmp_path), "--apply"])
+    assert code == 2 and err.strip() == "rerun-safety: error: --apply writes the fixes --fix verifies: pass --fix too", err
+
+
+# ------------------------------------------------------------------ examples/shop, DuckDB and PostgreSQL
+VERIFIED = {"events_partition_overwrite_unaligned": ("align and widen the window", ["events_partition_overwrite_unaligned"]),
+            "events_watermark": ("keyed on event_id", ["events_watermark", "daily_volume_monitor"]),
+            "events_append_lookback": ("keyed on event_id", ["events_append_lookback", "daily_revenue"]),
+            "events_keyed_append": ("keyed on event_id", ["events_keyed_append"])}
+
+
+@pytest.fixture(scope="module", params=["duckdb", "postgres"])
+def shop_fixed(request, shop_gameday):
+    server = request.getfixturevalue("pg_server") if request.param == "postgres" else None
+    return shop_gameday(request.param, server), server
+
+
+def test_shop_root_causes_get_verified_fixes_or_a_reason(shop_fixed):
+    run, _ = shop_fixed
+    fixes = {f["model"]: f for f in run["report"]["fixes"]}
+    assert sorted(fixes) == sorted([*VERIFIED, "events_scored", "events_summarised"])
+    for name, (candidate, models) in VERIFIED.items():
+        f = fixes[name]
+        assert (f["verified"], f["candidate"], f["models"], f["tried"]) == (True, candidate, models, []), f
+        assert f["path"] == f"models/staging/{name}.sql" and f["patch"].startswith(f"--- a/{f['path']}\n")
+        assert (run["out"] / "fixes" / f"{name}.patch").read_text() == f["patch"]
+    assert "interval '2 days'" in fixes["events_watermark"]["patch"]  # one day late at most, plus one batch
+    for name, why in (("events_scored", "no candidate: no window function"),
+                      ("events_summarised", "a hook that writes another relation")):
+        assert (fixes[name]["verified"], fixes[name]["tried"]) == (False, [])
+        assert fixes[name]["why_none"].startswith(why)
+    assert sorted(p.name for p in (run["out"] / "fixes").iterdir()) == sorted(f"{n}.patch" for n in VERIFIED)
+    md = (run["out"] / "report.md").read_text()
+    assert "#### Fixes" in md and "```diff" in md
+    assert "Fixes: 4 of 6 root causes have a verified fix" in run["stdout"]
+    assert run["before"] == run["after"]  # the fix search changed nothing of the user's either
+
+
+def test_shop_patches_applied_make_a_second_game_day_safe(shop_fixed, tmp_path):
+    """Every verified patch, applied to a fresh copy of the example the way a user would (`git apply`),
+    and a game day of those models and everything below them: all `safe`."""
+    run, server = shop_fixed
+    project = copy_project(SHOP, tmp_path / "shop")
+    for name in VERIFIED:
+        subprocess.run(["git", "apply", str(run["out"] / "fixes" / f"{name}.patch")], cwd=project, check=True)
+    assert "unique_key='event_id'" in (project / "models/staging/events_watermark.sql").read_text()
+    if server is None:
+        shop_generator().load_duckdb(str(project / "shop.duckdb"))
+        profiles = project
+    else:
+        dbname = server.create_database("shop_fixed")
+        shop_generator().load_postgres(server.dsn(dbname))
+        profiles = pg_profile(server, dbname, tmp_path / "profiles", "shop", "analytics")
+    dbt_deps(project, profiles)
+    cwd = os.getcwd()
+    os.chdir(project)
+    try:
+        code, out, err = run_cli(["gameday", "--project-dir", str(project), "--profiles-dir", str(profiles),
+                                  "--output-dir", str(tmp_path / "out"), "--steps", "4",
+                                  *[a for n in VERIFIED for a in ("--select", f"{n}+")]])
+    finally:
+        os.chdir(cwd)
+    models = by_name(load_report(tmp_path / "out"))
+    expected = sorted({m for _, ms in VERIFIED.values() for m in ms})
+    assert code == 0, out + err
+    assert set(expected) <= set(models)  # (with the upstream models the game day builds and judges too)
+    assert {n: m["verdict"] for n, m in models.items()} == {n: "safe" for n in models}
+
+
+def test_a_refused_candidate_is_listed_with_why_and_the_next_is_verified(tmp_path):
+    """A model whose first id-like column is not its key: delete+insert on user_id deletes a user's older
+    rows that the window does not read again (loss), so that candidate is refused; event_id is verified."""
+    project = copy_project(SHOP, tmp_path / "shop")
+    (project / "models/staging/events_user_first.sql").write_text(
+        "{{ config(materialized='incremental') }}\n"
+        "select user_id, event_id, event_type, amount, event_time from {{ ref('stg_events') }}\n"
+        "{% if is_incremental() %}\n"
+        "where event_time >= (select max(event_time) - interval '1 days' from {{ this }})\n"
+        "{% endif %}\n")
+    shop_generator().load_duckdb(str(project / "shop.duckdb"))
+    dbt_deps(project, project)
+    cwd = os.getcwd()
+    os.chdir(project)
+    try:
+        code, out, err = run_cli(["gameday", "--project-dir", str(project), "--profiles-dir", str(project),
+                                  "--output-dir", str(tmp_path / "out"), "--steps", "3", "--threads", "2",
+                                  "--select", "events_user_first", "--fix", "--apply"])
+    finally:
+        os.chdir(cwd)
+    assert code == 1, out + err
+    report = load_report(tmp_path / "out")
+    assert by_name(report)["events_user_first"]["verdict"] == "loss"  # and duplicates: a 1-day append window
+    (fix,) = report["fixes"]
+    assert (fix["verified"], fix["candidate"]) == (True, "keyed on event_id")
+    (tried,) = fix["tried"]
+    assert tried["candidate"] == "keyed on user_id"
+    assert tried["why"].startswith("events_user_first is ") and " missing)" in tried["why"], tried
+    text = (project / "models/staging/events_user_first.sql").read_text()  # --apply wrote it
+    assert text.startswith("{{ config(materialized='incremental', incremental_strategy='delete+insert', "
+                           "unique_key='event_id') }}\n")
+    # the late rows arrive one day after their event's at most: one batch more than that, not added to the 1 day
+    assert "where event_time >= (select max(event_time) - interval '2 days' from {{ this }})" in text
+    assert "--apply: 1 fix(es) written:" in out
+    assert json.loads((tmp_path / "out" / "report.json").read_text())["fixes"][0]["before_sha256"]
+    shutil.rmtree(tmp_path / "out")
