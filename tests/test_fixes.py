@@ -68,6 +68,19 @@ def test_tiebroken_orders_each_window_by_the_extra_columns_it_lacks():
     assert tiebroken("select random() as r from s", ("id",)) is None
 
 
+def test_list_aggregates_without_an_order_are_ordered_by_what_they_gather():
+    from rerun_safety.fix.candidates import ordered_aggregates
+
+    raw = ("select c, string_agg(cast(e as varchar), ',') as es, array_agg(distinct x), "
+           "string_agg(y, ',' order by y) from t group by c")
+    assert ordered_aggregates(raw) == (
+        "select c, string_agg(cast(e as varchar), ',' order by cast(e as varchar)) as es, "
+        "array_agg(distinct x order by x), string_agg(y, ',' order by y) from t group by c")
+    assert ordered_aggregates("select string_agg(y, ',' order by y) from t") is None
+    (cand,), _ = candidates(_target("lists", "nondeterministic", materialized="table", raw=raw))
+    assert cand.name == "order the aggregates"
+
+
 def test_the_catalogue_on_the_shop_shapes():
     keyed, why = candidates(_target("events_keyed_append", "duplicates", key=("event_id",)))
     assert why == "" and [c.name for c in keyed] == ["keyed on event_id"]
@@ -85,6 +98,13 @@ def test_the_catalogue_on_the_shop_shapes():
     first = candidates(late)[0][0]  # late rows land in partitions an aligned window alone does not re-read
     assert first.name == "align and widen the window"
     assert "(select date_trunc('day', max(event_time) - interval '2 days') from {{ this }})" in first.text
+    none, why = candidates(_target("events_scored", "nondeterministic", materialized="table", strategy=None))
+    assert none == [] and why.startswith("no candidate: no window function or list aggregate orders its rows")
+    none, why = candidates(_target("events_summarised", "side_effect"))
+    assert none == [] and why.startswith("a hook that writes another relation is not rewritten")
+    # a keyed strategy with a window that re-reads: nothing to change for duplicates
+    none, why = candidates(_target("events_merge", "duplicates", strategy="merge", key=("event_id",)))
+    assert none == [] and "strategy merge" in why
 
 
 def test_widening_keeps_the_longer_of_the_two_lookbacks():
@@ -97,13 +117,6 @@ def test_widening_keeps_the_longer_of_the_two_lookbacks():
     # a loss behind a window that reaches far enough: the strategy is what to change
     (only, *_), _ = candidates(_target("events_append_lookback", "loss"))
     assert only.name == "keyed on event_id" and "interval '3 days'" in only.text
-    none, why = candidates(_target("events_scored", "nondeterministic", materialized="table", strategy=None))
-    assert none == [] and why.startswith("no candidate: no window function orders its rows")
-    none, why = candidates(_target("events_summarised", "side_effect"))
-    assert none == [] and why.startswith("a hook that writes another relation is not rewritten")
-    # a keyed strategy with a window that re-reads: nothing to change for duplicates
-    none, why = candidates(_target("events_merge", "duplicates", strategy="merge", key=("event_id",)))
-    assert none == [] and "strategy merge" in why
 
 
 # ------------------------------------------------------------------ fingerprints (DuckDB)

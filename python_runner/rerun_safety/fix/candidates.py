@@ -12,6 +12,7 @@ little of it as the defect needs:
   widen      a watermark or lookback that a half-committed batch or late rows outrun (loss): the
              window widened by the batches the replay showed, plus one, with `keyed` where the
              strategy would append what it reads again
+  order      a list aggregate without ORDER BY (nondeterministic): ordered by the value it gathers
   tiebreak   an ordering with ties (nondeterministic): the key, or every output column, added to
              each window's ORDER BY
 
@@ -236,6 +237,32 @@ def tiebroken(raw: str, extra: tuple[str, ...]) -> str | None:
     return raw
 
 
+_AGGREGATE = re.compile(r"\b(string_agg|array_agg|group_concat|list)\s*\(", re.I)
+
+
+def ordered_aggregates(raw: str) -> str | None:
+    """The text with each list-building aggregate that has no ORDER BY ordered by the value it gathers
+    (None: there is none): equal values then list alike whatever order the rows came in."""
+    edits = []
+    for m in _AGGREGATE.finditer(raw):
+        close = _close(raw, m.end())
+        if close < 0 or re.search(r"\border\s+by\b", raw[m.end():close], re.I):
+            continue
+        items = _items(raw, m.end(), close)
+        if not items:
+            continue
+        value = raw[items[0][0]:items[0][1]].strip()
+        if value.lower().startswith("distinct "):
+            value = value[len("distinct "):].strip()
+        end = m.end() + len(raw[m.end():close].rstrip())
+        edits.append((end, f" order by {value}"))
+    if not edits:
+        return None
+    for at, text in sorted(edits, reverse=True):
+        raw = raw[:at] + text + raw[at:]
+    return raw
+
+
 # ------------------------------------------------------------------ the catalogue
 def key_guesses(t: Target) -> list[tuple[str, ...]]:
     """Keys to try: the configured or tested key, else output columns named like an id (the game
@@ -307,6 +334,10 @@ def candidates(t: Target) -> tuple[list[Candidate], str]:
 
 def _tiebreaks(t: Target) -> tuple[list[Candidate], str]:
     out = []
+    ordered = ordered_aggregates(t.raw)
+    if ordered is not None:
+        out.append(Candidate("order the aggregates", "each string_agg/array_agg without ORDER BY ordered by the "
+                             "value it gathers: the list is the same whatever order the rows come in", ordered))
     for extra, what in ((t.key, "the key"), (t.columns, "every output column")):
         if not extra:
             continue
@@ -316,5 +347,5 @@ def _tiebreaks(t: Target) -> tuple[list[Candidate], str]:
                                  "rows that tie are ordered the same way in every build", text))
     if out:
         return out, ""
-    return [], ("no candidate: no window function orders its rows here; a function such as random() or the "
-                "clock has no deterministic replacement that keeps the clean build's output")
+    return [], ("no candidate: no window function or list aggregate orders its rows here; a function such as "
+                "random() or the clock has no deterministic replacement that keeps the clean build's output")
