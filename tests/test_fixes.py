@@ -35,7 +35,8 @@ COLUMNS = ("event_id", "user_id", "event_type", "amount", "currency", "event_tim
 
 def _target(name: str, verdict: str, **kw) -> Target:
     raw = kw.pop("raw", None) or (SHOP_MODELS / f"{name}.sql").read_text()
-    args = dict(materialized="incremental", strategy="append", key=(), columns=COLUMNS, lookback="2 days")
+    args = dict(materialized="incremental", strategy="append", key=(), columns=COLUMNS, lookback="2 days",
+                keys=(("event_id",),))
     args.update(kw)
     return Target(name, verdict, raw, **args)
 
@@ -47,6 +48,10 @@ def test_set_config_changes_the_one_call_in_place_and_adds_what_it_lacks():
     assert out == ("{{ config(materialized='incremental', incremental_strategy = 'delete+insert', event_time='t', "
                    "unique_key='id') }}\nselect 1\n")
     assert set_config("select 1\n", unique_key=("a", "b")) == "{{ config(unique_key=['a', 'b']) }}\nselect 1\n"
+    lines = "{{\n  config(\n    materialized='incremental',\n    time_column='ds',\n  )\n}}\nselect 1"
+    assert set_config(lines, unique_key=("a", "ds")) == (
+        "{{\n  config(\n    materialized='incremental',\n    time_column='ds',\n    unique_key=['a', 'ds'],\n  )\n}}"
+        "\nselect 1")  # one setting a line, the trailing comma kept
     two = "{% if x %}{{ config(a='1') }}{% else %}{{ config(a='2', b=[1, (2, 3)]) }}{% endif %}\nselect 1"
     assert set_config(two, a="3") == ("{% if x %}{{ config(a='1') }}{% else %}{{ config(a='2', b=[1, (2, 3)]) }}"
                                       "\n{{ config(a='3') }}{% endif %}\nselect 1")
@@ -85,8 +90,12 @@ def test_the_catalogue_on_the_shop_shapes():
     keyed, why = candidates(_target("events_keyed_append", "duplicates", key=("event_id",)))
     assert why == "" and [c.name for c in keyed] == ["keyed on event_id"]
     assert "incremental_strategy='delete+insert', unique_key='event_id', event_time='event_time'" in keyed[0].text
-    guessed, _ = candidates(_target("events_append_lookback", "duplicates"))
-    assert [c.name for c in guessed] == ["keyed on event_id", "keyed on user_id"]  # id-like columns, in order
+    keys = (("event_id",), ("user_id", "event_time"))  # as the reference showed them unique
+    guessed, _ = candidates(_target("events_append_lookback", "duplicates", keys=keys))
+    assert [c.name for c in guessed] == ["keyed on event_id", "keyed on user_id, event_time"]
+    assert "unique_key=['user_id', 'event_time']" in guessed[1].text
+    none, why = candidates(_target("events_append_lookback", "duplicates", keys=()))
+    assert none == [] and why.startswith("no candidate: no key holds its clean build's output unique")
     wider, _ = candidates(_target("events_watermark", "loss"))
     assert "where event_time >= (select max(event_time) - interval '2 days' from {{ this }})" in wider[0].text
     assert "incremental_strategy='delete+insert', unique_key='event_id'" in wider[0].text
@@ -105,6 +114,33 @@ def test_the_catalogue_on_the_shop_shapes():
     # a keyed strategy with a window that re-reads: nothing to change for duplicates
     none, why = candidates(_target("events_merge", "duplicates", strategy="merge", key=("event_id",)))
     assert none == [] and "strategy merge" in why
+
+
+def test_key_candidates_are_the_configured_key_then_ids_then_ids_with_the_time_column():
+    from rerun_safety.gameday.lineage import key_candidates
+
+    assert key_candidates((), ["customer_id", "revenue", "ds"], ["", "ds", "x"]) == [
+        ("customer_id",), ("customer_id", "ds")]
+    assert key_candidates(("k",), ["id", "k", "order_key", "t"], ["T"]) == [
+        ("k",), ("id",), ("order_key",), ("id", "t"), ("order_key", "t")]
+    assert key_candidates((), ["a", "b"], []) == []
+
+
+def test_a_strict_watermark_on_a_day_column_is_first_made_to_re_read_the_last_day():
+    raw = ("{{ config(materialized='incremental', incremental_strategy='delete+insert') }}\n"
+           "with t as (select * from {{ ref('i') }}\n{% if is_incremental() %} where i.ds > (select max(ds) from "
+           "{{ this }}) {% endif %})\nselect c_id, ds from t\n{% if is_incremental() %}\nwhere o.ds > "
+           "(select max(ds) from {{ this }})\n{% endif %}\n")
+    found, _ = candidates(_target("by_day", "loss", raw=raw, column_types=(("c_id", "INTEGER"), ("ds", "VARCHAR")),
+                                  lookback="1 days", strategy="delete+insert", keys=(("c_id", "ds"),)))
+    assert [c.name for c in found] == ["keyed on c_id, ds", "keyed on c_id, ds"]
+    first, second = (c.text for c in found)
+    assert first.count(".ds >= (select max(ds) from {{ this }})") == 2 and " > (" not in first  # every watermark
+    assert second.count(".ds >= (select max(ds) - interval '1 days' from {{ this }})") == 2
+    assert "incremental_strategy='delete+insert', unique_key=['c_id', 'ds']" in first
+    timed, _ = candidates(_target("by_day", "loss", raw=raw, column_types=(("c_id", "INTEGER"), ("ds", "TIMESTAMP")),
+                                  lookback="1 days", strategy="delete+insert", keys=(("c_id", "ds"),)))
+    assert [c.text for c in timed] == [second]  # on a timestamp, `>=` re-reads one instant: widened only
 
 
 def test_widening_keeps_the_longer_of_the_two_lookbacks():
@@ -263,14 +299,17 @@ def test_shop_patches_applied_make_a_second_game_day_safe(shop_fixed, tmp_path):
 
 
 def test_a_refused_candidate_is_listed_with_why_and_the_next_is_verified(tmp_path):
-    """A model whose first id-like column is not its key: delete+insert on user_id deletes a user's older
-    rows that the window does not read again (loss), so that candidate is refused; event_id is verified."""
+    """A strict watermark on a day column: `>=` (re-read the last day) is the smallest change, but rows
+    arriving a day after their event's day land in a day no longer read (loss), so it is refused; the window
+    widened by the lateness the replay measured, plus a batch, is verified. Both keyed on event_id (the
+    only key the clean build holds unique: user_id repeats)."""
     project = copy_project(SHOP, tmp_path / "shop")
     (project / "models/staging/events_user_first.sql").write_text(
         "{{ config(materialized='incremental') }}\n"
-        "select user_id, event_id, event_type, amount, event_time from {{ ref('stg_events') }}\n"
+        "select user_id, event_id, amount, event_time, cast(event_time as date) as event_day\n"
+        "from {{ ref('stg_events') }}\n"
         "{% if is_incremental() %}\n"
-        "where event_time >= (select max(event_time) - interval '1 days' from {{ this }})\n"
+        "where cast(event_time as date) > (select max(event_day) from {{ this }})\n"
         "{% endif %}\n")
     shop_generator().load_duckdb(str(project / "shop.duckdb"))
     dbt_deps(project, project)
@@ -284,17 +323,20 @@ def test_a_refused_candidate_is_listed_with_why_and_the_next_is_verified(tmp_pat
         os.chdir(cwd)
     assert code == 1, out + err
     report = load_report(tmp_path / "out")
-    assert by_name(report)["events_user_first"]["verdict"] == "loss"  # and duplicates: a 1-day append window
+    assert by_name(report)["events_user_first"]["verdict"] == "loss"
     (fix,) = report["fixes"]
     assert (fix["verified"], fix["candidate"]) == (True, "keyed on event_id")
+    assert fix["description"].startswith("incremental_strategy='delete+insert', unique_key='event_id': the "
+                                         "incremental window re-reads the last 2 days")
     (tried,) = fix["tried"]
-    assert tried["candidate"] == "keyed on user_id"
-    assert tried["why"].startswith("events_user_first is ") and " missing)" in tried["why"], tried
+    assert tried["description"].startswith("incremental_strategy='delete+insert', unique_key='event_id': the "
+                                           "incremental filter re-reads the last day")
+    assert tried["why"].startswith("events_user_first stays loss (partial: ") and " missing)" in tried["why"], tried
     text = (project / "models/staging/events_user_first.sql").read_text()  # --apply wrote it
     assert text.startswith("{{ config(materialized='incremental', incremental_strategy='delete+insert', "
                            "unique_key='event_id') }}\n")
-    # the late rows arrive one day after their event's at most: one batch more than that, not added to the 1 day
-    assert "where event_time >= (select max(event_time) - interval '2 days' from {{ this }})" in text
+    # the late rows arrive one day after their event's at most: one batch more than that
+    assert "where cast(event_time as date) >= (select max(event_day) - interval '2 days' from {{ this }})" in text
     assert "--apply: 1 fix(es) written:" in out
     assert json.loads((tmp_path / "out" / "report.json").read_text())["fixes"][0]["before_sha256"]
     shutil.rmtree(tmp_path / "out")

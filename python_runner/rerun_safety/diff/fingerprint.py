@@ -68,3 +68,21 @@ def fingerprint(con, table: exp.Table, columns: Sequence[tuple[str, str]],
     columns = sorted(columns, key=lambda c: c[0].lower())
     row = con.fetchone(fingerprint_sql(table, columns, con.dialect, float_tolerance))
     return Fingerprint(int(row[0]), str(row[1]), tuple((c, str(v)) for (c, _), v in zip(columns, row[2:])))
+
+
+def unique_keys(con, table: exp.Table, keys: Sequence[tuple[str, ...]]) -> list[tuple[str, ...]]:
+    """Those of `keys` (tuples of columns) that hold `table` unique with no NULL in them, in the order
+    given, leaving out a key that holds one found before: one aggregate per key over the groups that
+    repeat or hold a NULL."""
+    d, src = con.dialect, table.sql(dialect=str(con.dialect))
+    out = []
+    for key in keys:
+        if any(set(found) <= set(key) for found in out):
+            continue  # a unique key and more: unique too, and no better a key
+        cols = ", ".join(quote_id(c, d) for c in key)
+        nulls = " or ".join(f"{quote_id(c, d)} is null" for c in key)
+        row = con.fetchone(f"select count(*) from (select 1 as one from {src} group by {cols} "
+                           f"having count(*) > 1 or max(case when {nulls} then 1 else 0 end) = 1) repeated")
+        if int(row[0]) == 0:
+            out.append(tuple(key))
+    return out

@@ -40,6 +40,9 @@ class Target:
     strategy: str | None
     key: tuple[str, ...]  # unique_key, or a key its tests declare
     columns: tuple[str, ...]  # its reference output's columns, in order
+    # keys its clean build's output holds unique without NULLs, most likely first (lineage.key_candidates)
+    keys: tuple[tuple[str, ...], ...] = ()
+    column_types: tuple[tuple[str, str], ...] = ()  # its reference output's (column, data type)
     granularity: str | None = None  # its partition_key's granularity (partition_overwrite)
     lookback: str | None = None  # the interval that covers what the replay showed late, e.g. "2 days"
     late: bool = False  # rows of its inputs arrived after a later batch than their time's
@@ -144,7 +147,17 @@ def set_config(raw: str, **settings) -> str:
             last = spans[-1][1] if spans else lo
             tail = raw[spans[-1][0]:last] if spans else ""
             end = last - (len(tail) - len(tail.rstrip()))
-            edits.append((end, end, (", " if spans else "") + ", ".join(missing)))
+            after = raw[end:hi]
+            if spans and "\n" in raw[lo:hi]:  # one setting a line: the new ones too, indented alike
+                line = raw[spans[-1][0]:end].lstrip("\n")
+                indent = line[:len(line) - len(line.lstrip())]
+                if after.lstrip().startswith(","):  # a trailing comma: keep it trailing
+                    at = end + after.index(",") + 1
+                    edits.append((at, at, "".join(f"\n{indent}{m}," for m in missing)))
+                else:
+                    edits.append((end, end, "".join(f",\n{indent}{m}" for m in missing)))
+            else:
+                edits.append((end, end, (", " if spans else "") + ", ".join(missing)))
         for a, b, text in sorted(edits, reverse=True):
             raw = raw[:a] + text + raw[b:]
         return raw
@@ -158,7 +171,7 @@ def set_config(raw: str, **settings) -> str:
 # ------------------------------------------------------------------ the incremental filter
 _BLOCK = re.compile(r"\{%-?\s*if\s+is_incremental\(\s*\)\s*-?%\}(.*?)\{%-?\s*(?:endif|else|elif)\b", re.S | re.I)
 _WATERMARK = re.compile(
-    r"(?P<col>[A-Za-z_][\w.]*|\"[^\"]+\")\s*(?P<op>>=|>)\s*\(\s*select\s+(?P<expr>.+?)\s+from\s+"
+    r"(?P<col>[A-Za-z_][\w.]*\s*\([^()]*\)|[A-Za-z_][\w.]*|\"[^\"]+\")\s*(?P<op>>=|>)\s*\(\s*select\s+(?P<expr>.+?)\s+from\s+"
     r"\{\{-?\s*this\s*-?\}\}\s*\)", re.S | re.I)
 
 
@@ -264,13 +277,11 @@ def ordered_aggregates(raw: str) -> str | None:
 
 
 # ------------------------------------------------------------------ the catalogue
-def key_guesses(t: Target) -> list[tuple[str, ...]]:
-    """Keys to try: the configured or tested key, else output columns named like an id (the game
-    day proves a guess: a key the output does not hold unique loses rows there)."""
-    if t.key:
-        return [t.key]
-    named = [c for c in t.columns if c.lower() == "id" or c.lower().endswith(("_id", "_key"))]
-    return [(c,) for c in named[:2]]
+def _rewrite_all(raw: str, marks: list[Watermark], expr_of) -> str:
+    """Every watermark of the block rewritten as `column >= (select expr_of(mark) from {{ this }})`."""
+    for mark in sorted(marks, key=lambda m: -m.start):
+        raw = mark.rewritten(raw, expr_of(mark))
+    return raw
 
 
 def _keyed(t: Target, raw: str, key: tuple[str, ...], why: str) -> Candidate:
@@ -280,8 +291,54 @@ def _keyed(t: Target, raw: str, key: tuple[str, ...], why: str) -> Candidate:
                      set_config(raw, **settings))
 
 
+_DAY_TYPES = ("date", "text", "varchar", "character varying", "string")
+_MAX_OF = re.compile(r'(?i)^max\(\s*"?(\w+)"?\s*\)$')
+
+
+def day_valued(t: Target, mark: Watermark) -> bool:
+    """The watermark is `max(<column>)` of an output column that holds days (a date, or text such as
+    '2024-01-31'): `>=` then re-reads a whole day."""
+    m = _MAX_OF.match(mark.expr.strip())
+    types = {c.lower(): d.lower() for c, d in t.column_types}
+    return bool(m) and types.get(m.group(1).lower(), "").startswith(_DAY_TYPES)
+
+
+def _windows(t: Target, marks: list[Watermark]) -> list[tuple[str, str]]:
+    """The incremental filter's variants for a loss, smallest change first: (new text, what it does)."""
+    out = []
+    if any(m.op == ">" for m in marks) and all(day_valued(t, m) for m in marks):
+        out.append((_rewrite_all(t.raw, marks, lambda m: m.expr),
+                    "the incremental filter re-reads the last day (`>=` where it had `>`: a day that a "
+                    "half-committed batch left half done is read again)"))
+    if t.lookback and any(widened(m.expr, t.lookback) for m in marks):
+        out.append((_rewrite_all(t.raw, marks, lambda m: widened(m.expr, t.lookback) or m.expr),
+                    f"the incremental window re-reads the last {t.lookback} (what a half-committed batch and "
+                    "the latest rows left behind)"))
+    return out
+
+
+def _overwrite(t: Target, marks: list[Watermark]) -> list[Candidate]:
+    """A partition overwrite whose window starts inside a partition: the window aligned (and widened)."""
+    if not all(not _aligned(m.expr) for m in marks):
+        return []
+    g = t.granularity
+    aligned = Candidate(
+        "align the window", f"the incremental window starts at the start of its {g} (date_trunc('{g}', ...)): "
+        "a partition is replaced only with all of its rows",
+        _rewrite_all(t.raw, marks, lambda m: f"date_trunc('{g}', {m.expr})"))
+    if t.verdict != "loss" or not t.lookback or not any(widened(m.expr, t.lookback) for m in marks):
+        return [aligned]
+    wider = Candidate(
+        "align and widen the window", f"the incremental window reaches back {t.lookback}, from the start of that "
+        f"{g}: a partition is replaced only with all of its rows, late ones included",
+        _rewrite_all(t.raw, marks, lambda m: f"date_trunc('{g}', {widened(m.expr, t.lookback) or m.expr})"))
+    # rows that arrive after a later batch than their time's land in partitions an aligned window
+    # alone does not read again
+    return [wider, aligned] if t.late else [aligned, wider]
+
+
 def candidates(t: Target) -> tuple[list[Candidate], str]:
-    """The candidates for this root cause, most likely first, or none and why."""
+    """The candidates for this root cause, most likely first (at most three), or none and why."""
     if t.verdict == "side_effect":
         return [], ("a hook that writes another relation is not rewritten: make it replace what it covers "
                     "(delete the batch's rows before inserting them) or move the write into a model of its own")
@@ -294,38 +351,23 @@ def candidates(t: Target) -> tuple[list[Candidate], str]:
     marks = watermarks(t.raw)
     out: list[Candidate] = []
     if strategy in OVERWRITES and marks and t.granularity:
-        mark = marks[0]
-        if not _aligned(mark.expr):
-            aligned = Candidate(
-                "align the window", f"the incremental window starts at the start of its {t.granularity} "
-                f"(date_trunc('{t.granularity}', ...)): a partition is replaced only with all of its rows",
-                mark.rewritten(t.raw, f"date_trunc('{t.granularity}', {mark.expr})"))
-            out.append(aligned)
-            reach = widened(mark.expr, t.lookback) if t.verdict == "loss" and t.lookback else None
-            if reach:
-                wider = Candidate(
-                    "align and widen the window", f"the incremental window reaches back {t.lookback}, from the "
-                    f"start of that {t.granularity}: a partition is replaced only with all of its rows, late ones "
-                    "included", mark.rewritten(t.raw, f"date_trunc('{t.granularity}', {reach})"))
-                # rows that arrive after a later batch than their time's land in partitions an aligned
-                # window alone does not read again
-                out = [wider, aligned] if t.late else [aligned, wider]
-    elif t.verdict == "loss" and marks and t.lookback and (reach := widened(marks[0].expr, t.lookback)):
-        mark = marks[0]
-        wider = mark.rewritten(t.raw, reach)
-        what = (f"the incremental window re-reads the last {t.lookback} (what a half-committed batch and the "
-                "latest rows left behind)")
-        if unkeyed:
-            out += [_keyed(t, wider, k, what + f", and rows read again replace themselves by {', '.join(k)}")
-                    for k in key_guesses(t)]
-        else:
-            out.append(Candidate(f"widen the window by {t.lookback}", what + f" ({strategy} on "
-                                 f"{', '.join(t.key)} replaces rows read again)", wider))
+        out = _overwrite(t, marks)
+    elif t.verdict == "loss" and marks and (variants := _windows(t, marks)):
+        for text, what in variants:
+            if unkeyed:  # the window is what differs between these: the most likely key only
+                out += [_keyed(t, text, k, what + f", and rows read again replace themselves by {', '.join(k)}")
+                        for k in t.keys[:1]]
+            else:
+                out.append(Candidate("re-read the window", what + f" ({strategy} on {', '.join(t.key)} replaces "
+                                     "rows read again)", text))
     elif t.verdict in ("duplicates", "drift", "loss") and unkeyed:
-        out += [_keyed(t, t.raw, k, "dbt deletes the rows of the keys a run reads again before inserting them")
-                for k in key_guesses(t)]
+        out = [_keyed(t, t.raw, k, "dbt deletes the rows of the keys a run reads again before inserting them")
+               for k in t.keys[:2]]
     if out:
         return out[:3], ""
+    if unkeyed and not t.keys and t.verdict in ("duplicates", "drift", "loss"):
+        return [], ("no candidate: no key holds its clean build's output unique (its configured or tested key, a "
+                    "column named like an id, or one with its time column); declare one with a `unique` test")
     if not marks:
         return [], ("no candidate: its incremental filter is not of the shape `<column> >= (select ... from "
                     "{{ this }})` inside `{% if is_incremental() %}`, and its strategy is not an append")

@@ -167,10 +167,13 @@ def _model_file(first: Gameday, uid: str) -> Path | None:
 
 
 def _target(first: Gameday, mv: ModelVerdict, text: str) -> Target:
-    m = first.project.models[mv.unique_id]
+    plan, uid = first.plan, mv.unique_id
+    m = first.project.models[uid]
     pk = m.partition_key if isinstance(m.partition_key, dict) else {}
     return Target(mv.name, mv.verdict, text, m.materialized, m.strategy, tuple(m.key),
-                  first.plan.reference_columns.get(mv.unique_id, ()),
+                  tuple(c for c, _ in plan.reference_columns.get(uid, ())),
+                  keys=tuple(plan.unique_keys.get(uid, ())),
+                  column_types=tuple(plan.reference_columns.get(uid, ())),
                   granularity=str(pk.get("granularity") or "") or None, lookback=_lookback(first, mv.unique_id),
                   late=_late_batches(first, mv.unique_id) > 0)
 

@@ -8,13 +8,13 @@ import uuid
 from dataclasses import replace
 
 from .. import clock
-from ..diff.fingerprint import fingerprint
+from ..diff.fingerprint import fingerprint, unique_keys
 
 from . import order_only, side_effects
 from .assemble import build_report
 from .by_name import ByName, copy_read_by_name
 from .judge import failed
-from .lineage import computed_columns
+from .lineage import computed_columns, key_candidates
 from ..dbt_invoke import StatementWatch, scrub_dbt_environment, scrub_note
 from ..errors import ConfigError, RerunSafetyError, SandboxError, first_line
 from .options import GamedayOptions  # noqa: F401 - the public import path
@@ -112,9 +112,14 @@ class Gameday(Replay):
                 continue
             skip = {c.lower() for c in (*m.ignore_columns, *plan.audit_columns.get(m.unique_id, ()))}
             columns = [(c, t) for c, t in typed[m.unique_id] if c.lower() not in skip]
-            plan.reference_columns[m.unique_id] = tuple(c for c, _ in typed[m.unique_id])
-            plan.fingerprints[m.unique_id] = fingerprint(con, table(REFERENCE_SCHEMA, plan.ref_names[m.unique_id]),
-                                                         columns, tolerance(m))
+            plan.reference_columns[m.unique_id] = tuple(typed[m.unique_id])
+            ref = table(REFERENCE_SCHEMA, plan.ref_names[m.unique_id])
+            plan.fingerprints[m.unique_id] = fingerprint(con, ref, columns, tolerance(m))
+            if m.incremental:  # the keys a keyed strategy could use (fix/): its time column, its inputs', typed
+                times = [plan.time_columns.get(m.unique_id, ""), *(s.time_column or "" for s in plan.inputs_of(m)),
+                         *(c for c, t in typed[m.unique_id] if t.lower().startswith(("date", "timestamp")))]
+                plan.unique_keys[m.unique_id] = unique_keys(con, ref, key_candidates(
+                    m.key, [c for c, _ in typed[m.unique_id]], times))
 
     def _audit_columns(self, plan: Plan, compiled: dict[str, str]) -> dict[str, tuple[str, ...]]:
         """The columns of each judged model that only stamp the run's clock (lineage.audit_columns), but

@@ -364,3 +364,20 @@ def _computed_in(sel: exp.Select, ctes: Mapping[str, exp.Expression], dialect: s
             continue
         out[name] = frozenset(c.name.lower() for c in e.find_all(exp.Column) if not isinstance(c.this, exp.Star))
     return out
+
+
+def key_candidates(key: tuple[str, ...], columns: list[str], time_columns: list[str]) -> list[tuple[str, ...]]:
+    """Keys an output might have, most likely first: its configured or tested key, then each column
+    named like an id (`id`, `*_id`, `*_key`), then each of those with a time column of the output
+    (`time_columns`, most likely first: the grain of a per-day aggregate). At most eight."""
+    out: list[tuple[str, ...]] = [tuple(key)] if key else []
+    ids = [c for c in columns if c.lower() == "id" or c.lower().endswith(("_id", "_key"))]
+    out += [(c,) for c in ids]
+    by_name = {c.lower(): c for c in columns}
+    times = [by_name[t.lower()] for t in time_columns if t and t.lower() in by_name]
+    out += [(c, t) for t in times for c in ids if c != t]
+    seen: list[tuple[str, ...]] = []
+    for k in out:
+        if k not in seen:
+            seen.append(k)
+    return seen[:8]

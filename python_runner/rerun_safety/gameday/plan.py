@@ -123,9 +123,11 @@ class Plan:
     compile_failures: dict[str, str] = field(default_factory=dict)
     # model -> its output columns it computes itself, each with the columns it reads (lineage.computed_columns)
     computed_columns: dict[str, dict[str, frozenset[str]]] = field(default_factory=dict)
-    # model -> its reference output's (rows, sum of row hashes) and columns (GamedayOptions.fingerprints)
+    # model -> its reference output's fingerprint (diff.fingerprint) and columns (GamedayOptions.fingerprints)
     fingerprints: dict[str, Any] = field(default_factory=dict)
-    reference_columns: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    reference_columns: dict[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)  # (name, type)
+    # incremental model -> the keys (lineage.key_candidates) its reference output holds unique, without NULLs
+    unique_keys: dict[str, list[tuple[str, ...]]] = field(default_factory=dict)
 
     @property
     def timed_sources(self) -> list[SourceTable]:
