@@ -203,6 +203,23 @@ def test_a_change_of_what_a_clean_build_produces_is_refused():
         "it changes what a clean build of m produces (9 rows instead of 10)")
 
 
+def test_a_scenario_the_first_game_day_did_not_exercise_is_not_held_against_a_fix():
+    from rerun_safety.fix.search import _not_safe
+
+    def model(verdict, *scenarios):
+        return ModelVerdict("m", "model.p.m", verdict, True, (), "incremental", "append", (), (), tuple(
+            ScenarioResult(name, v, 5, 5, missing_rows=3 if v == "loss" else 0, input_rows=rows)
+            for name, v, rows in scenarios))
+
+    was = model("duplicates", ("rerun", "duplicates", 4), ("partial", "duplicates", 0), ("backfill", "untested", 0))
+    assert _not_safe(was, model("untested", ("rerun", "safe", 4), ("partial", "untested", 0),
+                                ("backfill", "untested", 0))) == ""
+    assert _not_safe(was, model("untested", ("rerun", "untested", 0), ("partial", "safe", 0))) == (
+        "is untested in rerun, which the first game day exercised")
+    assert _not_safe(was, model("loss", ("rerun", "loss", 4))) == "is loss (rerun: 3 missing)"
+    assert _not_safe(was, model("duplicates", ("rerun", "duplicates", 4))) == "stays duplicates (rerun)"
+
+
 # ------------------------------------------------------------------ --apply
 def _fix(path: str, before: str, after: str) -> Fix:
     import hashlib
@@ -264,6 +281,7 @@ def test_shop_root_causes_get_verified_fixes_or_a_reason(shop_fixed):
     md = (run["out"] / "report.md").read_text()
     assert "#### Fixes" in md and "```diff" in md
     assert "Fixes: 4 of 6 root causes have a verified fix" in run["stdout"]
+    assert "safe in every scenario that exercised them, clean build unchanged" in run["stdout"]
     assert run["before"] == run["after"]  # the fix search changed nothing of the user's either
 
 

@@ -241,8 +241,9 @@ def _judge(first: Gameday, report: GamedayReport, second: Gameday, again: Gameda
         name = was.name if was else uid
         if now is None:
             return f"{name} was not judged in the game day of the changed project", []
-        if now.verdict != "safe" and not (was and was.verdict == now.verdict and was.verdict not in UNSAFE):
-            return f"{name} {'stays' if was and was.verdict == now.verdict else 'is'} {now.verdict}{_where(now)}", []
+        why = _not_safe(was, now)
+        if why:
+            return f"{name} {why}", []
     for uid in below:
         a, b = first.plan.fingerprints.get(uid), second.plan.fingerprints.get(uid)
         if a is None or b is None:
@@ -254,6 +255,25 @@ def _judge(first: Gameday, report: GamedayReport, second: Gameday, again: Gameda
                     "other values in " + ", ".join(a.differing_columns(b)[:5]))
             return f"it changes what a clean build of {name} produces ({what})", []
     return None, [before[u].name for u in below if u in before]
+
+
+def _not_safe(was: ModelVerdict | None, now: ModelVerdict) -> str:
+    """Why a model of the changed project is not shown safe ('' when it is): each scenario must be
+    `safe`, or `untested` where the first game day did not exercise it either (a sparse input whose
+    half-committed batch holds no rows, say): what no replay can show is not held against a fix."""
+    if now.verdict == "safe":
+        return ""
+    # scenarios the first game day did not exercise: untested there, or no input rows in its deciding step
+    # (its verdict came from the runs around it)
+    idle = {s.name for s in (was.scenarios if was else ()) if s.verdict == "untested" or s.input_rows == 0}
+    for s in sorted(now.scenarios, key=lambda x: x is not now.worst_scenario):
+        if s.verdict == "safe" or (s.verdict == "untested" and s.name in idle):
+            continue
+        if s.verdict == "untested":
+            return f"is untested in {s.name}, which the first game day exercised"
+        stays = was is not None and was.verdict == now.verdict
+        return f"{'stays' if stays else 'is'} {now.verdict}{_where(now)}"
+    return "" if now.verdict == "untested" else f"is {now.verdict}"
 
 
 def _where(m: ModelVerdict) -> str:

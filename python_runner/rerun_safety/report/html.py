@@ -385,7 +385,7 @@ def _fixes(report: GamedayReport) -> list[str]:
         tried = "".join(f"<li>tried {e(t.candidate)}: {e(t.why)}</li>" for t in f.tried)
         if f.verified:
             out.append(f'<li class="verified"><b>{e(f.model)}</b> ({e(f.verdict)}): {e(f.description)}. Verified: '
-                       f"{e(', '.join(f.models))} safe in every scenario, clean build unchanged "
+                       f"{e(', '.join(f.models))} safe in every scenario that exercised them, clean build unchanged "
                        f"(fixes/{e(f.model)}.patch)" + (f". Note: {e(f.note)}" if f.note else "")
                        + f"<pre class=\"patch\">{e(f.patch)}</pre>"
                        + (f"<ul>{tried}</ul>" if tried else "") + "</li>")

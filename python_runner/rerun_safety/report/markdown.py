@@ -106,7 +106,7 @@ def _fixes(report: GamedayReport) -> list[str]:
     for f in report.fixes:
         if f.verified:
             out += [f"- **{md(f.model)}** ({md(f.verdict)}): {md(f.description)}. Verified: "
-                    f"{', '.join(md(n) for n in f.models)} safe in every scenario, clean build unchanged "
+                    f"{', '.join(md(n) for n in f.models)} safe in every scenario that exercised them, clean build unchanged "
                     f"(`fixes/{md_code(f.model)}.patch`, `{md_code(f.path)}`)"
                     + (f". Note: {md(f.note)}" if f.note else ""), ""]
             out += ["  " + line for line in fenced(f.patch.rstrip("\n"), "diff")] + [""]

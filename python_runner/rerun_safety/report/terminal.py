@@ -156,7 +156,7 @@ def fix_lines(report: GamedayReport, paths: dict[str, Path]) -> list[tuple[str, 
         if f.verified:
             patch = paths.get(f"fix:{f.model}")
             out.append((f"  {f.model} ({f.verdict}): {f.description}; verified: {', '.join(f.models)} safe in "
-                        f"every scenario, clean build unchanged" + (f"; patch: {patch}" if patch else "")
+                        f"every scenario that exercised them, clean build unchanged" + (f"; patch: {patch}" if patch else "")
                         + (f"; note: {f.note}" if f.note else ""), "green"))
         else:
             out.append((f"  {f.model} ({f.verdict}): no fix verified" + (f"; {f.why_none}" if f.why_none else ""),
