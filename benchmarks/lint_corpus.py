@@ -80,7 +80,7 @@ SHAPES: list[tuple[str, list[str], str]] = [
     ("bound_outside_subquery", [], INC.format(cfg="incremental_strategy='delete+insert', unique_key='event_id'") +
      "select * from {ev}\n{{% if is_incremental() %}}where event_ts >= (select max(event_ts) from {{{{ this }}}}) "
      "- interval '2 days'{{% endif %}}\n"),
-    ("coalesced_watermark_merge", [], INC.format(cfg="incremental_strategy='merge', unique_key='event_id'") +
+    ("coalesced_watermark_merge", ["window-shorter-than-run"], INC.format(cfg="incremental_strategy='merge', unique_key='event_id'") +
      "select * from {ev}\n{{% if is_incremental() %}}where event_ts >= coalesce((select max(event_ts) from "
      "{{{{ this }}}}), '1900-01-01'){{% endif %}}\n"),
     ("clock_upper_bound_only", [], INC.format(cfg="incremental_strategy='merge', unique_key='event_id'") +
@@ -131,14 +131,25 @@ SHAPES: list[tuple[str, list[str], str]] = [
     ("append_lookback", ["append-reread"], INC.format(cfg="incremental_strategy='append'") +
      "select * from {ev}\n{{% if is_incremental() %}}where event_ts >= (select max(event_ts) - interval '1 hour' "
      "from {{{{ this }}}}){{% endif %}}\n"),
-    ("append_keyed", ["append-reread", "unique-key-ignored"],
+    # ---- a window shorter than one run (the corpus runs hourly: rerun_safety.yml; a model may say otherwise)
+    ("sync_hour_lookback_daily", ["window-shorter-than-run"],
+     INC.format(cfg="incremental_strategy='merge', unique_key='event_id', "
+                    "meta={{'rerun_safety': {{'schedule': 'day'}}}}") +
+     "select * from {le}\n{{% if is_incremental() %}}where loaded_at >= (select max(loaded_at) - interval '1 hour' "
+     "from {{{{ this }}}}){{% endif %}}\n"),
+    ("six_hour_lookback_six_hourly", [],
+     INC.format(cfg="incremental_strategy='merge', unique_key='event_id', "
+                    "meta={{'rerun_safety': {{'schedule': '6h'}}}}") +
+     "select * from {ev}\n{{% if is_incremental() %}}where event_ts >= (select max(event_ts) - interval '6 hours' "
+     "from {{{{ this }}}}){{% endif %}}\n"),
+    ("append_keyed", ["append-reread", "unique-key-ignored", "window-shorter-than-run"],
      INC.format(cfg="incremental_strategy='append', unique_key='event_id'") +
      "select * from {ev}\n{{% if is_incremental() %}}where event_ts >= (select max(event_ts) from {{{{ this }}}})"
      "{{% endif %}}\n"),
     ("strict_watermark", ["watermark-strict-gt"], INC.format(cfg="incremental_strategy='merge', unique_key='event_id'") +
      "select * from {ev}\n{{% if is_incremental() %}}where event_ts > (select max(event_ts) from {{{{ this }}}})"
      "{{% endif %}}\n"),
-    ("po_seconds", ["partition-lookback-unaligned"],
+    ("po_seconds", ["partition-lookback-unaligned", "window-shorter-than-run"],
      INC.format(cfg="incremental_strategy='partition_overwrite', partition_key={{'field': 'event_day', "
                     "'granularity': 'day'}}") +
      "select *, cast(date_trunc('day', event_ts) as date) as event_day from {ev}\n{{% if is_incremental() %}}"
@@ -173,7 +184,7 @@ SHAPES: list[tuple[str, list[str], str]] = [
      INC.format(cfg="incremental_strategy='merge', unique_key='event_id'") +
      "select * from {le}\n{{% if is_incremental() %}}where event_ts > (select max(event_ts) from {{{{ this }}}})"
      "{{% endif %}}\n"),
-    ("late_gte_watermark_meta", ["late-watermark"],
+    ("late_gte_watermark_meta", ["late-watermark", "window-shorter-than-run"],
      INC.format(cfg="incremental_strategy='delete+insert', unique_key='event_id'") +
      "select * from {{{{ source('raw', 'meta_events') }}}}\n{{% if is_incremental() %}}where event_ts >= "
      "(select max(event_ts) from {{{{ this }}}}){{% endif %}}\n"),
@@ -233,13 +244,13 @@ SHAPES: list[tuple[str, list[str], str]] = [
      "with e as (select *, cast(event_ts as date) as event_day from {ev})\nselect event_id, event_day, event_ts, "
      "lag(event_ts) over (partition by event_day order by event_ts, event_id) as prev_ts from e\n"
      "{{% if is_incremental() %}}where event_day >= (select max(event_day) - 1 from {{{{ this }}}}){{% endif %}}\n"),
-    ("lag_lookback_then_trimmed", [], INC.format(cfg="incremental_strategy='merge', unique_key='order_id'") +
+    ("lag_lookback_then_trimmed", ["window-shorter-than-run"], INC.format(cfg="incremental_strategy='merge', unique_key='order_id'") +
      "with src as (select * from {od}\n{{% if is_incremental() %}}where ordered_at >= (select max(ordered_at) - "
      "interval '30 days' from {{{{ this }}}}){{% endif %}}),\nw as (select order_id, customer_id, amount, ordered_at, "
      "lag(amount) over (partition by customer_id order by ordered_at, order_id) as prev_amount from src)\n"
      "select * from w\n{{% if is_incremental() %}}where ordered_at >= (select max(ordered_at) from {{{{ this }}}})"
      "{{% endif %}}\n"),
-    ("lag_whole_customers_reread", [], INC.format(cfg="incremental_strategy='merge', unique_key='order_id'") +
+    ("lag_whole_customers_reread", ["window-shorter-than-run"], INC.format(cfg="incremental_strategy='merge', unique_key='order_id'") +
      "select order_id, customer_id, amount, ordered_at, lag(amount) over (partition by customer_id order by "
      "ordered_at, order_id) as prev_amount from {od}\n{{% if is_incremental() %}}where customer_id in (select "
      "customer_id from {od} where ordered_at >= (select max(ordered_at) from {{{{ this }}}})){{% endif %}}\n"),
@@ -283,13 +294,13 @@ HELD_OUT: list[tuple[str, list[str], str]] = [
     ("ho_merge_lookback_var", [], INC.format(cfg="incremental_strategy='merge', unique_key='order_id'") +
      "select * from {od}\n{{% if is_incremental() %}}where updated_at >= (select max(updated_at) from "
      "{{{{ this }}}}) - interval '{{{{ var(\"lookback_days\", 3) }}}} days'{{% endif %}}\n"),
-    ("ho_audit_hook", ["hook-append"], INC.format(cfg="incremental_strategy='delete+insert', unique_key='order_id', "
+    ("ho_audit_hook", ["hook-append", "window-shorter-than-run"], INC.format(cfg="incremental_strategy='delete+insert', unique_key='order_id', "
                                                       "post_hook=\"insert into {{{{ target.schema }}}}.audit_log "
                                                       "select '{{{{ this.name }}}}', '{{{{ invocation_id }}}}', "
                                                       "count(*) from {{{{ this }}}}\"") +
      "select * from {od}\n{{% if is_incremental() %}}where updated_at >= (select max(updated_at) from "
      "{{{{ this }}}}){{% endif %}}\n"),
-    ("ho_audit_hook_cleared", [], INC.format(cfg="incremental_strategy='delete+insert', unique_key='order_id', "
+    ("ho_audit_hook_cleared", ["window-shorter-than-run"], INC.format(cfg="incremental_strategy='delete+insert', unique_key='order_id', "
                                                  "post_hook=[\"delete from {{{{ target.schema }}}}.audit_log where "
                                                  "model = '{{{{ this.name }}}}'\", \"insert into "
                                                  "{{{{ target.schema }}}}.audit_log select '{{{{ this.name }}}}', "
@@ -332,7 +343,7 @@ HELD_OUT: list[tuple[str, list[str], str]] = [
      "select * from {od}\n{{% if is_incremental() %}}where updated_at >= cast('{{{{ run_started_at.strftime(\"%Y-%m-%d\") "
      "}}}}' as date) - interval '2 days'{{% endif %}}\n"),
     # another tool's strategy name, which no dbt macro implements
-    ("ho_pub_foreign_strategy", ["unknown-strategy"], INC.format(cfg="incremental_strategy='incremental_by_time_range'") +
+    ("ho_pub_foreign_strategy", ["unknown-strategy", "window-shorter-than-run"], INC.format(cfg="incremental_strategy='incremental_by_time_range'") +
      "select * from {od}\n{{% if is_incremental() %}}where updated_at >= (select max(updated_at) from {{{{ this }}}})"
      "{{% endif %}}\n"),
     # delete+insert without a unique_key (an append on dbt-duckdb) after a strict watermark
@@ -377,6 +388,7 @@ models:
 def generate(root: Path, copies: int) -> dict[str, tuple[str, list[str]]]:
     """Write the corpus; returns model -> (shape, expected error rules)."""
     _bench.scaffold(root, "corpus", "models:\n  corpus:\n    +materialized: view\n")
+    (root / "rerun_safety.yml").write_text("schedule: hour  # the corpus's jobs run hourly (its events: every 37 min)\n")
     models = root / "models"
     (models / "schema.yml").write_text(SCHEMA)
     for name, sql in STAGING.items():

@@ -88,6 +88,13 @@ select * from {{ source('raw', 'events') }}
 {% if is_incremental() %}
 where event_time > (select max(event_time) from {{ this }})
 {% endif %}"""},
+    "window-shorter-than-run": {"model": """\
+{# a daily job (rerun_safety.yml `schedule: day`, the default), keyed by the event, re-reading one hour #}
+{{ config(materialized='incremental', incremental_strategy='merge', unique_key='event_id') }}
+select * from {{ source('raw', 'events') }}
+{% if is_incremental() %}
+where loaded_at >= (select max(loaded_at) - interval '1 hour' from {{ this }})
+{% endif %}"""},
     "late-watermark": {"load_times": (("raw.events", "event_time", "loaded_at"),), "model": """\
 {# sources.yml: raw.events has `loaded_at_field: loaded_at` and `config: {event_time: event_time}` #}
 {{ config(materialized='incremental', unique_key='event_id') }}
@@ -214,7 +221,8 @@ NOT_RUN = {
 
 # The columns of the relations the examples read (the lint reads them from a scratch catalog).
 TYPES = {
-    "raw.events": {"event_id": "integer", "event_time": "timestamp", "amount": "double", "user_id": "integer"},
+    "raw.events": {"event_id": "integer", "event_time": "timestamp", "amount": "double", "user_id": "integer",
+                   "loaded_at": "timestamp"},
     "raw.orders": {"order_id": "integer", "status": "varchar", "updated_at": "timestamp"},
     "analytics.daily_revenue": {"day": "date", "revenue": "double"},
     "analytics.stg_events": {"event_id": "integer", "event_time": "timestamp", "amount": "double"},

@@ -33,8 +33,9 @@ def errors(ctx) -> list[str]:
 def _found(ctx):
     """The findings, but this-in-first-build: `_model` gives an incremental model one SQL for both
     branches, so its first build reads {{ this }} wherever the incremental branch does (that rule is
-    tested in test_lint_rules.py with a first-build SQL of its own)."""
-    return [f for f in run_rules(ctx) if f.rule != "this-in-first-build"]
+    tested in test_lint_rules.py with a first-build SQL of its own); and window-shorter-than-run, which
+    test_window_reach_of_the_grain_shapes checks on these shapes."""
+    return [f for f in run_rules(ctx) if f.rule not in ("this-in-first-build", "window-shorter-than-run")]
 
 
 ALIGNED_DAY = [  # partition_key a DATE column: whole days
@@ -69,6 +70,15 @@ def test_aligned_shapes_are_clean(adapter, where):
 @pytest.mark.parametrize("where", UNALIGNED_DAY)
 def test_unaligned_shapes_are_flagged(adapter, where):
     assert errors(po(adapter, where)) == ["partition-lookback-unaligned"]
+
+
+def test_window_reach_of_the_grain_shapes(adapter):
+    """Under the default daily schedule, the shapes whose window reaches back less than a day from the
+    watermark (a half-committed run's older rows are lost): 9 seconds, the start of the last hour, a bare
+    `>=` on an hourly timestamp. A day column compared with an instant bound reads whole days: not judged."""
+    short = [w for w in ALIGNED_DAY + UNALIGNED_DAY
+             if "window-shorter-than-run" in [f.rule for f in run_rules(po(adapter, w))]]
+    assert short == [UNALIGNED_DAY[0], UNALIGNED_DAY[2], UNALIGNED_DAY[4]]
 
 
 def test_grain_from_declared_granularity_and_definitions(adapter):

@@ -110,14 +110,15 @@ MODELS: dict[str, tuple[str, list[str]]] = {
                       "{% if is_incremental() %}\n"
                       "where cast(ordered_at as date) >= (select max(order_date) - 1 from {{ this }})\n"
                       "{% endif %}\n", ["config-column-missing"]),
-    # UNSAFE: day partitions replaced by a batch that starts 6 hours before the watermark
+    # UNSAFE: day partitions replaced by a batch that starts 6 hours before the watermark (and 6 hours is less
+    # than one daily run: a half-committed run's older rows are never read again)
     "events_hourly_lookback": ("{{ config(materialized='incremental', incremental_strategy='partition_overwrite',\n"
                                "           partition_key='event_date') }}\n"
                                "select event_id, event_ts, cast(event_ts as date) as event_date, event_type\n"
                                "from {{ ref('stg_events') }}\n"
                                "{% if is_incremental() %}\n"
                                "where event_ts >= (select max(event_ts) - interval '6 hours' from {{ this }})\n"
-                               "{% endif %}\n", ["partition-lookback-unaligned"]),
+                               "{% endif %}\n", ["partition-lookback-unaligned", "window-shorter-than-run"]),
     # UNSAFE: the latest order per customer, ties on ordered_at broken arbitrarily after a join
     "last_order": ("{{ config(materialized='table') }}\n"
                    "select * from (\n"
@@ -270,5 +271,6 @@ def test_selection_of_one_model_compiles_its_upstream(newshop):
     code, doc = _lint(project, profiles, "--select", "daily_events events_hourly_lookback")
     assert code == 1
     assert [(f["model"], f["rule"], f["severity"]) for f in doc["findings"]] == \
-        [("events_hourly_lookback", "partition-lookback-unaligned", "error")]
+        [("events_hourly_lookback", "partition-lookback-unaligned", "error"),
+         ("events_hourly_lookback", "window-shorter-than-run", "error")]  # 6 hours, under a daily default
     assert doc["summary"]["models"] == 2

@@ -111,6 +111,39 @@ def test_watermark_near_misses(adapter):
     assert rules(incremental(adapter, other, "merge", "id")) == []
 
 
+# --- window-shorter-than-run -------------------------------------------------------------------
+
+TS = {"ts": "timestamp with time zone", "id": "integer"}  # the model's own output columns (scratch catalog)
+HOURLY = ("hour", 3600.0, "schedule in rerun_safety.yml")
+
+
+def test_a_window_shorter_than_one_run_is_found(adapter):
+    # a one-hour lookback on a sync time under a daily schedule: a half-committed run's older rows are lost
+    found = run_rules(incremental(adapter, LOOKBACK, "merge", "id", columns=TS))
+    assert [f.rule for f in found] == ["window-shorter-than-run"]
+    assert "reaches back 1 hour before the watermark, less than one run (day, the default schedule)" in found[0].message
+    # a bare `>=` on an instant re-reads one instant: nothing of a half-committed run
+    found = run_rules(incremental(adapter, GTE_MAX, "delete+insert", "id", columns=TS))
+    assert [f.rule for f in found] == ["window-shorter-than-run"] and "reaches back nothing" in found[0].message
+    six = f"select * from {SRC} where ts > (select max(ts) - interval '6 hours' from {T})"
+    assert rules(incremental(adapter, six, "merge", "id", columns=TS)) == ["window-shorter-than-run"]
+    assert rules(incremental(adapter, six, "merge", "id", columns=TS, schedule=("6h", 21600.0, "--batch-size"))) == []
+
+
+def test_window_shorter_than_run_near_misses(adapter):
+    assert rules(incremental(adapter, LOOKBACK, "merge", "id", columns=TS, schedule=HOURLY)) == []  # runs hourly
+    day = f"select * from {SRC} where ts >= (select max(ts) - interval '1 day' from {T})"
+    assert rules(incremental(adapter, day, "merge", "id", columns=TS)) == []
+    trunc = f"select * from {SRC} where ts >= (select date_trunc('day', max(ts)) from {T})"
+    assert rules(incremental(adapter, trunc, "merge", "id", columns=TS)) == []  # from the start of the last day
+    # a date column: `>=` re-reads its whole last day
+    assert rules(incremental(adapter, GTE_MAX, "merge", "id", columns={"ts": "date", "id": "integer"})) == []
+    # the column's type unknown (no scratch catalog): no finding rather than a guess
+    assert rules(incremental(adapter, LOOKBACK, "merge", "id")) == []
+    # a strict `>` on the bare max is watermark-strict-gt's
+    assert rules(incremental(adapter, STRICT, "merge", "id", columns=TS)) == ["watermark-strict-gt"]
+
+
 # --- late-watermark ----------------------------------------------------------------------------
 
 LATE = (("raw.orders", "ts", "loaded_at"),)  # the source declares a load time beside its event time
@@ -584,7 +617,8 @@ def test_suppressions(adapter):
 
 def test_rule_table_is_stable(adapter):
     assert list(RULES) == [
-        "append-reread", "unique-key-ignored", "watermark-strict-gt", "late-watermark", "partition-lookback-unaligned",
+        "append-reread", "unique-key-ignored", "watermark-strict-gt", "late-watermark", "window-shorter-than-run",
+        "partition-lookback-unaligned",
         "nondeterministic-function", "clock-window", "self-state", "this-in-first-build", "window-over-batch",
         "config-column-missing",
         "dedup-order-not-total", "limit-without-order", "inclusive-window-bound",
@@ -647,3 +681,28 @@ def test_a_strategy_no_macro_implements_is_an_error_not_the_projects_own(adapter
     # not known which macros exist: no claim either way beyond "the project's own"
     ctx = dataclasses.replace(ctx, strategy_macros=None)
     assert [f.rule for f in run_rules(ctx) if f.rule in ("own-strategy", "unknown-strategy")] == ["own-strategy"]
+
+
+# --- the schedule window-shorter-than-run compares with ----------------------------------------
+
+def test_the_schedule_comes_from_the_option_then_rerun_safety_yml_then_a_day(adapter, tmp_path):
+    from types import SimpleNamespace
+
+    from rerun_safety.errors import ConfigError
+    from rerun_safety.lint.core import _model_schedule, _schedule
+
+    assert _schedule(tmp_path, None, None) == ("day", 86400.0, "the default schedule")
+    (tmp_path / "rerun_safety.yml").write_text("schedule: 6h\n")
+    assert _schedule(tmp_path, None, None) == ("6h", 21600.0, "schedule in rerun_safety.yml")
+    assert _schedule(tmp_path, "hour", None) == ("hour", 3600.0, "--batch-size")
+    (tmp_path / "rerun_safety.yml").write_text("schedule: fortnightly\n")
+    with pytest.raises(ConfigError, match=r"rerun_safety.yml: schedule 'fortnightly' is not a batch: use hour"):
+        _schedule(tmp_path, None, None)
+    (tmp_path / "rerun_safety.yml").write_text("schedule: [1]\n")
+    with pytest.raises(ConfigError, match=r"schedule must say how often the models run"):
+        _schedule(tmp_path, None, None)
+    node = SimpleNamespace(name="m", version=None, meta={"rerun_safety": {"schedule": "week"}},
+                           config=SimpleNamespace(meta={}))
+    assert _model_schedule(node, ("day", 86400.0, "x")) == ("week", 604800.0, "its meta.rerun_safety.schedule")
+    node.meta = {}
+    assert _model_schedule(node, ("day", 86400.0, "x")) == ("day", 86400.0, "x")

@@ -359,9 +359,12 @@ def gameday(ctx, project_dir, profiles_dir, target, select, exclude, vars_yaml, 
 @click.option("--defer", is_flag=True,
               help="Accepted beside --state for a command line shared with dbt; the lint compiles against an "
                    "empty scratch catalog, so nothing is deferred.")
+@click.option("--batch-size", default=None,
+              help="How often the models run (hour, day, 6h, ...), for window-shorter-than-run (default: `schedule:` "
+                   "in rerun_safety.yml, else a day).")
 @_UNCONFINED
 @click.pass_context
-def lint(ctx, project_dir, profiles_dir, target, select, exclude, vars_yaml, fmt, state, defer, unconfined):
+def lint(ctx, project_dir, profiles_dir, target, select, exclude, vars_yaml, fmt, state, defer, batch_size, unconfined):
     """Find unsafe incremental patterns and non-determinism in compiled SQL."""
     import json
 
@@ -373,7 +376,7 @@ def lint(ctx, project_dir, profiles_dir, target, select, exclude, vars_yaml, fmt
 
         prestart()  # the confined child's fork server imports dbt while this process imports the rest
     kwargs = dict(project_dir=project_dir, profiles_dir=profiles_dir, target=target, select=select,
-                  exclude=exclude, vars_yaml=vars_yaml, state=state)
+                  exclude=exclude, vars_yaml=vars_yaml, state=state, schedule=batch_size)
     _preload()
     with exit_codes(ctx.obj["debug"], "lint interrupted by {name}; scratch catalog removed", handler=_lint_signal,
                     cleanup=_lint_cleanup):

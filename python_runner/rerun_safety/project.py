@@ -173,12 +173,13 @@ RUNNER_CONFIG_FILE = "rerun_safety.yml"
 INPUT_KINDS = ("event_log", "loaded_log", "static", "current_state")
 
 
-def load_runner_config(project_dir: Path, cli_vars: dict) -> tuple[dict[str, str], dict[str, str], str, bool]:
-    """The runner's own settings for a project: `time_columns` (input name -> column), `inputs`
-    (input name -> its kind, one of INPUT_KINDS) and `compare_audit_columns` (compare the columns that
-    only stamp the run's clock, left out by default), from `rerun_safety.yml` in the project, else
-    `vars: {rerun_safety: {...}}` (--vars, then dbt_project.yml). Returns (time columns, input
-    kinds, where they came from, compare audit columns)."""
+RUNNER_KEYS = ("time_columns", "inputs", "compare_audit_columns", "schedule")
+
+
+def _runner_config(project_dir: Path, cli_vars: dict) -> tuple[dict, str]:
+    """The runner's settings as written (checked to be a mapping of known keys), and where from:
+    `rerun_safety.yml` in the project, else `vars: {rerun_safety: {...}}` (--vars, then
+    dbt_project.yml); ({}, "") when there are none."""
     found: list[tuple[Any, str]] = []
     path = project_dir / RUNNER_CONFIG_FILE
     if path.exists():
@@ -197,13 +198,34 @@ def load_runner_config(project_dir: Path, cli_vars: dict) -> tuple[dict[str, str
     if isinstance(project_vars, dict) and isinstance(project_vars.get("rerun_safety"), dict):
         found.append((project_vars["rerun_safety"], "vars.rerun_safety in dbt_project.yml"))
     if not found:
-        return {}, {}, "", False
+        return {}, ""
     config, origin = found[0]
     if not isinstance(config, dict):
         raise ConfigError(f"{origin} must be a mapping, e.g. 'time_columns: {{raw.events: loaded_at}}'")
-    unknown = sorted(set(config) - {"time_columns", "inputs", "compare_audit_columns"})
+    unknown = sorted(set(config) - set(RUNNER_KEYS))
     if unknown:
-        raise ConfigError(f"{origin}: unknown key '{unknown[0]}' (known: time_columns, inputs, compare_audit_columns)")
+        raise ConfigError(f"{origin}: unknown key '{unknown[0]}' (known: {', '.join(RUNNER_KEYS)})")
+    if "schedule" in config and not isinstance(config["schedule"], str):
+        raise ConfigError(f"{origin}: schedule must say how often the models run: hour, day, week, month, year, "
+                          "or a duration such as 15m, 6h, 2d")
+    return config, origin
+
+
+def runner_schedule(project_dir: Path, cli_vars: dict) -> tuple[str | None, str]:
+    """`schedule` of the runner's settings (how often the models run, e.g. `day`, `6h`) and where it
+    came from; (None, "") when not set."""
+    config, origin = _runner_config(project_dir, cli_vars)
+    return (config["schedule"], origin) if "schedule" in config else (None, "")
+
+
+def load_runner_config(project_dir: Path, cli_vars: dict) -> tuple[dict[str, str], dict[str, str], str, bool]:
+    """The runner's own settings for a project: `time_columns` (input name -> column), `inputs`
+    (input name -> its kind, one of INPUT_KINDS) and `compare_audit_columns` (compare the columns that
+    only stamp the run's clock, left out by default); `schedule` is the lint's (runner_schedule).
+    Returns (time columns, input kinds, where they came from, compare audit columns)."""
+    config, origin = _runner_config(project_dir, cli_vars)
+    if not origin:
+        return {}, {}, "", False
     compare_audit = config.get("compare_audit_columns", False)
     if not isinstance(compare_audit, bool):
         raise ConfigError(f"{origin}: compare_audit_columns must be true or false; got {compare_audit!r}")

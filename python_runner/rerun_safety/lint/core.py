@@ -137,13 +137,42 @@ def _parse(sql: str | None, dialect: str | None, cache: dict) -> ParsedSql | Non
     return cache[sql]
 
 
+def _schedule(project_dir: Path, given: str | None, vars_yaml: str | None) -> tuple[str, float, str]:
+    """(label, seconds, where from) of how often the models run."""
+    from ..cadence import Batch
+    from ..project import runner_schedule
+    from ..vars import parse_vars
+
+    if given:
+        return Batch.parse(given).label, Batch.parse(given).seconds, "--batch-size"
+    text, origin = runner_schedule(project_dir, parse_vars(vars_yaml))
+    if text is None:
+        return "day", 86400.0, "the default schedule"
+    batch = Batch.parse(text, option=f"{origin}: schedule")
+    return batch.label, batch.seconds, f"schedule in {Path(origin).name if origin.endswith('.yml') else origin}"
+
+
+def _model_schedule(node, project: tuple[str, float, str]) -> tuple[str, float, str]:
+    """A model's own `meta: {rerun_safety: {schedule: ...}}` (a job that runs it at another cadence),
+    else the project's."""
+    from ..cadence import Batch
+
+    text = _meta(node).get("schedule")
+    if not text:
+        return project
+    batch = Batch.parse(str(text), option=f"model {display_name(node)}: meta.rerun_safety.schedule")
+    return batch.label, batch.seconds, "its meta.rerun_safety.schedule"
+
+
 def run_lint(project_dir: str | Path = ".", profiles_dir: str | Path | None = None, target: str | None = None,
              select: tuple[str, ...] = (), exclude: tuple[str, ...] = (), vars_yaml: str | None = None,
              parallel: bool | None = None, state: str | None = None, work_root: str | Path | None = None,
-             confined: bool = False) -> LintResult:
+             confined: bool = False, schedule: str | None = None) -> LintResult:
     """Lint the selected models. `parallel` forces (True) or forbids (False) compiling the
-    incremental branches in a second process; by default it is used when it is likely to help."""
+    incremental branches in a second process; by default it is used when it is likely to help.
+    `schedule`: how often the models run (--batch-size), else `schedule:` in rerun_safety.yml, else a day."""
     started = time.perf_counter()
+    cadence = _schedule(Path(project_dir), schedule, vars_yaml)
     scrub_dbt_environment()  # CI's DBT_DEFER/DBT_STATE/...: the lint compiles the project as it is
     outcome = compile_project(project_dir, profiles_dir, target, tuple(select), tuple(exclude), vars_yaml,
                               parallel=parallel, state=state, work_root=work_root, confined=confined)
@@ -211,7 +240,8 @@ def run_lint(project_dir: str | Path = ".", profiles_dir: str | Path | None = No
             catalog=catalog, columns=own, feeds_incremental=uid in feeds, relation_keys=relation_keys,
             language="python" if python else "sql",
             load_times=tuple(load_times[u] for u in sorted(_upstream(uid, manifest, upstream)) if u in load_times),
-            relation_names=relation_names, clock_rendered=outcome.clock_rendered.get(uid))
+            relation_names=relation_names, clock_rendered=outcome.clock_rendered.get(uid),
+            schedule=_model_schedule(node, cadence))
         unknown = sorted(outcome.unknown_relations.get(p, p) for p in node.depends_on.nodes
                          if p in outcome.unknown_relations)
         extra = _python_findings(ctx, compiled) if python else _pipeline_findings(ctx, compiled, full, incr, unknown)

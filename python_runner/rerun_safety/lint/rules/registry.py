@@ -15,6 +15,7 @@ from .determinism import (clock_window, limit_without_order, order_not_total,
 from .hooks import hook_append, hook_writes_other
 from .lookback import window_over_batch
 from .windows import (append_reread, inclusive_window_bound, late_watermark, partition_lookback_unaligned,
+                      window_shorter_than_run,
                       self_state, this_in_first_build, watermark_strict_gt)
 
 
@@ -39,6 +40,14 @@ RULES: dict[str, Rule] = {r.id: r for r in (
          "the watermark is not judged",
          "Filter on the load time, or re-read a lookback at least as long as the lateness with a keyed "
          "strategy.", late_watermark),
+    Rule("window-shorter-than-run", ERROR,
+         "a lookback from the watermark of {{ this }} (`>= max(col) - interval ...`, or a bare `>=` on an "
+         "instant) that reaches back less than one run of the schedule (`schedule:` in rerun_safety.yml, or "
+         "lint --batch-size; default a day): after a half-committed run, the rows it did not commit that are "
+         "older than the reach are never read again. A `>=` on a date column reaches its whole last day",
+         "Reach back at least one run, plus how late rows arrive (`- interval '1 day'` for a daily run), with "
+         "delete+insert or merge on unique_key; or set `schedule:` to how often the model really runs.",
+         window_shorter_than_run),
     Rule("partition-lookback-unaligned", ERROR,
          "partition_overwrite whose lookback starts inside a partition (not truncated to the partition_key "
          "granularity): the oldest partition is replaced by its tail",

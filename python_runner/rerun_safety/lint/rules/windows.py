@@ -5,7 +5,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from ..context import ModelContext
-from ..grain import ALIGNED, INSTANT, Typer, aligned, constant_within, type_grain
+from ..grain import ALIGNED, INSTANT, Typer, aligned, constant_within, type_grain, unit_grain
 from .base import (FILTER_CLAUSES, Hit, anti_joins_this, clause_of, has_window_literal, is_this,
                    mentions_window, needle, Scope, sql_text, unwrap, watermarks)
 
@@ -85,6 +85,92 @@ def late_watermark(ctx: ModelContext) -> list[Hit]:
     return hits
 
 
+
+
+_SECONDS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400, "week": 7 * 86400, "month": 30 * 86400,
+            "quarter": 91 * 86400, "year": 365 * 86400}
+
+
+def _interval_seconds(node: exp.Expression) -> float | None:
+    """`interval '2 hours'` / `interval 2 hour` / `interval '2' hour` in seconds (None: not a known interval)."""
+    node = unwrap(node)
+    if not isinstance(node, exp.Interval) or node.this is None:
+        return None
+    parts = str(node.this.name).strip().split()
+    unit = node.args.get("unit")
+    word = unit.name if unit is not None else (parts[-1] if len(parts) == 2 else "")
+    try:
+        n = float(parts[0]) if parts else None
+    except ValueError:
+        return None
+    grain = unit_grain(word)
+    return None if n is None or grain not in _SECONDS else n * _SECONDS[grain]
+
+
+def _truncated(node: exp.Expression) -> exp.Expression | None:
+    """The expression a date_trunc / cast-to-date truncates."""
+    if isinstance(node, (exp.TimestampTrunc, exp.DateTrunc, exp.DatetimeTrunc, exp.Cast, exp.TryCast, exp.Date)):
+        return node.this
+    if isinstance(node, exp.Anonymous) and node.expressions:
+        return node.expressions[-1]
+    return None
+
+
+def reach(value: exp.Expression, op: str, grain_of) -> float | None:
+    """How far back before the watermark (max() of {{ this }}) a bound lets the incremental filter
+    read, in seconds: its intervals subtracted, a truncation to a grain (which reads the grain's
+    start), a bare `>=` on a date (the whole last day). `grain_of(max)`: the grain of the watermark's
+    column (grain.Typer). None: a shape not understood, or a column of unknown type (no finding then)."""
+    node = unwrap(value)
+    if isinstance(node, exp.Sub):
+        back, inner = _interval_seconds(node.expression), reach(node.this, op, grain_of)
+        return None if back is None or inner is None else inner + back
+    unit = _trunc_unit(node)
+    if unit is not None and unit in _SECONDS and (arg := _truncated(node)) is not None:
+        inner = reach(arg, op, grain_of)
+        return None if inner is None else inner + _SECONDS[unit]
+    if isinstance(node, exp.Max) and isinstance(unwrap(node.this), exp.Column):
+        grain = grain_of(node)
+        if grain is None:
+            return None
+        return _SECONDS.get(grain, 0) if op == ">=" and grain != INSTANT else 0.0
+    return None
+
+
+def _duration(seconds: float) -> str:
+    for unit in ("day", "hour", "minute"):
+        if seconds >= _SECONDS[unit] and seconds % _SECONDS[unit] == 0:
+            n = int(seconds // _SECONDS[unit])
+            return f"{n} {unit}{'s' if n != 1 else ''}"
+    return "nothing" if not seconds else f"{seconds:g} seconds"
+
+
+def window_shorter_than_run(ctx: ModelContext) -> list[Hit]:
+    """A lookback from the watermark (`col >= (select max(col) - interval ... from {{ this }})`, or a
+    bare `>=`) that reaches back less than one run of the schedule: after a half-committed run, the rows
+    it did not commit older than the reach are never read again."""
+    if not ctx.is_incremental or ctx.incremental is None or not ctx.incremental.ok:
+        return []
+    label, run, origin = ctx.schedule
+    hits = []
+    for stmt in ctx.incremental.statements:
+        typer = Typer(stmt, ctx.relation_types, lambda t: is_this(t, ctx))
+        for w in watermarks(stmt, ctx):
+            if w.op == ">" and w.bare_max:
+                continue  # watermark-strict-gt
+            left = typer.grain(w.column)
+            if left is not None and left != INSTANT and not w.bare_max:
+                continue  # a day compared with an instant bound: whole days, not a reach from the watermark
+            # the max()'s column in {{ this }}, else the column it bounds (the same quantity, read upstream)
+            back = reach(w.value, w.op, lambda n, col=w.column: typer.grain(n) or typer.grain(col))
+            if back is None or back >= run:
+                continue
+            hits.append(Hit("window-shorter-than-run",
+                            f"incremental window `{sql_text(w.node, ctx)}` reaches back {_duration(back)} before "
+                            f"the watermark, less than one run ({label}, {origin}): after a half-committed run, "
+                            "the rows it left behind that are older than that are never read again",
+                            "incremental", (r"\{\{\s*this\s*\}\}",), key=sql_text(w.node, ctx)))
+    return hits
 
 
 def _trunc_unit(node: exp.Expression) -> str | None:
