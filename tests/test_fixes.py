@@ -358,3 +358,28 @@ def test_a_refused_candidate_is_listed_with_why_and_the_next_is_verified(tmp_pat
     assert "--apply: 1 fix(es) written:" in out
     assert json.loads((tmp_path / "out" / "report.json").read_text())["fixes"][0]["before_sha256"]
     shutil.rmtree(tmp_path / "out")
+
+
+def test_a_fix_search_with_no_root_cause_says_so_and_one_not_asked_says_nothing():
+    from rerun_safety.report.terminal import fix_lines
+
+    asked = GamedayReport("p", "duckdb", "dev", (), 1, (), (), 1.0, 1, 1.0, "", fixes=())
+    assert fix_lines(asked, {}) == [("Fixes: no root cause to fix", "bold")]
+    assert asked.to_dict()["fixes"] == []
+    plain = GamedayReport("p", "duckdb", "dev", (), 1, (), (), 1.0, 1, 1.0, "")
+    assert fix_lines(plain, {}) == [] and "fixes" not in plain.to_dict()
+
+
+def test_the_copy_of_a_project_leaves_out_a_work_root_inside_it(tmp_path):
+    from rerun_safety.fix.search import _not_copied
+
+    project = tmp_path / "project"
+    (project / "models").mkdir(parents=True)
+    (project / "models" / "m.sql").write_text("select 1")
+    (project / ".work" / "run").mkdir(parents=True)  # --work-root .work, inside the project
+    (project / "target").mkdir()
+    (project / "p.duckdb").write_text("")
+    shutil.copytree(project, project / ".work" / "run" / "copy", ignore=_not_copied(project / ".work"))
+    copied = sorted(str(p.relative_to(project / ".work" / "run" / "copy")) for p in
+                    (project / ".work" / "run" / "copy").rglob("*"))
+    assert copied == ["models", "models/m.sql"]

@@ -184,7 +184,7 @@ class GamedayReport:
     batch_size: str = "day"
     notes: tuple[str, ...] = ()  # about the whole run: the schedule simulated, inputs realigned, ...
     baseline: dict[str, str] | None = None  # model name -> verdict in the report compared with
-    fixes: tuple[Fix, ...] = ()  # --fix: per root cause, a verified fix or none
+    fixes: tuple[Fix, ...] | None = None  # --fix: per root cause, a verified fix or none (None: not asked)
 
     @property
     def worse_than_baseline(self) -> tuple[ModelVerdict, ...]:
@@ -251,7 +251,7 @@ class GamedayReport:
             "models": [m.to_dict() for m in self.models],
             "summary": self.summary(),
             # whether the project's code ran confined by the kernel (and where it could write)
-            **({"fixes": [f.to_dict() for f in self.fixes]} if self.fixes else {}),
+            **({"fixes": [f.to_dict() for f in self.fixes]} if self.fixes is not None else {}),
             **({"confinement": self.extra["confinement"]} if "confinement" in self.extra else {}),
             **({"extra": {k: v for k, v in self.extra.items() if k != "confinement"}} if self.extra else {}),
         }

@@ -31,6 +31,16 @@ from .candidates import Candidate, Target, candidates
 _NOT_COPIED = shutil.ignore_patterns("target", "logs", ".git", "*.duckdb", "*.duckdb.wal", "__pycache__")
 
 
+def _not_copied(work_root: Path):
+    """The ignore function of a copy: _NOT_COPIED, and the work root itself where it lies inside the
+    project (a copy into it would copy itself)."""
+    root = work_root.resolve()
+
+    def ignore(folder: str, names: list[str]) -> set[str]:
+        return set(_NOT_COPIED(folder, names)) | {n for n in names if (Path(folder) / n).resolve() == root}
+    return ignore
+
+
 class _Prefixed:
     """The progress of a verifying game day, told as part of the fix search."""
 
@@ -211,7 +221,7 @@ def _verify(first: Gameday, report: GamedayReport, changes: list[tuple[_Search, 
     lock = make_locked_dir(folder)  # swept after a kill, as a run's parse folder
     try:
         copy = folder / "project"
-        shutil.copytree(o.project_dir, copy, ignore=_NOT_COPIED, symlinks=True)
+        shutil.copytree(o.project_dir, copy, ignore=_not_copied(o.work_root), symlinks=True)
         for search, cand in changes:
             (copy / search.rel).write_text(cand.text)
         models = first.project.models

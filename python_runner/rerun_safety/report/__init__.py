@@ -38,7 +38,7 @@ def write_reports(report: GamedayReport, output_dir: Path | str) -> dict[str, Pa
         paths[key] = _write(out, filename, text)
     for stale in (out / "fixes").glob("*.patch"):  # an earlier run's: never beside this run's
         stale.unlink(missing_ok=True)
-    for fix in report.fixes:
+    for fix in report.fixes or ():
         if fix.verified:
             paths[f"fix:{fix.model}"] = _write(out / "fixes", f"{fix.model}.patch", fix.patch)
     return paths

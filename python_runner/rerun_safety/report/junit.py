@@ -137,7 +137,7 @@ class JunitRenderer(Renderer):
                             ("target", report.target), ("scenarios", ",".join(report.scenarios)),
                             ("steps", str(report.steps))):
             ET.SubElement(props, "property", name=name, value=_clean(value))
-        for f in report.fixes:  # --fix: what to change, beside the failures
+        for f in report.fixes or ():  # --fix: what to change, beside the failures
             ET.SubElement(props, "property", name=_clean(f"fix:{f.model}"),
                           value=_clean(f"verified: {f.description} (fixes/{f.model}.patch)" if f.verified
                                        else "no fix verified" + (f": {f.why_none}" if f.why_none else "")))

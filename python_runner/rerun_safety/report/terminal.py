@@ -148,8 +148,10 @@ def _on_a_tty(console: Console) -> bool:
 
 def fix_lines(report: GamedayReport, paths: dict[str, Path]) -> list[tuple[str, str]]:
     """--fix: per root cause, its verified fix and patch, or why none was verified."""
-    if not report.fixes:
+    if report.fixes is None:
         return []
+    if not report.fixes:
+        return [("Fixes: no root cause to fix", "bold")]
     verified = [f for f in report.fixes if f.verified]
     out = [(f"Fixes: {len(verified)} of {len(report.fixes)} root causes have a verified fix", "bold")]
     for f in report.fixes:
