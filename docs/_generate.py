@@ -95,6 +95,16 @@ select * from {{ source('raw', 'events') }}
 {% if is_incremental() %}
 where loaded_at >= (select max(loaded_at) - interval '1 hour' from {{ this }})
 {% endif %}"""},
+    "stale-attribute": {"relation_kinds": {("raw", "events"): "event", ("raw", "customers"): "state"},
+                        "model": """\
+{# raw.customers has no time column: the current state of each customer #}
+{{ config(materialized='incremental', incremental_strategy='merge', unique_key='event_id') }}
+select e.event_id, e.event_time, e.amount, c.segment
+from {{ source('raw', 'events') }} e
+join {{ source('raw', 'customers') }} c on c.customer_id = e.user_id
+{% if is_incremental() %}
+where e.event_time >= (select max(event_time) - interval '1 day' from {{ this }})
+{% endif %}"""},
     "late-watermark": {"load_times": (("raw.events", "event_time", "loaded_at"),), "model": """\
 {# sources.yml: raw.events has `loaded_at_field: loaded_at` and `config: {event_time: event_time}` #}
 {{ config(materialized='incremental', unique_key='event_id') }}
@@ -271,7 +281,7 @@ def lint_example(rule_id: str) -> list:
         incremental_strategy=config.get("incremental_strategy"), partition_key=config.get("partition_key"),
         partitions=config.get("partitions"), config=config, rerun_safety_meta=meta,
         root_macros=frozenset({SHIM}), raw_code=spec["model"], types=TYPES,
-        load_times=tuple(spec.get("load_times", ())),
+        load_times=tuple(spec.get("load_times", ())), relation_kinds=dict(spec.get("relation_kinds", {})),
         strategy_macros=frozenset({SHIM, *spec.get("strategy_macros", ())}))
     findings, _ = lint_model(ctx)
     return findings

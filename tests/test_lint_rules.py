@@ -618,6 +618,7 @@ def test_suppressions(adapter):
 def test_rule_table_is_stable(adapter):
     assert list(RULES) == [
         "append-reread", "unique-key-ignored", "watermark-strict-gt", "late-watermark", "window-shorter-than-run",
+        "stale-attribute",
         "partition-lookback-unaligned",
         "nondeterministic-function", "clock-window", "self-state", "this-in-first-build", "window-over-batch",
         "config-column-missing",
@@ -706,3 +707,40 @@ def test_the_schedule_comes_from_the_option_then_rerun_safety_yml_then_a_day(ada
     assert _model_schedule(node, ("day", 86400.0, "x")) == ("week", 604800.0, "its meta.rerun_safety.schedule")
     node.meta = {}
     assert _model_schedule(node, ("day", 86400.0, "x")) == ("day", 86400.0, "x")
+
+
+# --- stale-attribute -----------------------------------------------------------------------------
+
+KINDS = {("raw", "orders"): "event", ("raw", "customers"): "state", ("raw", "countries"): "static",
+         ("analytics", "customer_history"): "history"}
+BATCH = f" where o.ts >= (select max(ts) - interval '3 days' from {T})"
+CUSTOMERS = '"warehouse"."raw"."customers"'
+
+
+def _joined(adapter, select, join, where=BATCH):
+    sql = f"select o.order_id, o.ts, {select} from {SRC} o join {join} on c.customer_id = o.customer_id{where}"
+    return incremental(adapter, sql, "merge", "order_id", relation_kinds=KINDS,
+                       columns={"order_id": "integer", "ts": "timestamp"})
+
+
+def test_stale_attribute(adapter):
+    found = [f for f in run_rules(_joined(adapter, "c.segment, c.tier as level", f"{CUSTOMERS} c"))
+             if f.rule == "stale-attribute"]
+    assert [(f.rule, f.severity) for f in found] == [("stale-attribute", "warning")]
+    assert found[0].message.startswith("segment, level copied from customers (the current state of what it describes)")
+
+
+def test_stale_attribute_near_misses(adapter):
+    def stale(ctx):
+        return [f.rule for f in run_rules(ctx) if f.rule == "stale-attribute"]
+
+    assert stale(_joined(adapter, "c.customer_id as cid", f"{CUSTOMERS} c")) == []  # only the join key
+    assert stale(_joined(adapter, "c.segment", f"{CUSTOMERS} c", where="")) == []  # every run reads everything
+    assert stale(_joined(adapter, "c.name", '"warehouse"."raw"."countries" c')) == []  # declared static
+    assert stale(_joined(adapter, "c.segment", '"warehouse"."analytics"."customer_history" c')) == []  # a snapshot
+    point_in_time = (f"select o.order_id, c.segment from {SRC} o join {CUSTOMERS} c on c.customer_id = o.customer_id "
+                     f"and o.ts >= c.valid_from and o.ts < c.valid_to{BATCH}")
+    assert stale(incremental(adapter, point_in_time, "merge", "order_id", relation_kinds=KINDS)) == []
+    # a relation the lint knows nothing of (no manifest): no finding
+    assert stale(incremental(adapter, f"select o.order_id, c.segment from {SRC} o join {CUSTOMERS} c "
+                                      f"on c.customer_id = o.customer_id{BATCH}", "merge", "order_id")) == []

@@ -102,6 +102,8 @@ class ModelContext:
     # (source, event-time column, load-time column) of the sources upstream that declare when rows
     # were loaded beside when they happened
     load_times: tuple[tuple[str, str, str], ...] = ()
+    # (schema, name) -> what a relation holds: event | state | static | history (core.relation_kinds)
+    relation_kinds: dict = field(default_factory=dict)
     # how often the models run: (label, seconds, where it came from), see run_lint
     schedule: tuple[str, float, str] = ("day", 86400.0, "the default schedule")
     # how hooks' `{{ source('a', 'b') }}` / `{{ ref('m') }}` render: {"source:a.b": "schema.table", "ref:m": ...}

@@ -102,6 +102,51 @@ def _source_load_times(manifest) -> dict[str, tuple[str, str, str]]:
     return out
 
 
+def relation_kinds(manifest, time_columns: dict[str, str], kinds: dict[str, str]) -> dict[tuple[str, str], str]:
+    """(schema, identifier) -> what a relation holds, for the stale-attribute rule: "event" (rows that
+    arrive over time: a timed source or seed, an incremental model, a model reading one), "state" (the
+    current state of things that change: an untimed source, or a table or view built only from such),
+    "static" (seeds and sources declared static in rerun_safety.yml, and what is built only from them),
+    "history" (snapshots). `time_columns`/`kinds`: rerun_safety.yml's, by source_name.table_name or seed name."""
+    own: dict[str, str] = {}
+    for uid, src in manifest.sources.items():
+        name = f"{src.source_name}.{src.name}"
+        declared = kinds.get(name)
+        timed = (getattr(src.config, "event_time", None) or src.loaded_at_field or name in time_columns
+                 or _meta(src).get("time_column"))
+        own[uid] = ("static" if declared == "static" else "state" if declared == "current_state" else
+                    "event" if declared in ("event_log", "loaded_log") or timed else "state")
+    for uid, node in manifest.nodes.items():
+        kind = str(node.resource_type.value)
+        if kind == "seed":
+            declared = kinds.get(node.name)
+            own[uid] = ("event" if node.name in time_columns or declared in ("event_log", "loaded_log") else
+                        "state" if declared == "current_state" else "static")
+        elif kind == "snapshot":
+            own[uid] = "history"
+        elif kind == "model" and getattr(node.config, "materialized", None) == "incremental":
+            own[uid] = "event"
+
+    def of(uid: str, seen: frozenset = frozenset()) -> str:
+        if uid in own or uid in seen:
+            return own.get(uid, "static")
+        node = manifest.nodes.get(uid)
+        parents = [p for p in (getattr(node.depends_on, "nodes", None) or ()) if p in manifest.nodes
+                   or p in manifest.sources] if node is not None else []
+        found = {of(p, seen | {uid}) for p in parents}
+        own[uid] = ("event" if "event" in found or "history" in found else "state" if "state" in found
+                    else "static")
+        return own[uid]
+
+    out = {}
+    for uid, src in manifest.sources.items():
+        out[(str(src.schema).lower(), str(src.identifier).lower())] = own[uid]
+    for uid, node in manifest.nodes.items():
+        if str(node.resource_type.value) in ("model", "seed", "snapshot"):
+            out[(str(node.schema).lower(), str(node.alias or node.name).lower())] = of(uid)
+    return out
+
+
 def _relation_names(manifest) -> dict[str, str]:
     """How hooks' `source()` and `ref()` render, as schema.identifier (the lint reads which table a hook writes)."""
     names = {f"source:{s.source_name}.{s.name}": f"{s.schema}.{s.identifier}" for s in manifest.sources.values()}
@@ -187,6 +232,11 @@ def run_lint(project_dir: str | Path = ".", profiles_dir: str | Path | None = No
     catalog = {key: dict(cols) for key, cols in outcome.columns.items()}
     load_times = _source_load_times(manifest)
     relation_names = _relation_names(manifest)
+    from ..project import load_runner_config
+    from ..vars import parse_vars
+
+    times, declared, _, _ = load_runner_config(Path(project_dir), parse_vars(vars_yaml))
+    holds = relation_kinds(manifest, times, declared)
     upstream: dict = {}
     feeds = _feeding_incremental(manifest)
     relation_keys: dict = {}
@@ -241,7 +291,7 @@ def run_lint(project_dir: str | Path = ".", profiles_dir: str | Path | None = No
             language="python" if python else "sql",
             load_times=tuple(load_times[u] for u in sorted(_upstream(uid, manifest, upstream)) if u in load_times),
             relation_names=relation_names, clock_rendered=outcome.clock_rendered.get(uid),
-            schedule=_model_schedule(node, cadence))
+            schedule=_model_schedule(node, cadence), relation_kinds=holds)
         unknown = sorted(outcome.unknown_relations.get(p, p) for p in node.depends_on.nodes
                          if p in outcome.unknown_relations)
         extra = _python_findings(ctx, compiled) if python else _pipeline_findings(ctx, compiled, full, incr, unknown)

@@ -12,6 +12,7 @@ from .config import (adapter_trap, config_columns, microbatch_postgres, own_stra
                      unknown_strategy)
 from .determinism import (clock_window, limit_without_order, order_not_total,
                           nondeterministic_function)
+from .attributes import stale_attribute
 from .hooks import hook_append, hook_writes_other
 from .lookback import window_over_batch
 from .windows import (append_reread, inclusive_window_bound, late_watermark, partition_lookback_unaligned,
@@ -48,6 +49,15 @@ RULES: dict[str, Rule] = {r.id: r for r in (
          "Reach back at least one run, plus how late rows arrive (`- interval '1 day'` for a daily run), with "
          "delete+insert or merge on unique_key; or set `schedule:` to how often the model really runs.",
          window_shorter_than_run),
+    Rule("stale-attribute", WARNING,
+         "an incremental model that cuts its rows to a batch and joins the current state of something that "
+         "changes (an untimed source, or a table or view built only from such: a customer's segment, a "
+         "product's price), copying its columns into rows it writes once: a change there never reaches rows "
+         "already written, while a rebuild would show it. Not for point-in-time (range) joins, snapshots, "
+         "or inputs declared `static` in rerun_safety.yml",
+         "Join the attributes where they are read (a view or a table rebuilt from the incremental facts), or "
+         "re-read the rows whose attributes changed (merge on unique_key over the keys changed since the last "
+         "run); declare a truly fixed input `static` in rerun_safety.yml.", stale_attribute),
     Rule("partition-lookback-unaligned", ERROR,
          "partition_overwrite whose lookback starts inside a partition (not truncated to the partition_key "
          "granularity): the oldest partition is replaced by its tail",
