@@ -71,7 +71,8 @@ Modules
   floats   float tolerance, rounding, pairing    rows     row-level multiset comparison
   limits   sizes and limits (read at call time)  samples  the sample rows, columns of a pair
   keyed    a wide keyed table: differing keys    core     compare, diff_relations
-           by a join, their columns compared
+           by a join, their columns compared     fingerprint  a relation's row count and row-hash
+                                                          sum (a fix's clean build vs the first)
 """
 from __future__ import annotations
 

@@ -377,21 +377,26 @@ def _overview(report: GamedayReport, order: list[ModelVerdict]) -> str:
 
 
 def _fixes(report: GamedayReport) -> list[str]:
-    """--fix: each root cause's verified fix (its patch) or why none was verified."""
-    if not report.fixes:
+    """--fix: one line per root cause (its verified fix, or none), opened for the change, the proof, the
+    patch and what else was tried."""
+    if report.fixes is None:
         return []
+    if not report.fixes:
+        return ["<h2>Fixes</h2><p>No root cause to fix.</p>"]
     out = ['<h2>Fixes</h2><ul class="fixes">']
     for f in report.fixes:
         tried = "".join(f"<li>tried {e(t.candidate)}: {e(t.why)}</li>" for t in f.tried)
         if f.verified:
-            out.append(f'<li class="verified"><b>{e(f.model)}</b> ({e(f.verdict)}): {e(f.description)}. Verified: '
-                       f"{e(', '.join(f.models))} safe in every scenario that exercised them, clean build unchanged "
-                       f"(fixes/{e(f.model)}.patch)" + (f". Note: {e(f.note)}" if f.note else "")
-                       + f"<pre class=\"patch\">{e(f.patch)}</pre>"
-                       + (f"<ul>{tried}</ul>" if tried else "") + "</li>")
+            head = f"<b>{e(f.model)}</b> ({e(f.verdict)}): verified fix: {e(f.candidate)}"
+            body = (f"{e(f.description)}. Verified: {e(', '.join(f.models))} safe in every scenario that exercised "
+                    f"them, clean build unchanged (fixes/{e(f.model)}.patch)" + (f". Note: {e(f.note)}" if f.note else "")
+                    + f'<pre class="patch">{e(f.patch)}</pre>')
         else:
-            out.append(f'<li class="none"><b>{e(f.model)}</b> ({e(f.verdict)}): no fix verified'
-                       + (f"; {e(f.why_none)}" if f.why_none else "") + (f"<ul>{tried}</ul>" if tried else "") + "</li>")
+            head = f"<b>{e(f.model)}</b> ({e(f.verdict)}): no fix verified"
+            body = e(f.why_none) if f.why_none else ""
+        body += f"<ul>{tried}</ul>" if tried else ""
+        out.append(f'<li class="{"verified" if f.verified else "none"}"><details><summary>{head}</summary>'
+                   f"{body}</details></li>")
     return out + ["</ul>"]
 
 
