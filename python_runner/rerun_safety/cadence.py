@@ -8,6 +8,10 @@ from dataclasses import dataclass
 
 from .errors import ConfigError
 
+# a calendar unit's length in seconds, to compare windows with runs (a month as 30 days)
+SECONDS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400, "week": 7 * 86400, "month": 30 * 86400,
+           "quarter": 91 * 86400, "year": 365 * 86400}
+
 _UNITS = {"m": dt.timedelta(minutes=1), "h": dt.timedelta(hours=1), "d": dt.timedelta(days=1),
           "w": dt.timedelta(weeks=1)}
 _NAMED = {"minute": "1m", "hour": "1h", "day": "1d", "week": "1w", "month": "1mo", "year": "1y"}
@@ -43,7 +47,7 @@ class Batch:
     @property
     def seconds(self) -> float:
         """Its length (a month as 30 days), to compare with a window's reach."""
-        return self.months * 30 * 86400 if self.months else self.delta.total_seconds()
+        return self.months * SECONDS["month"] if self.months else self.delta.total_seconds()
 
     def floor(self, t: dt.datetime) -> dt.datetime:
         if self.months:

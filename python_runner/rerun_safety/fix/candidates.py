@@ -24,6 +24,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ..cadence import SECONDS
+
 UNKEYED = (None, "", "append", "default")
 KEYED_STRATEGIES = ("delete+insert", "merge")
 OVERWRITES = ("partition_overwrite", "insert_overwrite")
@@ -197,12 +199,11 @@ def watermarks(raw: str) -> list[Watermark]:
     return out
 
 
-_UNITS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400, "week": 7 * 86400}
 _LOOKBACK = re.compile(r"(?is)^(?P<base>.+?)\s*-\s*interval\s*'\s*(?P<n>\d+)\s*(?P<unit>[a-z]+?)s?\s*'$")
 
 
 def _seconds(n: str, unit: str) -> int | None:
-    size = _UNITS.get(unit.lower().rstrip("s"))
+    size = SECONDS.get(unit.lower().rstrip("s"))
     return int(n) * size if size else None
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from ...cadence import SECONDS
 from ..context import ModelContext
 from ..grain import ALIGNED, INSTANT, Typer, aligned, constant_within, type_grain, unit_grain
 from .base import (FILTER_CLAUSES, Hit, anti_joins_this, clause_of, has_window_literal, is_this,
@@ -87,8 +88,6 @@ def late_watermark(ctx: ModelContext) -> list[Hit]:
 
 
 
-_SECONDS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400, "week": 7 * 86400, "month": 30 * 86400,
-            "quarter": 91 * 86400, "year": 365 * 86400}
 
 
 def _interval_seconds(node: exp.Expression) -> float | None:
@@ -104,7 +103,7 @@ def _interval_seconds(node: exp.Expression) -> float | None:
     except ValueError:
         return None
     grain = unit_grain(word)
-    return None if n is None or grain not in _SECONDS else n * _SECONDS[grain]
+    return None if n is None or grain not in SECONDS else n * SECONDS[grain]
 
 
 def _truncated(node: exp.Expression) -> exp.Expression | None:
@@ -126,21 +125,21 @@ def reach(value: exp.Expression, op: str, grain_of) -> float | None:
         back, inner = _interval_seconds(node.expression), reach(node.this, op, grain_of)
         return None if back is None or inner is None else inner + back
     unit = _trunc_unit(node)
-    if unit is not None and unit in _SECONDS and (arg := _truncated(node)) is not None:
+    if unit is not None and unit in SECONDS and (arg := _truncated(node)) is not None:
         inner = reach(arg, op, grain_of)
-        return None if inner is None else inner + _SECONDS[unit]
+        return None if inner is None else inner + SECONDS[unit]
     if isinstance(node, exp.Max) and isinstance(unwrap(node.this), exp.Column):
         grain = grain_of(node)
         if grain is None:
             return None
-        return _SECONDS.get(grain, 0) if op == ">=" and grain != INSTANT else 0.0
+        return SECONDS.get(grain, 0) if op == ">=" and grain != INSTANT else 0.0
     return None
 
 
 def _duration(seconds: float) -> str:
     for unit in ("day", "hour", "minute"):
-        if seconds >= _SECONDS[unit] and seconds % _SECONDS[unit] == 0:
-            n = int(seconds // _SECONDS[unit])
+        if seconds >= SECONDS[unit] and seconds % SECONDS[unit] == 0:
+            n = int(seconds // SECONDS[unit])
             return f"{n} {unit}{'s' if n != 1 else ''}"
     return "nothing" if not seconds else f"{seconds:g} seconds"
 
