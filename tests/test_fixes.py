@@ -24,7 +24,8 @@ import pytest
 from rerun_safety.diff.fingerprint import Fingerprint, fingerprint
 from rerun_safety.errors import ConfigError
 from rerun_safety.fix.apply import apply_fixes
-from rerun_safety.fix.candidates import Target, candidates, set_config, tiebroken, watermarks
+from rerun_safety.fix.candidates import SideTable, Target, candidates, set_config, this_moved, tiebroken, watermarks
+from rerun_safety.fix.overrides import model_override
 from rerun_safety.results import Fix, GamedayReport, ModelVerdict, ScenarioResult
 from support.gameday import (SHOP, by_name, copy_project, dbt_deps, load_report, pg_profile, run_cli,
                              shop_generator)
@@ -109,11 +110,100 @@ def test_the_catalogue_on_the_shop_shapes():
     assert "(select date_trunc('day', max(event_time) - interval '2 days') from {{ this }})" in first.text
     none, why = candidates(_target("events_scored", "nondeterministic", materialized="table", strategy=None))
     assert none == [] and why.startswith("no candidate: no window function or list aggregate orders its rows")
-    none, why = candidates(_target("events_summarised", "side_effect"))
-    assert none == [] and why.startswith("a hook that writes another relation is not rewritten")
+    none, why = candidates(_target("events_summarised", "side_effect"))  # its relation's columns unknown
+    assert none == [] and why.startswith("no candidate: no hook set in one config() call of the model")
+    side = (SideTable("batch_summary", (("batch_day", "date"), ("events", "bigint"))),)
+    (hook,), _ = candidates(_target("events_summarised", "side_effect", side=side, dialect="duckdb"))
+    assert hook.name == "replace the hook's rows by batch_day"
+    assert ("{{ config(post_hook=[\"delete from {{ source('audit', 'batch_summary') }} where batch_day in (select "
+            "cast(max(event_time) as date) from {{ this }})\", \"insert into {{ source('audit', 'batch_summary') }} "
+            "select cast(max(event_time) as date), count(*) from {{ this }}\"]) }}\n") in hook.text
     # a keyed strategy with a window that re-reads: nothing to change for duplicates
     none, why = candidates(_target("events_merge", "duplicates", strategy="merge", key=("event_id",)))
     assert none == [] and "strategy merge" in why
+
+
+def test_a_hook_insert_gets_a_delete_of_its_batch_first_keyed_by_a_column_it_inserts():
+    side = (SideTable("totals", (("events", "bigint"), ("day", "date"), ("note", "text"))),)
+    raw = ("{{ config(materialized='incremental', post_hook=[\n"
+           "    \"insert into audit.totals (events, day, note) select count(*), cast(t as date) as day, 'x' "
+           "from {{ this }} group by 2, 3\",\n    'insert into audit.log select 1']) }}\nselect 1\n")
+    found, _ = candidates(Target("m", "side_effect", raw, "incremental", "append", (), (), side=side, dialect="postgres"))
+    assert [c.name for c in found] == ["replace the hook's rows by day", "replace the hook's rows by note"]
+    assert found[0].text == (  # the date column first; the positions of `group by` become the expressions
+        "{{ config(materialized='incremental', post_hook=[\n    \"delete from audit.totals where day in (select "
+        "cast(t as date) from {{ this }} group by cast(t as date), 'x')\", \"insert into audit.totals (events, day, "
+        "note) select count(*), cast(t as date) as day, 'x' from {{ this }} group by 2, 3\",\n"
+        "    'insert into audit.log select 1']) }}\nselect 1\n")
+    # already replacing what it inserts, a count as the only column, or set in two config() calls: none
+    for raw in ("{{ config(post_hook=['delete from audit.totals', 'insert into audit.totals select 1, current_date, "
+                "null from {{ this }}']) }}select 1",
+                "{{ config(post_hook='insert into audit.totals (events) select count(*) from {{ this }}') }}select 1",
+                "{% if a %}{{ config(post_hook='insert into audit.totals select 1, d, 2 from {{ this }}') }}{% else %}"
+                "{{ config(post_hook='insert into audit.totals select 1, d, 2 from {{ this }}') }}{% endif %}select 1"):
+        none, why = candidates(Target("m", "side_effect", raw, "incremental", "append", (), (), side=side))
+        assert none == [] and why.startswith("no candidate: no hook set in one config() call"), raw
+
+
+def test_a_cte_reading_this_outside_the_branch_is_moved_inside_it():
+    sole = ("with w as (select max(d) as since from {{ this }})\nselect * from {{ ref('a') }}\n"
+            "{% if is_incremental() %}where d >= (select since from w){% endif %}\n")
+    assert this_moved(sole) == ("{% if is_incremental() %}with w as (select max(d) as since from {{ this }})"
+                                "{% endif %}\nselect * from {{ ref('a') }}\n"
+                                "{% if is_incremental() %}where d >= (select since from w){% endif %}\n")
+    later = ("with a as (select * from {{ ref('a') }}), w as (select max(d) as since from {{ this }})\n"
+             "select * from a\n{% if is_incremental() %}where d >= (select since from w){% endif %}")
+    assert this_moved(later).startswith("with a as (select * from {{ ref('a') }}){% if is_incremental() %}, w as "
+                                        "(select max(d) as since from {{ this }}){% endif %}\nselect * from a\n")
+    assert this_moved(later.replace("select * from a\n", "select * from a, w\n")) is None  # read outside: no
+    assert this_moved("select * from a where d > (select max(d) from {{ this }})") is None  # not in a CTE
+    hooked = "{{ config(post_hook='insert into x select * from {{ this }}') }}select 1"
+    assert this_moved(hooked) is None  # a hook reads the built relation: nothing to move
+    assert this_moved(sole.replace("select since from w", "select max(d) from {{ this }}")) is not None
+
+
+def test_a_package_models_config_goes_under_models_in_the_projects_file():
+    settings = {"incremental_strategy": "delete+insert", "unique_key": ("event_id", "day")}
+    text = ("name: p  # the project\nmodels:\n  p:\n    +materialized: view\n  # vendor models\n  vendor:\n"
+            "    +schema: vendor\n    staging:\n      other:\n        +enabled: true\nseeds:\n  p: {}\n")
+    assert model_override(text, ["vendor", "staging", "m"], settings) == (
+        "name: p  # the project\nmodels:\n  p:\n    +materialized: view\n  # vendor models\n  vendor:\n"
+        "    +schema: vendor\n    staging:\n      m:\n        +incremental_strategy: \"delete+insert\"\n"
+        "        +unique_key: [\"event_id\", \"day\"]\n      other:\n        +enabled: true\nseeds:\n  p: {}\n")
+    assert model_override("name: p\n", ["vendor", "m"], {"unique_key": ("id",)}) == (
+        "name: p\nmodels:\n  vendor:\n    m:\n      +unique_key: \"id\"\n")
+    # a flow mapping, or the key already set there: the text cannot take it safely
+    assert model_override("name: p\nmodels: {vendor: {m: {}}}\n", ["vendor", "m"], settings) is None
+    assert model_override("name: p\nmodels:\n  vendor:\n    m:\n      +unique_key: id\n", ["vendor", "m"],
+                          settings) is None
+
+
+def test_a_crlf_file_keeps_its_line_ends_in_the_patch_and_when_applied(tmp_path):
+    from rerun_safety.fix.candidates import Candidate
+    from rerun_safety.fix.search import _lf, _read, _Search
+
+    path = tmp_path / "m.sql"
+    path.write_bytes(b"{{ config(materialized='incremental') }}\r\nselect 1\r\n")
+    mv = ModelVerdict("m", "model.p.m", "duplicates", True, (), "incremental", "append", (), (), ())
+    search = _Search(mv, ["model.p.m"], text=_read(path), rel=Path("m.sql"))
+    search.verified = (Candidate("keyed", "d", set_config(_lf(search.text), unique_key=("id",))), ["m"])
+    fix = search.result()
+    assert fix.patch.splitlines(keepends=True)[3:] == [
+        "-{{ config(materialized='incremental') }}\r\n", "+{{ config(materialized='incremental', unique_key='id') }}\r\n",
+        " select 1\r\n"]
+    report = GamedayReport("p", "duckdb", "dev", (), 1, (), (), 1.0, 1, 1.0, "", fixes=(fix,))
+    assert apply_fixes(report, tmp_path) == [path]  # the game day's hash is of the bytes as read
+    assert path.read_bytes() == b"{{ config(materialized='incremental', unique_key='id') }}\r\nselect 1\r\n"
+
+
+def test_two_fixes_of_one_file_are_not_applied(tmp_path):
+    (tmp_path / "dbt_project.yml").write_text("name: p\n")
+    both = GamedayReport("p", "duckdb", "dev", (), 1, (), (), 1.0, 1, 1.0, "",
+                         fixes=(_fix("dbt_project.yml", "name: p\n", "name: p\n# a\n"),
+                                _fix("dbt_project.yml", "name: p\n", "name: p\n# b\n")))
+    with pytest.raises(ConfigError, match=r"--apply: several fixes change dbt_project.yml; nothing applied"):
+        apply_fixes(both, tmp_path)
+    assert (tmp_path / "dbt_project.yml").read_text() == "name: p\n"
 
 
 def test_key_candidates_are_the_configured_key_then_ids_then_ids_with_the_time_column():
@@ -191,16 +281,29 @@ def test_a_change_of_what_a_clean_build_produces_is_refused():
     report = GamedayReport("p", "duckdb", "dev", ("rerun",), 2, (), (mv,), 1.0, 1, 1.0, "")
     again = GamedayReport("p", "duckdb", "dev", ("rerun",), 2, (), (ModelVerdict(
         "m", "model.p.m", "safe", False, (), "incremental", "delete+insert", (), (), (safe,)),), 1.0, 1, 1.0, "")
+    from rerun_safety.gameday.side_effects import SidePlan, SideRelation
+
+    def built(fingerprint: Fingerprint, side_rows: int | None = None):
+        side = SidePlan()
+        if side_rows is not None:  # a relation m's hook writes, as the clean build left it
+            side.relations.append(SideRelation("audit", "totals", "s0", False, ("model.p.m",), False,
+                                               fingerprint=Fingerprint(side_rows, "7", ())))
+        return SimpleNamespace(plan=SimpleNamespace(fingerprints={"model.p.m": fingerprint}, side=side))
+
     before = Fingerprint(10, "5", (("a", "2"), ("b", "3")))
-    first = SimpleNamespace(plan=SimpleNamespace(fingerprints={"model.p.m": before}))
-    same = SimpleNamespace(plan=SimpleNamespace(fingerprints={"model.p.m": Fingerprint(10, "5", before.columns)}))
-    assert _judge(first, report, same, again, ["model.p.m"]) == (None, ["m"])
-    other = SimpleNamespace(plan=SimpleNamespace(fingerprints={"model.p.m": Fingerprint(10, "6", (("a", "2"), ("b", "4")))}))
-    assert _judge(first, report, other, again, ["model.p.m"]) == (
+    first = built(before)
+    assert _judge(first, report, built(Fingerprint(10, "5", before.columns)), again, ["model.p.m"]) == (None, ["m"])
+    assert _judge(first, report, built(Fingerprint(10, "6", (("a", "2"), ("b", "4")))), again, ["model.p.m"]) == (
         "it changes what a clean build of m produces (other values in b)", [])
-    fewer = SimpleNamespace(plan=SimpleNamespace(fingerprints={"model.p.m": Fingerprint(9, "5", before.columns)}))
-    assert _judge(first, report, fewer, again, ["model.p.m"])[0] == (
+    assert _judge(first, report, built(Fingerprint(9, "5", before.columns)), again, ["model.p.m"])[0] == (
         "it changes what a clean build of m produces (9 rows instead of 10)")
+    # a hook's relation: the clean build must leave in it what it left before the change
+    hooked = built(before, side_rows=6)
+    assert _judge(hooked, report, built(before, side_rows=6), again, ["model.p.m"]) == (None, ["m"])
+    assert _judge(hooked, report, built(before, side_rows=5), again, ["model.p.m"])[0] == (
+        "it changes what a clean build writes to audit.totals (5 rows instead of 6)")
+    assert _judge(hooked, report, built(before), again, ["model.p.m"])[0] == (
+        "the clean build of the changed project leaves no audit.totals")
 
 
 def test_a_scenario_the_first_game_day_did_not_exercise_is_not_held_against_a_fix():
@@ -273,10 +376,12 @@ def test_shop_root_causes_get_verified_fixes_or_a_reason(shop_fixed):
         assert f["path"] == f"models/staging/{name}.sql" and f["patch"].startswith(f"--- a/{f['path']}\n")
         assert (run["out"] / "fixes" / f"{name}.patch").read_text() == f["patch"]
     assert "interval '2 days'" in fixes["events_watermark"]["patch"]  # one day late at most, plus one batch
-    for name, why in (("events_scored", "no candidate: no window function"),
-                      ("events_summarised", "a hook that writes another relation")):
-        assert (fixes[name]["verified"], fixes[name]["tried"]) == (False, [])
-        assert fixes[name]["why_none"].startswith(why)
+    assert (fixes["events_scored"]["verified"], fixes["events_scored"]["tried"]) == (False, [])
+    assert fixes["events_scored"]["why_none"].startswith("no candidate: no window function")
+    # a summary row per run (the latest day, the count so far) never matches one clean build's: refused
+    (tried,) = fixes["events_summarised"]["tried"]
+    assert not fixes["events_summarised"]["verified"] and tried["candidate"] == "replace the hook's rows by batch_day"
+    assert tried["why"].startswith("events_summarised stays side_effect ("), tried
     assert sorted(p.name for p in (run["out"] / "fixes").iterdir()) == sorted(f"{n}.patch" for n in VERIFIED)
     md = (run["out"] / "report.md").read_text()
     assert "#### Fixes" in md and "```diff" in md
@@ -384,3 +489,87 @@ def test_the_copy_of_a_project_leaves_out_a_work_root_inside_it(tmp_path):
     copied = sorted(str(p.relative_to(project / ".work" / "run" / "copy")) for p in
                     (project / ".work" / "run" / "copy").rglob("*"))
     assert copied == ["models", "models/m.sql"]
+
+
+# ------------------------------------------------------------------ hooks, {{ this }} outside the branch, packages
+VENDOR_MODEL = ("{{ config(materialized='incremental') }}\n"
+                "select event_id, user_id, amount, event_time from {{ ref('stg_events') }}\n"
+                "{% if is_incremental() %}\n"
+                "where event_time >= (select max(event_time) - interval '3 days' from {{ this }})\n"
+                "{% endif %}\n")
+DAY_TOTALS = ("{{ config(materialized='incremental', incremental_strategy='delete+insert', unique_key='event_id',\n"
+              "          post_hook=\"insert into {{ source('audit', 'batch_totals') }} select cast(event_time as date), "
+              "count(*) from {{ this }} group by 1\") }}\n"
+              "select event_id, amount, event_time from {{ ref('stg_events') }}\n"
+              "{% if is_incremental() %}\n"
+              "where event_time >= (select max(event_time) - interval '3 days' from {{ this }})\n"
+              "{% endif %}\n")
+SINCE_CTE = ("{{ config(materialized='incremental', incremental_strategy='delete+insert', unique_key='event_id') }}\n"
+             "with since as (select max(event_time) - interval '3 days' as t from {{ this }}),\n"
+             "events as (select event_id, amount, event_time from {{ ref('stg_events') }})\n"
+             "select * from events\n"
+             "{% if is_incremental() %}\n"
+             "where event_time >= (select t from since)\n"
+             "{% endif %}\n")
+
+
+def test_hooks_this_outside_the_branch_and_package_models_get_verified_fixes_on_postgres(pg_server, tmp_path):
+    """Three shapes, labelled before the run, in one PostgreSQL game day with --fix:
+    - events_day_totals: its post-hook inserts per-day totals of the whole table at every run (side_effect);
+      fixed by deleting the days it covers first (keyed by batch_day, the date column it inserts);
+    - events_since: a CTE reads {{ this }} outside is_incremental() (the first build fails on PostgreSQL:
+      error); fixed by moving the CTE inside the branch;
+    - vendor_events, a model of a local package: an append over a three-day lookback (duplicates); fixed by
+      setting delete+insert on event_id for it in the project's dbt_project.yml (the package's file sets
+      neither key), so the package's copy stays as installed.
+    Each patch then applied with `git apply` to a fresh copy: a second game day judges all three `safe`."""
+    def project_at(dest: Path) -> Path:
+        project = copy_project(SHOP, dest)
+        (project / "models/staging/events_day_totals.sql").write_text(DAY_TOTALS)
+        (project / "models/staging/events_since.sql").write_text(SINCE_CTE)
+        vendor = project / "vendor_pkg"
+        (vendor / "models").mkdir(parents=True)
+        (vendor / "dbt_project.yml").write_text("name: vendor\nversion: '1.0'\nconfig-version: 2\n"
+                                                "profile: shop\nmodel-paths: ['models']\n")
+        (vendor / "models" / "vendor_events.sql").write_text(VENDOR_MODEL)
+        with open(project / "packages.yml", "a") as f:
+            f.write("  - local: vendor_pkg\n")
+        return project
+
+    def gameday(project: Path, out: Path, dbname: str, *extra: str) -> tuple[int, str]:
+        shop_generator().load_postgres(pg_server.dsn(dbname))
+        profiles = pg_profile(pg_server, dbname, out.parent / f"{out.name}_profiles", "shop", "analytics")
+        dbt_deps(project, profiles)
+        code, stdout, stderr = run_cli(["gameday", "--project-dir", str(project), "--profiles-dir", str(profiles),
+                                        "--output-dir", str(out), "--steps", "3", "--threads", "2",
+                                        "--scenarios", "rerun,partial", "--select", "events_day_totals",
+                                        "--select", "events_since", "--select", "vendor_events", *extra])
+        return code, stdout + stderr
+
+    project = project_at(tmp_path / "shop")
+    vendor_file = project / "vendor_pkg/models/vendor_events.sql"
+    code, out = gameday(project, tmp_path / "out", pg_server.create_database("shop_fix_shapes"), "--fix")
+    assert code == 1, out
+    report = load_report(tmp_path / "out")
+    assert {n: m["verdict"] for n, m in by_name(report).items() if n != "stg_events"} == {
+        "events_day_totals": "side_effect", "events_since": "error", "vendor_events": "duplicates"}
+    fixes = {f["model"]: f for f in report["fixes"]}
+    assert {n: (f["verified"], f["candidate"], f["path"]) for n, f in fixes.items()} == {
+        "events_day_totals": (True, "replace the hook's rows by batch_day", "models/staging/events_day_totals.sql"),
+        "events_since": (True, "move the read of this", "models/staging/events_since.sql"),
+        "vendor_events": (True, "keyed on event_id (dbt_project.yml)", "dbt_project.yml")}, out
+    assert ("delete from {{ source('audit', 'batch_totals') }} where batch_day in (select cast(event_time as date) "
+            "from {{ this }} group by cast(event_time as date))") in fixes["events_day_totals"]["patch"]
+    assert ("+with {% if is_incremental() %}since as (select max(event_time) - interval '3 days' as t from "
+            "{{ this }}),{% endif %}\n") in fixes["events_since"]["patch"]
+    assert (' models:\n+  vendor:\n+    vendor_events:\n+      +incremental_strategy: "delete+insert"\n'
+            '+      +unique_key: "event_id"\n   shop:\n') in fixes["vendor_events"]["patch"]
+    assert fixes["vendor_events"]["note"] == "" and vendor_file.read_text() == VENDOR_MODEL
+
+    fresh = project_at(tmp_path / "again")
+    for name in fixes:
+        subprocess.run(["git", "apply", str(tmp_path / "out" / "fixes" / f"{name}.patch")], cwd=fresh, check=True)
+    code, out = gameday(fresh, tmp_path / "out2", pg_server.create_database("shop_fix_shapes_again"))
+    assert code == 0, out
+    assert {n: m["verdict"] for n, m in by_name(load_report(tmp_path / "out2")).items()} == {
+        "stg_events": "safe", "events_day_totals": "safe", "events_since": "safe", "vendor_events": "safe"}

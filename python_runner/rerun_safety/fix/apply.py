@@ -14,9 +14,12 @@ def apply_fixes(report: GamedayReport, project_dir: Path) -> list[Path]:
     """Write each verified fix's file; refused as a whole (ConfigError) if any of them changed since the
     game day read it, so a project is never left half-patched."""
     todo = []
-    for f in report.fixes:
-        if not f.verified:
-            continue
+    verified = [f for f in report.fixes if f.verified]
+    shared = sorted({f.path for f in verified if sum(g.path == f.path for g in verified) > 1})
+    if shared:  # each fix's text was made from the file as it was: applying one would undo the other
+        raise ConfigError(f"--apply: several fixes change {', '.join(shared)}; nothing applied (apply the "
+                          "patches under the output folder's fixes/ one at a time, with `git apply -3`)")
+    for f in verified:
         path = Path(f.path) if Path(f.path).is_absolute() else project_dir / f.path
         try:
             now = hashlib.sha256(path.read_bytes()).hexdigest()

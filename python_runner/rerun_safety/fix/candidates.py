@@ -15,9 +15,14 @@ little of it as the defect needs:
   order      a list aggregate without ORDER BY (nondeterministic): ordered by the value it gathers
   tiebreak   an ordering with ties (nondeterministic): the key, or every output column, added to
              each window's ORDER BY
+  hook       a hook that inserts into another relation on every run (side_effect): the rows of the
+             run's batch deleted from it first, keyed by one column of what it inserts
+  this       a CTE reading {{ this }} outside is_incremental() (the first build fails, a full refresh
+             reads the table it replaces): the CTE moved inside the is_incremental() branch
 
 Never: anything that changes what a clean build produces (search.py checks it), a change outside the
-model's own file, or a guess at a lost row.
+model's own file (search.py may put a package model's config keys into dbt_project.yml instead:
+overrides.py), or a guess at a lost row.
 """
 from __future__ import annotations
 
@@ -25,153 +30,19 @@ import re
 from dataclasses import dataclass
 
 from ..cadence import SECONDS
+from .jinja import INCREMENTAL_BLOCK, close_bracket, literal, set_config, top_items
+from .relations import hook_candidates, this_moved
+from .target import Candidate, SideTable, Target
+
+__all__ = ["Candidate", "SideTable", "Target", "candidates", "set_config", "this_moved", "watermarks", "tiebroken",
+           "ordered_aggregates", "widened", "day_valued"]
 
 UNKEYED = (None, "", "append", "default")
 KEYED_STRATEGIES = ("delete+insert", "merge")
 OVERWRITES = ("partition_overwrite", "insert_overwrite")
 
 
-@dataclass(frozen=True)
-class Target:
-    """What the candidates of one root cause are made from."""
-
-    name: str
-    verdict: str
-    raw: str  # the model file's text
-    materialized: str
-    strategy: str | None
-    key: tuple[str, ...]  # unique_key, or a key its tests declare
-    columns: tuple[str, ...]  # its reference output's columns, in order
-    # keys its clean build's output holds unique without NULLs, most likely first (lineage.key_candidates)
-    keys: tuple[tuple[str, ...], ...] = ()
-    column_types: tuple[tuple[str, str], ...] = ()  # its reference output's (column, data type)
-    granularity: str | None = None  # its partition_key's granularity (partition_overwrite)
-    lookback: str | None = None  # the interval that covers what the replay showed late, e.g. "2 days"
-    late: bool = False  # rows of its inputs arrived after a later batch than their time's
-
-
-@dataclass(frozen=True)
-class Candidate:
-    name: str
-    description: str
-    text: str  # the model file's new text
-
-
-# ------------------------------------------------------------------ Jinja config() calls
-_CONFIG = re.compile(r"\{\{-?\s*config\s*\(")
-
-
-def _close(text: str, i: int, opening: str = "(", closing: str = ")") -> int:
-    """The index of the bracket closing the one just before `i` (quotes skipped); -1 if none."""
-    depth, quote = 1, None
-    while i < len(text):
-        ch = text[i]
-        if quote:
-            if ch == "\\":
-                i += 1
-            elif ch == quote:
-                quote = None
-        elif ch in "'\"":
-            quote = ch
-        elif ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-            if depth == 0:
-                return i if ch == closing else -1
-        i += 1
-    return -1
-
-
-def _items(text: str, lo: int, hi: int) -> list[tuple[int, int]]:
-    """Spans of the top-level comma-separated items of text[lo:hi]."""
-    spans, depth, quote, start = [], 0, None, lo
-    i = lo
-    while i < hi:
-        ch = text[i]
-        if quote:
-            if ch == "\\":
-                i += 1
-            elif ch == quote:
-                quote = None
-        elif ch in "'\"":
-            quote = ch
-        elif ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            spans.append((start, i))
-            start = i + 1
-        i += 1
-    if text[start:hi].strip():
-        spans.append((start, hi))
-    return spans
-
-
-def config_calls(raw: str) -> list[tuple[int, int, int]]:
-    """Each `{{ config(...) }}`: (start of its args, index of its closing parenthesis, end of `}}`)."""
-    out = []
-    for m in _CONFIG.finditer(raw):
-        close = _close(raw, m.end())
-        end = raw.find("}}", close) if close >= 0 else -1
-        if close >= 0 and end >= 0 and not raw[close + 1:end].strip("- \t\n"):
-            out.append((m.end(), close, end + 2))
-    return out
-
-
-def _literal(value) -> str:
-    if isinstance(value, (tuple, list)):
-        return "[" + ", ".join(_literal(v) for v in value) + "]" if len(value) != 1 else _literal(value[0])
-    return repr(str(value))
-
-
-def set_config(raw: str, **settings) -> str:
-    """The text with these config() settings: changed in place in the model's one config() call, else a
-    config() call of their own after the last one (dbt merges the calls, the last winning) or at the top."""
-    calls = config_calls(raw)
-    if len(calls) == 1:
-        lo, hi, _ = calls[0]
-        spans = _items(raw, lo, hi)
-        edits: list[tuple[int, int, str]] = []
-        missing = []
-        for name, value in settings.items():
-            found = [(a, b) for a, b in spans if re.match(rf"\s*{re.escape(name)}\s*=", raw[a:b])]
-            if found:
-                a, b = found[0]
-                eq = raw.index("=", a)
-                lead = len(raw[eq + 1:b]) - len(raw[eq + 1:b].lstrip())
-                trail = len(raw[eq + 1:b]) - len(raw[eq + 1:b].rstrip())
-                edits.append((eq + 1 + lead, b - trail, _literal(value)))
-            else:
-                missing.append(f"{name}={_literal(value)}")
-        if missing:
-            last = spans[-1][1] if spans else lo
-            tail = raw[spans[-1][0]:last] if spans else ""
-            end = last - (len(tail) - len(tail.rstrip()))
-            after = raw[end:hi]
-            if spans and "\n" in raw[lo:hi]:  # one setting a line: the new ones too, indented alike
-                line = raw[spans[-1][0]:end].lstrip("\n")
-                indent = line[:len(line) - len(line.lstrip())]
-                if after.lstrip().startswith(","):  # a trailing comma: keep it trailing
-                    at = end + after.index(",") + 1
-                    edits.append((at, at, "".join(f"\n{indent}{m}," for m in missing)))
-                else:
-                    edits.append((end, end, "".join(f",\n{indent}{m}" for m in missing)))
-            else:
-                edits.append((end, end, (", " if spans else "") + ", ".join(missing)))
-        for a, b, text in sorted(edits, reverse=True):
-            raw = raw[:a] + text + raw[b:]
-        return raw
-    call = "{{ config(" + ", ".join(f"{k}={_literal(v)}" for k, v in settings.items()) + ") }}"
-    if calls:
-        end = calls[-1][2]
-        return raw[:end] + "\n" + call + raw[end:]
-    return call + "\n" + raw
-
-
 # ------------------------------------------------------------------ the incremental filter
-_BLOCK = re.compile(r"\{%-?\s*if\s+is_incremental\(\s*\)\s*-?%\}(.*?)\{%-?\s*(?:endif|else|elif)\b", re.S | re.I)
 _WATERMARK = re.compile(
     r"(?P<col>[A-Za-z_][\w.]*\s*\([^()]*\)|[A-Za-z_][\w.]*|\"[^\"]+\")\s*(?P<op>>=|>)\s*\(\s*select\s+(?P<expr>.+?)\s+from\s+"
     r"\{\{-?\s*this\s*-?\}\}\s*\)", re.S | re.I)
@@ -193,7 +64,7 @@ class Watermark:
 
 def watermarks(raw: str) -> list[Watermark]:
     out = []
-    for block in _BLOCK.finditer(raw):
+    for block in INCREMENTAL_BLOCK.finditer(raw):
         for m in _WATERMARK.finditer(raw, block.start(1), block.end(1)):
             out.append(Watermark(m.start(), m.end(), m.group("col"), m.group("op"), " ".join(m.group("expr").split())))
     return out
@@ -232,7 +103,7 @@ def tiebroken(raw: str, extra: tuple[str, ...]) -> str | None:
     window orders anything)."""
     edits = []
     for m in _OVER.finditer(raw):
-        close = _close(raw, m.end())
+        close = close_bracket(raw, m.end())
         if close < 0:
             continue
         inside = raw[m.end():close]
@@ -259,10 +130,10 @@ def ordered_aggregates(raw: str) -> str | None:
     (None: there is none): equal values then list alike whatever order the rows came in."""
     edits = []
     for m in _AGGREGATE.finditer(raw):
-        close = _close(raw, m.end())
+        close = close_bracket(raw, m.end())
         if close < 0 or re.search(r"\border\s+by\b", raw[m.end():close], re.I):
             continue
-        items = _items(raw, m.end(), close)
+        items = top_items(raw, m.end(), close)
         if not items:
             continue
         value = raw[items[0][0]:items[0][1]].strip()
@@ -288,8 +159,8 @@ def _rewrite_all(raw: str, marks: list[Watermark], expr_of) -> str:
 def _keyed(t: Target, raw: str, key: tuple[str, ...], why: str) -> Candidate:
     settings = {"incremental_strategy": "delete+insert", "unique_key": key}
     return Candidate(f"keyed on {', '.join(key)}",
-                     f"incremental_strategy='delete+insert', unique_key={_literal(key)}: {why}",
-                     set_config(raw, **settings))
+                     f"incremental_strategy='delete+insert', unique_key={literal(key)}: {why}",
+                     set_config(raw, **settings), tuple(settings.items()) if raw == t.raw else ())
 
 
 _DAY_TYPES = ("date", "text", "varchar", "character varying", "string")
@@ -340,9 +211,13 @@ def _overwrite(t: Target, marks: list[Watermark]) -> list[Candidate]:
 
 def candidates(t: Target) -> tuple[list[Candidate], str]:
     """The candidates for this root cause, most likely first (at most three), or none and why."""
+    moved = this_moved(t.raw)
+    if moved is not None:
+        return [Candidate("move the read of this", "the CTE that reads {{ this }} moved inside the "
+                          "is_incremental() branch: the first build (and a full refresh) no longer reads the "
+                          "relation it creates", moved)], ""
     if t.verdict == "side_effect":
-        return [], ("a hook that writes another relation is not rewritten: make it replace what it covers "
-                    "(delete the batch's rows before inserting them) or move the write into a model of its own")
+        return hook_candidates(t)
     if t.verdict == "nondeterministic":
         return _tiebreaks(t)
     if t.materialized != "incremental":

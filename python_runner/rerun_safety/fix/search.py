@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import os
 import shutil
 import time
 from dataclasses import dataclass, field, replace
@@ -24,7 +25,10 @@ from ..gameday.core import Gameday
 from ..gameday.options import GamedayOptions
 from ..results import UNSAFE, Fix, GamedayReport, ModelVerdict, Tried
 from ..warehouse.base import PARSE_PREFIX, make_locked_dir
-from .candidates import Candidate, Target, candidates
+from .candidates import candidates
+from .jinja import sets_config
+from .target import Candidate, SideTable, Target
+from .overrides import model_override
 
 # what a copy of the project leaves out: dbt's output, logs, and DuckDB files (a profile names its
 # database by a path from the working folder, not from the project)
@@ -39,6 +43,22 @@ def _not_copied(work_root: Path):
     def ignore(folder: str, names: list[str]) -> set[str]:
         return set(_NOT_COPIED(folder, names)) | {n for n in names if (Path(folder) / n).resolve() == root}
     return ignore
+
+
+def _relink(copy: Path, project_dir: Path) -> None:
+    """Each symbolic link of the copy that points into the project (dbt deps links a local package
+    under dbt_packages/ by its absolute path) made to point to the same place in the copy: else the
+    copy would build the user's files instead of the changed ones."""
+    root = project_dir.resolve()
+    for folder, dirs, files in os.walk(copy):
+        for name in dirs + files:
+            link = Path(folder) / name
+            if not link.is_symlink():
+                continue
+            target = (link.parent / os.readlink(link)).resolve()
+            if target == root or root in target.parents:
+                link.unlink()
+                link.symlink_to(os.path.relpath(copy / target.relative_to(root), link.parent))
 
 
 class _Prefixed:
@@ -72,8 +92,9 @@ class _Search:
 
     mv: ModelVerdict
     below: list[str]  # the model and the models judged below it
-    text: str = ""
+    text: str = ""  # the model file's text, as read (line ends included)
     rel: Path | None = None
+    befores: dict[str, str] = field(default_factory=dict)  # another file a candidate changes -> its text
     found: list[Candidate] = field(default_factory=list)
     why_none: str = ""
     tried: list[Tried] = field(default_factory=list)
@@ -88,10 +109,37 @@ class _Search:
         if path is None or first.project.models[mv.unique_id].language != "sql":
             search.why_none = "no candidate: only a SQL model's file is changed"
             return search
-        search.text, search.rel = path.read_text(), _relative(path, first.options.project_dir)
-        search.found, search.why_none = candidates(_target(first, mv, search.text))
+        search.text, search.rel = _read(path), _relative(path, first.options.project_dir)
+        search.found, search.why_none = candidates(_target(first, mv, _lf(search.text)))
         search.note = _package_note(first, mv.unique_id)
+        if search.note:
+            search.found = search._with_overrides(first)
         return search
+
+    def _with_overrides(self, first: Gameday) -> list[Candidate]:
+        """A package model's config-only candidates, each first as an override in the user's
+        dbt_project.yml where the package's file does not set those keys itself (its config() wins)."""
+        node = first.project.manifest.nodes[self.mv.unique_id]
+        project_yml = first.options.project_dir / "dbt_project.yml"
+        out = []
+        for cand in self.found:
+            settings = dict(cand.settings)
+            if settings and not sets_config(_lf(self.text), settings) and project_yml.is_file():
+                before = self.befores.setdefault("dbt_project.yml", _read(project_yml))
+                text = model_override(_lf(before), list(node.fqn), settings)
+                if text is not None:
+                    out.append(replace(cand, name=f"{cand.name} (dbt_project.yml)", text=text, path="dbt_project.yml",
+                                       description=f"{cand.description}; set for {node.package_name}'s model under "
+                                       "`models:` in your dbt_project.yml, which `dbt deps` leaves alone"))
+            out.append(cand)
+        return out[:4]
+
+    def file_of(self, cand: Candidate) -> tuple[Path, str]:
+        """The file a candidate changes (relative to the project) and its text as read."""
+        if cand.path:
+            return Path(cand.path), self.befores[cand.path]
+        assert self.rel is not None
+        return self.rel, self.text
 
     @property
     def next(self) -> Candidate | None:
@@ -103,11 +151,28 @@ class _Search:
             return Fix(mv.name, mv.verdict, False, path=str(rel or ""), tried=tuple(self.tried),
                        why_none=self.why_none if not self.found else "", seconds=self.seconds)
         cand, safe = self.verified
-        patch = "".join(difflib.unified_diff(self.text.splitlines(keepends=True), cand.text.splitlines(keepends=True),
+        rel, before = self.file_of(cand)
+        after = _as_read(cand.text, before)
+        patch = "".join(difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
                                              fromfile=f"a/{rel}", tofile=f"b/{rel}"))
+        note = "" if cand.path else self.note
         return Fix(mv.name, mv.verdict, True, cand.name, cand.description, str(rel), patch, tuple(safe),
-                   tuple(self.tried), seconds=self.seconds, note=self.note,
-                   before_sha256=hashlib.sha256(self.text.encode()).hexdigest(), text=cand.text)
+                   tuple(self.tried), seconds=self.seconds, note=note,
+                   before_sha256=hashlib.sha256(before.encode()).hexdigest(), text=after)
+
+
+def _read(path: Path) -> str:
+    """A file's text with its line ends as they are (a CRLF file stays CRLF in its patch and when applied)."""
+    return path.read_bytes().decode("utf-8")
+
+
+def _lf(text: str) -> str:
+    return text.replace("\r\n", "\n")
+
+
+def _as_read(text: str, before: str) -> str:
+    """A candidate's text (made on `\n` line ends) with the line ends of the file it changes."""
+    return text.replace("\n", "\r\n") if "\r\n" in before else text
 
 
 def _rounds(first: Gameday, report: GamedayReport, searches: list[_Search]) -> None:
@@ -121,13 +186,14 @@ def _rounds(first: Gameday, report: GamedayReport, searches: list[_Search]) -> N
         if not pending:
             return
         batch: list[_Search] = []
-        taken: set[str] = set()
+        taken: set[str] = set()  # the models judged, and the files changed, by the batch's candidates
         for s in pending:
             if id(s) in alone and batch:
                 continue
-            if not taken & set(s.below):
+            mine = {*s.below, str(s.file_of(s.next)[0])}
+            if not taken & mine:
                 batch.append(s)
-                taken |= set(s.below)
+                taken |= mine
             if id(s) in alone:
                 break
         started = time.perf_counter()
@@ -180,12 +246,14 @@ def _target(first: Gameday, mv: ModelVerdict, text: str) -> Target:
     plan, uid = first.plan, mv.unique_id
     m = first.project.models[uid]
     pk = m.partition_key if isinstance(m.partition_key, dict) else {}
+    side = tuple(SideTable(r.name, r.columns) for r in (plan.side.relations if plan.side else ())
+                 if uid in r.writers and r.columns)
     return Target(mv.name, mv.verdict, text, m.materialized, m.strategy, tuple(m.key),
                   tuple(c for c, _ in plan.reference_columns.get(uid, ())),
                   keys=tuple(plan.unique_keys.get(uid, ())),
                   column_types=tuple(plan.reference_columns.get(uid, ())),
                   granularity=str(pk.get("granularity") or "") or None, lookback=_lookback(first, mv.unique_id),
-                  late=_late_batches(first, mv.unique_id) > 0)
+                  late=_late_batches(first, mv.unique_id) > 0, side=side, dialect=str(first.engine.dialect))
 
 
 def _package_note(first: Gameday, uid: str) -> str:
@@ -222,8 +290,10 @@ def _verify(first: Gameday, report: GamedayReport, changes: list[tuple[_Search, 
     try:
         copy = folder / "project"
         shutil.copytree(o.project_dir, copy, ignore=_not_copied(o.work_root), symlinks=True)
+        _relink(copy, o.project_dir)
         for search, cand in changes:
-            (copy / search.rel).write_text(cand.text)
+            rel, before = search.file_of(cand)
+            (copy / rel).write_bytes(_as_read(cand.text, before).encode("utf-8"))
         models = first.project.models
         below = [u for s, _ in changes for u in s.below]
         profiles = o.profiles_dir or (str(o.project_dir) if (o.project_dir / "profiles.yml").exists() else None)
@@ -254,6 +324,9 @@ def _judge(first: Gameday, report: GamedayReport, second: Gameday, again: Gameda
         why = _not_safe(was, now)
         if why:
             return f"{name} {why}", []
+    why = _side_changed(first, second, below)
+    if why:
+        return why, []
     for uid in below:
         a, b = first.plan.fingerprints.get(uid), second.plan.fingerprints.get(uid)
         if a is None or b is None:
@@ -265,6 +338,23 @@ def _judge(first: Gameday, report: GamedayReport, second: Gameday, again: Gameda
                     "other values in " + ", ".join(a.differing_columns(b)[:5]))
             return f"it changes what a clean build of {name} produces ({what})", []
     return None, [before[u].name for u in below if u in before]
+
+
+def _side_changed(first: Gameday, second: Gameday, below: list[str]) -> str:
+    """Why a relation the models' hooks write holds other rows after a clean build of the changed
+    project ('' when each holds what it held in the first game day's)."""
+    after = {r.label: r for r in (second.plan.side.relations if second.plan.side else ())}
+    for rel in first.plan.side.relations if first.plan.side else ():
+        if rel.fingerprint is None or not set(rel.writers) & set(below):
+            continue
+        now = after.get(rel.label)
+        if now is None or now.fingerprint is None:
+            return f"the clean build of the changed project leaves no {rel.label}"
+        if not rel.fingerprint.same(now.fingerprint):
+            what = (f"{now.fingerprint.rows:,} rows instead of {rel.fingerprint.rows:,}"
+                    if now.fingerprint.rows != rel.fingerprint.rows else "other values")
+            return f"it changes what a clean build writes to {rel.label} ({what})"
+    return ""
 
 
 def _not_safe(was: ModelVerdict | None, now: ModelVerdict) -> str:

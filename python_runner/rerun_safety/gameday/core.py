@@ -97,6 +97,11 @@ class Gameday(Replay):
             if self.options.fingerprints:
                 self._fingerprint(con, plan, typed)
             side_effects.after_reference(con, plan, side, existing)
+            if self.options.fingerprints:  # what a fixed hook's clean build must reproduce (fix/)
+                for rel in side.relations:
+                    rel.columns = tuple(con.columns(REFERENCE_SCHEMA, rel.ref_name))
+                    rel.fingerprint = fingerprint(con, table(REFERENCE_SCHEMA, rel.ref_name), rel.columns,
+                                                  self.options.float_tolerance)
             con.drop_relations([(m.schema, m.identifier) for m in reversed(plan.build)])
         plan.side = side
         return sb, errors, [res]

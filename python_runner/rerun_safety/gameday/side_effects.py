@@ -35,6 +35,9 @@ class SideRelation:
     log_of: str | None = None  # the model that declares it a log table (one row per run)
     baseline_rows: int = 0  # rows before any run (log tables)
     hook_sql: str = ""
+    # its reference state's (column, type) and fingerprint, with GamedayOptions.fingerprints (fix/)
+    columns: tuple[tuple[str, str], ...] = ()
+    fingerprint: Any = None
 
     @property
     def label(self) -> str:

@@ -1,0 +1,42 @@
+"""What the candidate fixes of one root cause are made from, and what a candidate is (fix/)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Target:
+    """What the candidates of one root cause are made from."""
+
+    name: str
+    verdict: str
+    raw: str  # the model file's text
+    materialized: str
+    strategy: str | None
+    key: tuple[str, ...]  # unique_key, or a key its tests declare
+    columns: tuple[str, ...]  # its reference output's columns, in order
+    # keys its clean build's output holds unique without NULLs, most likely first (lineage.key_candidates)
+    keys: tuple[tuple[str, ...], ...] = ()
+    column_types: tuple[tuple[str, str], ...] = ()  # its reference output's (column, data type)
+    granularity: str | None = None  # its partition_key's granularity (partition_overwrite)
+    lookback: str | None = None  # the interval that covers what the replay showed late, e.g. "2 days"
+    late: bool = False  # rows of its inputs arrived after a later batch than their time's
+    side: tuple["SideTable", ...] = ()  # relations its hooks write that a rerun left different (side_effect)
+    dialect: str = ""  # sqlglot's name of the target's dialect
+
+
+@dataclass(frozen=True)
+class SideTable:
+    """A relation the model's hooks write, as its clean build left it."""
+
+    name: str  # its identifier in the warehouse
+    columns: tuple[tuple[str, str], ...]  # (column, data type), in order
+
+
+@dataclass(frozen=True)
+class Candidate:
+    name: str
+    description: str
+    text: str  # the new text of the file it changes
+    settings: tuple[tuple[str, object], ...] = ()  # when it only sets these config() keys (else empty)
+    path: str = ""  # the file it changes, relative to the project ("": the model's own file)
