@@ -12,6 +12,18 @@ from .errors import ConfigError
 SECONDS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400, "week": 7 * 86400, "month": 30 * 86400,
            "quarter": 91 * 86400, "year": 365 * 86400}
 
+
+
+def duration(seconds: float) -> str:
+    """A length in the largest unit (day, hour, minute) that divides it, as messages and SQL interval
+    literals write it: '2 days', '1 hour', '90 seconds'."""
+    for unit in ("day", "hour", "minute"):
+        if seconds >= SECONDS[unit] and seconds % SECONDS[unit] == 0:
+            n = int(seconds // SECONDS[unit])
+            return f"{n} {unit}{'s' if n != 1 else ''}"
+    return "nothing" if not seconds else f"{seconds:g} seconds"
+
+
 _UNITS = {"m": dt.timedelta(minutes=1), "h": dt.timedelta(hours=1), "d": dt.timedelta(days=1),
           "w": dt.timedelta(weeks=1)}
 _NAMED = {"minute": "1m", "hour": "1h", "day": "1d", "week": "1w", "month": "1mo", "year": "1y"}

@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from ..cadence import duration
 from ..errors import RerunSafetyError, first_line
 from ..gameday.core import Gameday
 from ..gameday.options import GamedayOptions
@@ -226,13 +227,7 @@ def _lookback(first: Gameday, uid: str) -> str | None:
     if plan is None or plan.timeline is None:
         return None
     batch, n = plan.timeline.batch, _late_batches(first, uid) + 1
-    if batch.months:
-        return f"{batch.months * n} months"
-    seconds = int(batch.delta.total_seconds()) * n
-    for unit, size in (("days", 86400), ("hours", 3600), ("minutes", 60)):
-        if seconds % size == 0:
-            return f"{seconds // size} {unit}"
-    return f"{seconds} seconds"
+    return f"{batch.months * n} months" if batch.months else duration(batch.delta.total_seconds() * n)
 
 
 def _model_file(first: Gameday, uid: str) -> Path | None:

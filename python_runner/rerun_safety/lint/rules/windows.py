@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from ...cadence import SECONDS
+from ...cadence import SECONDS, duration
 from ..context import ModelContext
 from ..grain import ALIGNED, INSTANT, Typer, aligned, constant_within, type_grain, unit_grain
 from .base import (FILTER_CLAUSES, Hit, anti_joins_this, clause_of, has_window_literal, is_this,
@@ -136,14 +136,6 @@ def reach(value: exp.Expression, op: str, grain_of) -> float | None:
     return None
 
 
-def _duration(seconds: float) -> str:
-    for unit in ("day", "hour", "minute"):
-        if seconds >= SECONDS[unit] and seconds % SECONDS[unit] == 0:
-            n = int(seconds // SECONDS[unit])
-            return f"{n} {unit}{'s' if n != 1 else ''}"
-    return "nothing" if not seconds else f"{seconds:g} seconds"
-
-
 def window_shorter_than_run(ctx: ModelContext) -> list[Hit]:
     """A lookback from the watermark (`col >= (select max(col) - interval ... from {{ this }})`, or a
     bare `>=`) that reaches back less than one run of the schedule: after a half-committed run, the rows
@@ -165,7 +157,7 @@ def window_shorter_than_run(ctx: ModelContext) -> list[Hit]:
             if back is None or back >= run:
                 continue
             hits.append(Hit("window-shorter-than-run",
-                            f"incremental window `{sql_text(w.node, ctx)}` reaches back {_duration(back)} before "
+                            f"incremental window `{sql_text(w.node, ctx)}` reaches back {duration(back)} before "
                             f"the watermark, less than one run ({label}, {origin}): after a half-committed run, "
                             "the rows it left behind that are older than that are never read again",
                             "incremental", (r"\{\{\s*this\s*\}\}",), key=sql_text(w.node, ctx)))
