@@ -95,6 +95,14 @@ select * from {{ source('raw', 'events') }}
 {% if is_incremental() %}
 where loaded_at >= (select max(loaded_at) - interval '1 hour' from {{ this }})
 {% endif %}"""},
+    "window-shorter-than-lateness": {"lateness": "raw.events", "model": """\
+{# sources.yml: raw.events has `loaded_at_field: loaded_at` and `config: {event_time: event_time}`;
+   `rerun-safety lint --with-data` read from the target that its rows arrive up to ~2 days late #}
+{{ config(materialized='incremental', incremental_strategy='merge', unique_key='event_id') }}
+select * from {{ source('raw', 'events') }}
+{% if is_incremental() %}
+where event_time >= (select max(event_time) - interval '1 day' from {{ this }})
+{% endif %}"""},
     "stale-attribute": {"relation_kinds": {("raw", "events"): "event", ("raw", "customers"): "state"},
                         "model": """\
 {# raw.customers has no time column: the current state of each customer #}
@@ -282,9 +290,17 @@ def lint_example(rule_id: str) -> list:
         partitions=config.get("partitions"), config=config, rerun_safety_meta=meta,
         root_macros=frozenset({SHIM}), raw_code=spec["model"], types=TYPES,
         load_times=tuple(spec.get("load_times", ())), relation_kinds=dict(spec.get("relation_kinds", {})),
+        lateness=_lateness(spec.get("lateness")),
         strategy_macros=frozenset({SHIM, *spec.get("strategy_macros", ())}))
     findings, _ = lint_model(ctx)
     return findings
+
+
+def _lateness(source: str | None) -> tuple:
+    """What `lint --with-data` reads of a source's lateness, as an example states it (p99 47 hours)."""
+    from rerun_safety.lint.lateness import Observed
+
+    return (Observed(source, "event_time", "loaded_at", 1_000_000, 47 * 3600.0, 49 * 3600.0),) if source else ()
 
 
 def render_lint_rules() -> str:

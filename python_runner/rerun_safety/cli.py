@@ -362,9 +362,14 @@ def gameday(ctx, project_dir, profiles_dir, target, select, exclude, vars_yaml, 
 @click.option("--batch-size", default=None,
               help="How often the models run (hour, day, 6h, ...), for window-shorter-than-run (default: `schedule:` "
                    "in rerun_safety.yml, else a day).")
+@click.option("--with-data", is_flag=True,
+              help="Also read, from the target (read-only, one aggregate query per source), how late the rows of "
+                   "each source with a load time arrive, for window-shorter-than-lateness. Without it the lint "
+                   "does not connect to the target.")
 @_UNCONFINED
 @click.pass_context
-def lint(ctx, project_dir, profiles_dir, target, select, exclude, vars_yaml, fmt, state, defer, batch_size, unconfined):
+def lint(ctx, project_dir, profiles_dir, target, select, exclude, vars_yaml, fmt, state, defer, batch_size, with_data,
+         unconfined):
     """Find unsafe incremental patterns and non-determinism in compiled SQL."""
     import json
 
@@ -376,7 +381,7 @@ def lint(ctx, project_dir, profiles_dir, target, select, exclude, vars_yaml, fmt
 
         prestart()  # the confined child's fork server imports dbt while this process imports the rest
     kwargs = dict(project_dir=project_dir, profiles_dir=profiles_dir, target=target, select=select,
-                  exclude=exclude, vars_yaml=vars_yaml, state=state, schedule=batch_size)
+                  exclude=exclude, vars_yaml=vars_yaml, state=state, schedule=batch_size, with_data=with_data)
     _preload()
     with exit_codes(ctx.obj["debug"], "lint interrupted by {name}; scratch catalog removed", handler=_lint_signal,
                     cleanup=_lint_cleanup):

@@ -27,6 +27,8 @@ with the right columns and no rows.
 """
 from __future__ import annotations
 
+import copy
+
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -79,6 +81,8 @@ class CompileOutcome:
     # unique_id -> (what its SQL holds now, what it holds compiled at another time): the clock rendered
     # by Jinja at compile time (modules.datetime, run_started_at)
     clock_rendered: dict = field(default_factory=dict)
+    target: Any = None  # the profile's target (TargetProfile): where lint --with-data reads
+    compile_database: str | None = None  # the scratch database the manifest names for the target's (Scratch)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -118,6 +122,7 @@ def compile_project(project_dir: str | Path, profiles_dir: str | Path | None, ta
     window_vars, literals, user_vars = merged_vars(vars_yaml, with_window=True)
     plain_vars, _, _ = merged_vars(vars_yaml, with_window=False)
     tp = resolve_target(project, Path(profiles_dir).resolve() if profiles_dir else None, target, user_vars)
+    user_target = copy.deepcopy(tp)  # the user's target as the profile names it (the scratch redirects tp's)
 
     root = private_work_root(Path(work_root) if work_root else default_work_root())
     sweep_run_dirs(root)  # what a killed lint left behind
@@ -252,7 +257,8 @@ def compile_project(project_dir: str | Path, profiles_dir: str | Path | None, ta
         for uid, src in manifest.sources.items():
             relations[uid] = (src.schema.lower(), (src.identifier or src.name).lower())
         return CompileOutcome(manifest, selected, models, scratch.mode, literals, timings, columns, relations,
-                              not_created, unknown, clock_rendered)
+                              not_created, unknown, clock_rendered, target=user_target,
+                              compile_database=scratch.compile_database)
     finally:
         try:
             if worker is not None:

@@ -102,6 +102,8 @@ class ModelContext:
     # (source, event-time column, load-time column) of the sources upstream that declare when rows
     # were loaded beside when they happened
     load_times: tuple[tuple[str, str, str], ...] = ()
+    # lint --with-data: what the target shows of those sources' lateness (lint.lateness.Observed)
+    lateness: tuple = ()
     # (schema, name) -> what a relation holds: event | state | static | history (core.relation_kinds)
     relation_kinds: dict = field(default_factory=dict)
     # how often the models run: (label, seconds, where it came from), see run_lint

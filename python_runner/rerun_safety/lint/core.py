@@ -212,10 +212,12 @@ def _model_schedule(node, project: tuple[str, float, str]) -> tuple[str, float, 
 def run_lint(project_dir: str | Path = ".", profiles_dir: str | Path | None = None, target: str | None = None,
              select: tuple[str, ...] = (), exclude: tuple[str, ...] = (), vars_yaml: str | None = None,
              parallel: bool | None = None, state: str | None = None, work_root: str | Path | None = None,
-             confined: bool = False, schedule: str | None = None) -> LintResult:
+             confined: bool = False, schedule: str | None = None, with_data: bool = False) -> LintResult:
     """Lint the selected models. `parallel` forces (True) or forbids (False) compiling the
     incremental branches in a second process; by default it is used when it is likely to help.
-    `schedule`: how often the models run (--batch-size), else `schedule:` in rerun_safety.yml, else a day."""
+    `schedule`: how often the models run (--batch-size), else `schedule:` in rerun_safety.yml, else a day.
+    `with_data`: read the lateness of the timed sources upstream of incremental models from the target
+    (lint.lateness; read-only); without it no connection to the target is opened."""
     started = time.perf_counter()
     cadence = _schedule(Path(project_dir), schedule, vars_yaml)
     scrub_dbt_environment()  # CI's DBT_DEFER/DBT_STATE/...: the lint compiles the project as it is
@@ -239,6 +241,15 @@ def run_lint(project_dir: str | Path = ".", profiles_dir: str | Path | None = No
     holds = relation_kinds(manifest, times, declared)
     upstream: dict = {}
     feeds = _feeding_incremental(manifest)
+    observed, notes = {}, []
+    if with_data and outcome.target is not None:
+        from .lateness import observe
+
+        t = time.perf_counter()
+        wanted = {u for uid in outcome.selected if _is_incremental(manifest.nodes.get(uid))
+                  for u in _upstream(uid, manifest, upstream) if u in load_times}
+        observed, notes = observe(manifest, load_times, wanted, outcome.target, outcome.compile_database)
+        outcome.timings["with_data"] = time.perf_counter() - t
     relation_keys: dict = {}
     for uid, sets in uniq.items():
         rel = outcome.relations.get(uid)
@@ -290,6 +301,7 @@ def run_lint(project_dir: str | Path = ".", profiles_dir: str | Path | None = No
             catalog=catalog, columns=own, feeds_incremental=uid in feeds, relation_keys=relation_keys,
             language="python" if python else "sql",
             load_times=tuple(load_times[u] for u in sorted(_upstream(uid, manifest, upstream)) if u in load_times),
+            lateness=tuple(observed[u] for u in sorted(_upstream(uid, manifest, upstream)) if u in observed),
             relation_names=relation_names, clock_rendered=outcome.clock_rendered.get(uid),
             schedule=_model_schedule(node, cadence), relation_kinds=holds)
         unknown = sorted(outcome.unknown_relations.get(p, p) for p in node.depends_on.nodes
@@ -306,7 +318,11 @@ def run_lint(project_dir: str | Path = ".", profiles_dir: str | Path | None = No
     timings["total"] = time.perf_counter() - started
     order = {n: i for i, n in enumerate(names)}
     findings.sort(key=lambda f: (order.get(f.model, 0), f.severity != "error", f.rule, f.line or 0))
-    return LintResult(tuple(findings), tuple(names), tuple(suppressed), outcome.mode, timings)
+    return LintResult(tuple(findings), tuple(names), tuple(suppressed), outcome.mode, timings, notes=tuple(notes))
+
+
+def _is_incremental(node) -> bool:
+    return node is not None and getattr(node.config, "materialized", None) == "incremental"
 
 
 def _feeding_incremental(manifest) -> set[str]:

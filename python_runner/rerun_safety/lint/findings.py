@@ -36,6 +36,7 @@ class LintResult:
     incremental_mode: str = ""
     timings: dict = field(default_factory=dict, compare=False)
     confinement: str = ""  # how the project's code was confined while it compiled (confine.Confinement.note)
+    notes: tuple[str, ...] = ()  # what the lint could not do (a source --with-data could not read, say)
 
     @property
     def has_errors(self) -> bool:
@@ -56,6 +57,6 @@ class LintResult:
             "models": list(self.models),  # every model linted, as dbt names it (orders.v2)
             "suppressed": [f.to_dict() for f in self.suppressed],
             "summary": {**self.counts(), "incremental_branch": self.incremental_mode,
-                        "confinement": self.confinement},
+                        "confinement": self.confinement, "notes": list(self.notes)},
             "timings": {k: round(v, 3) for k, v in self.timings.items()},
         }

@@ -35,6 +35,8 @@ def render_text(result: LintResult, color: bool = False) -> str:
         summary += f", {c['info']} info"
     if result.incremental_mode:
         summary += f" (incremental branches: {result.incremental_mode})"
+    for note in result.notes:
+        lines.append(_paint(f"note: {printable(note)}", "dim", color))
     if result.confinement:  # above the summary, which stays the last line
         lines.append(_paint(f"note: {printable(result.confinement)}", "dim", color))
     lines.append(_paint(summary, "error" if c["errors"] else ("warning" if c["warnings"] else "ok"), color))

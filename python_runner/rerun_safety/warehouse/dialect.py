@@ -147,6 +147,22 @@ class Dialect(str):
         """(rows, min, max per column) from the planner's statistics, or None (see planner_statistics)."""
         return None
 
+    # --- the lint's --with-data ---
+    def lateness_query(self, table: exp.Table, event: str, load: str) -> str | None:
+        """`select count(*), p99, max` of the seconds from each row's event time to its load time (rows
+        with both), for the lint's --with-data; None where the engine has no such query here."""
+        def epoch(column: str) -> exp.Expression:
+            return exp.Extract(this=exp.var("epoch"), expression=exp.cast(exp.column(column, quoted=True), "timestamp"))
+
+        late = exp.alias_(exp.Sub(this=epoch(load), expression=epoch(event)), "rs_late")
+        rows = (exp.select(late).from_(table.copy())
+                .where(exp.and_(exp.column(load, quoted=True).is_(exp.null()).not_(),
+                                exp.column(event, quoted=True).is_(exp.null()).not_())))
+        p99 = exp.WithinGroup(this=exp.PercentileCont(this=exp.Literal.number("0.99")),
+                              expression=exp.Order(expressions=[exp.Ordered(this=exp.column("rs_late"))]))
+        return exp.select(exp.func("count", exp.Star()), p99, exp.func("max", exp.column("rs_late"))).from_(
+            rows.subquery("rs_rows")).sql(dialect=str(self))
+
     # --- the game day's SQL ---
     def row_order(self) -> exp.Expression:
         """An order of the rows of a table aliased `rs_row` unrelated to how they were written."""

@@ -173,6 +173,9 @@ class Scratch:
     dialect: Dialect = Dialect("")
     extra_flags: tuple[str, ...] = ()
     incremental_possible = True
+    # the database dbt compiles in when it is not the target's (a scratch database): what the manifest
+    # then says of every relation that the profile's database would hold
+    compile_database: str | None = None
 
     def profiles_dir(self) -> str:
         raise NotImplementedError

@@ -16,7 +16,7 @@ from .attributes import stale_attribute
 from .hooks import hook_append, hook_writes_other
 from .lookback import window_over_batch
 from .windows import (append_reread, inclusive_window_bound, late_watermark, partition_lookback_unaligned,
-                      window_shorter_than_run,
+                      window_shorter_than_lateness, window_shorter_than_run,
                       self_state, this_in_first_build, watermark_strict_gt)
 
 
@@ -49,6 +49,15 @@ RULES: dict[str, Rule] = {r.id: r for r in (
          "Reach back at least one run, plus how late rows arrive (`- interval '1 day'` for a daily run), with "
          "delete+insert or merge on unique_key; or set `schedule:` to how often the model really runs.",
          window_shorter_than_run),
+    Rule("window-shorter-than-lateness", ERROR,
+         "with `lint --with-data` only: a lookback from the watermark on a source's event time "
+         "(`event_ts >= (select max(event_ts) - interval ... from {{ this }})`) that reaches back less than "
+         "how late that source's rows arrive: the 99th percentile of load time minus event time, read from "
+         "the target in one query per source (`loaded_at_field` beside `config: {event_time: ...}`, or "
+         "`meta: {rerun_safety: {loaded_at: col}}`). A row loaded after the window has moved past its event "
+         "time is never read",
+         "Reach back at least the observed lateness (plus one run), with delete+insert or merge on "
+         "unique_key; or filter on the load time instead.", window_shorter_than_lateness),
     Rule("stale-attribute", WARNING,
          "an incremental model that cuts its rows to a batch and joins the current state of something that "
          "changes (an untimed source, or a table or view built only from such: a customer's segment, a "

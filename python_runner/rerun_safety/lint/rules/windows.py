@@ -164,6 +164,47 @@ def window_shorter_than_run(ctx: ModelContext) -> list[Hit]:
     return hits
 
 
+def _about(seconds: float) -> str:
+    for unit in ("day", "hour", "minute"):
+        if seconds >= SECONDS[unit]:
+            n = seconds / SECONDS[unit]
+            return f"{n:.1f} {unit}s" if round(n, 1) != 1 else f"1 {unit}"
+    return f"{seconds:.0f} seconds"
+
+
+def window_shorter_than_lateness(ctx: ModelContext) -> list[Hit]:
+    """lint --with-data: a lookback from the watermark on a source's event time that reaches back less
+    than how late that source's rows arrive (the 99th percentile of load time minus event time, read
+    from the target): a row loaded after the window has moved past its event time is never read."""
+    if not ctx.lateness or not ctx.is_incremental or ctx.incremental is None or not ctx.incremental.ok:
+        return []
+    late: dict = {}
+    for seen in ctx.lateness:
+        if seen.p99 and seen.p99 > 0 and seen.p99 > getattr(late.get(seen.event.lower()), "p99", 0):
+            late[seen.event.lower()] = seen
+    hits = []
+    for stmt in ctx.incremental.statements:
+        typer = Typer(stmt, ctx.relation_types, lambda t: is_this(t, ctx))
+        for w in watermarks(stmt, ctx):
+            column = unwrap(w.column)
+            while isinstance(column, (exp.Cast, exp.TryCast)):
+                column = unwrap(column.this)
+            if w.bare_max or not isinstance(column, exp.Column) or column.name.lower() not in late:
+                continue  # a bare max() on the event time: late-watermark's
+            seen = late[column.name.lower()]
+            back = reach(w.value, w.op, lambda n, col=w.column: typer.grain(n) or typer.grain(col))
+            if back is None or back >= seen.p99:
+                continue
+            hits.append(Hit("window-shorter-than-lateness",
+                            f"incremental window `{sql_text(w.node, ctx)}` reaches back {duration(back)} before the "
+                            f"watermark on {column.name}, but rows of {seen.source} arrive later than that after "
+                            f"their {seen.event}: 99% of its {seen.rows:,} rows within {_about(seen.p99)}, the "
+                            f"latest {_about(seen.latest or seen.p99)} (by {seen.load}, read from the target): a row "
+                            "loaded after the window has moved past its event time is never read",
+                            "incremental", (r"\{\{\s*this\s*\}\}",), key=sql_text(w.node, ctx)))
+    return hits
+
+
 def _trunc_unit(node: exp.Expression) -> str | None:
     """The grain an expression is truncated to (date_trunc / cast as date), or None."""
     if isinstance(node, (exp.TimestampTrunc, exp.DateTrunc, exp.DatetimeTrunc)):

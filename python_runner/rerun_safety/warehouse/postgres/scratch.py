@@ -82,7 +82,7 @@ class PostgresScratch(Scratch):
                 output.pop(key, None)
             output["user"], output["password"] = self.role
         if self.created:
-            output["dbname"] = self.dbname
+            output["dbname"] = self.compile_database = self.dbname
             output.pop("database", None)
             self._profiles = write_profile(work / "scratch_profile", tp, output)
         else:
