@@ -24,6 +24,7 @@ from ..cadence import duration
 from ..errors import RerunSafetyError, first_line
 from ..gameday.core import Gameday
 from ..gameday.options import GamedayOptions
+from ..partial_parse import write_partial_parse
 from ..results import UNSAFE, Fix, GamedayReport, ModelVerdict, Tried
 from ..warehouse.base import PARSE_PREFIX, make_locked_dir
 from .candidates import candidates
@@ -286,6 +287,8 @@ def _verify(first: Gameday, report: GamedayReport, changes: list[tuple[_Search, 
         copy = folder / "project"
         shutil.copytree(o.project_dir, copy, ignore=_not_copied(o.work_root), symlinks=True)
         _relink(copy, o.project_dir)
+        if first.parse_state:
+            write_partial_parse(copy, first.parse_state)
         for search, cand in changes:
             rel, before = search.file_of(cand)
             (copy / rel).write_bytes(_as_read(cand.text, before).encode("utf-8"))

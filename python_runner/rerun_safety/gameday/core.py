@@ -26,6 +26,7 @@ from ..project import Project
 from ..results import GamedayReport, ScenarioResult
 from ..warehouse.base import Engine, Sandbox
 from ..warehouse.engines import engine_for
+from ..partial_parse import read_partial_parse
 from ..warehouse.base import (PARSE_PREFIX, REFERENCE_SCHEMA, SNAPSHOT_SCHEMA, check_writable_dir,
                               make_locked_dir, private_work_root, snapshot_table, table)
 from .runs import row_counts, node_errors, sharing_first_build
@@ -56,6 +57,7 @@ class Gameday(Replay):
         self._clocks: dict[str, dt.datetime] = {}  # sandbox -> the time its clock row holds
         self._shared: list[Sandbox] = []  # sandboxes scenarios clone (the shared first build), dropped at the end
         self._read_by_name = ByName()
+        self.parse_state: bytes | None = None  # dbt's partial-parse state after the parse (with options.fix)
         # statements timed in the reference build, stopped past a limit in the scenarios after it
         self.watch = StatementWatch()
 
@@ -216,6 +218,8 @@ class Gameday(Replay):
         o = self.options
         ignored = scrub_note(scrub_dbt_environment())
         self.project = project = Project(o.project_dir, o.profiles_dir, o.target, o.vars_yaml, parse_dir)
+        if o.fix:  # the fix search's game days parse copies of this project: from this parse's state
+            self.parse_state = read_partial_parse(parse_dir / "dbt_target")
         self.engine = engine = engine_for(project.target_output, o.work_root, self.run_id, confined=confined)
         project.session.work_dir = engine.run_dir
         if confined and engine.confinement_gap:
