@@ -171,3 +171,37 @@ def test_summary(shop_run):
     assert summary["dbt_invocations"] == 1 + 1 + 4 + 1 + 8 + 5 + 1 + 5
     assert summary["cutoffs"] == ["2026-03-03 00:00:00", "2026-03-04 00:00:00", "2026-03-05 00:00:00",
                                   "2026-03-06 00:00:00", "2026-03-07 00:00:00"]
+
+
+def test_where_the_time_went(shop_run):
+    """summary.cost: the wall time and the work by phase (summed over the worker processes too), with the
+    counts of dbt invocations and model executions; the terminal's Time: line says the same."""
+    report = shop_run["report"]
+    summary, cost = report["summary"], report["summary"]["cost"]
+    phases = ("parse_s", "dbt_startup_s", "model_execution_s", "copies_s", "judging_s", "reports_s")
+    assert all(cost[p] > 0 for p in phases), cost  # each phase happened, and was timed where it ran
+    assert cost["work_s"] == pytest.approx(sum(cost[p] for p in phases), abs=0.01)
+    assert cost["wall_s"] == summary["wall_time_s"]
+    assert cost["model_execution_s"] == pytest.approx(summary["model_time_s"], abs=0.01)
+    assert cost["dbt_invocations"] == summary["dbt_invocations"] == len(report["extra"]["invocations"])
+    assert cost["model_executions"] == sum(i["nodes"] for i in report["extra"]["invocations"])
+    # the scenarios ran in two worker processes: their clones and judging came back with their verdicts
+    assert cost["copies_s"] > 0 and cost["judging_s"] > 0
+    line = next(x for x in shop_run["stdout"].splitlines() if x.startswith("Time: "))
+    assert f"; {cost['dbt_invocations']} dbt invocations, {cost['model_executions']} model executions" in line
+
+
+def test_a_jobs_time_is_told_once_wherever_it_runs():
+    from rerun_safety.gameday import cost
+
+    cost.take()
+    with cost.spent("parse"):
+        pass
+    outer = cost.take()  # what run_scenario does around a job: the job's own share apart
+    with cost.spent("copies"):
+        pass
+    job = cost.take()
+    cost.add(outer)
+    assert set(job) == {"copies"} and set(cost.take()) == {"parse"}
+    total = cost.add(job, {"copies": 1.0})
+    assert total["copies"] == pytest.approx(1.0 + job["copies"])

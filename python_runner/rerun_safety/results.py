@@ -168,6 +168,40 @@ class Fix:
 
 
 @dataclass(frozen=True)
+class Cost:
+    """Where a game day's time went (gameday/cost.py): the wall time, and the work split by phase, in
+    seconds summed over the processes that did it."""
+
+    wall: float
+    parse: float
+    dbt_startup: float
+    models: float
+    copies: float
+    judging: float
+    reports: float
+    invocations: int
+    model_executions: int
+
+    @property
+    def work(self) -> float:
+        return self.parse + self.dbt_startup + self.models + self.copies + self.judging + self.reports
+
+    def to_dict(self) -> dict:
+        return {"wall_s": round(self.wall, 3), "work_s": round(self.work, 3), "parse_s": round(self.parse, 3),
+                "dbt_startup_s": round(self.dbt_startup, 3), "model_execution_s": round(self.models, 3),
+                "copies_s": round(self.copies, 3), "judging_s": round(self.judging, 3),
+                "reports_s": round(self.reports, 3), "dbt_invocations": self.invocations,
+                "model_executions": self.model_executions}
+
+    def line(self) -> str:
+        parts = [f"{name} {seconds:.1f} s" for name, seconds in (
+            ("parse", self.parse), ("dbt start-up", self.dbt_startup), ("model execution", self.models),
+            ("copies", self.copies), ("judging", self.judging), ("reports", self.reports))]
+        return (f"Time: {self.wall:.1f} s; work {self.work:.1f} s: {', '.join(parts)}; {self.invocations} dbt "
+                f"invocations, {self.model_executions} model executions")
+
+
+@dataclass(frozen=True)
 class GamedayReport:
     project: str
     adapter: str
@@ -185,6 +219,7 @@ class GamedayReport:
     notes: tuple[str, ...] = ()  # about the whole run: the schedule simulated, inputs realigned, ...
     baseline: dict[str, str] | None = None  # model name -> verdict in the report compared with
     fixes: tuple[Fix, ...] | None = None  # --fix: per root cause, a verified fix or none (None: not asked)
+    cost: Cost | None = None  # where the time went
 
     @property
     def worse_than_baseline(self) -> tuple[ModelVerdict, ...]:
@@ -235,6 +270,7 @@ class GamedayReport:
             "wall_time_s": round(self.wall_time, 3),
             "dbt_invocations": self.dbt_invocations,
             "model_time_s": round(self.model_time, 3),
+            **({"cost": self.cost.to_dict()} if self.cost is not None else {}),
             **({"baseline": {"worse": [m.name for m in self.worse_than_baseline],
                              "unsafe_as_before": [m.name for m in self.unsafe if m not in self.worse_than_baseline],
                              "fixed": [m.name for m in self.fixed_since_baseline]}}

@@ -212,6 +212,9 @@ def report_essentials(report: dict) -> dict:
     out.pop("fixes", None)  # the session's shop game day searches fixes (--fix): test_fixes.py checks them
     for key in ("wall_time_s", "model_time_s"):
         out["summary"].pop(key, None)
+    cost = out["summary"].pop("cost", None)  # times; its counts stay (the same work in both runs)
+    if cost is not None:
+        out["summary"]["cost"] = {k: cost[k] for k in ("dbt_invocations", "model_executions")}
     out["extra"]["invocations"] = sorted(i["nodes"] for i in out["extra"]["invocations"])
     for m in out["models"]:
         if m["verdict"] == "nondeterministic":

@@ -10,7 +10,7 @@ from dataclasses import replace
 from .. import clock
 from ..diff.fingerprint import fingerprint, unique_keys
 
-from . import order_only, side_effects
+from . import cost, order_only, side_effects
 from .assemble import build_report
 from .by_name import ByName, copy_read_by_name
 from .judge import failed
@@ -58,6 +58,7 @@ class Gameday(Replay):
         self._shared: list[Sandbox] = []  # sandboxes scenarios clone (the shared first build), dropped at the end
         self._read_by_name = ByName()
         self.parse_state: bytes | None = None  # dbt's partial-parse state after the parse (with options.fix)
+        self._job_cost: dict[str, float] = {}  # what the scenario jobs spent, per phase (cost.py)
         # statements timed in the reference build, stopped past a limit in the scenarios after it
         self.watch = StatementWatch()
 
@@ -66,7 +67,8 @@ class Gameday(Replay):
         """Full refresh on all data; keep its outputs in the reference schema of a template that
         every scenario clones, then drop the built relations so no scenario can inherit them."""
         assert self.engine and plan.timeline
-        sb = self.engine.clone(snapshot, "reference")
+        with cost.spent("copies"):
+            sb = self.engine.clone(snapshot, "reference")
         profiles = self._profiles_dir(sb)
         self.progress.scenario("reference")
         with self.engine.connect(sb) as con:
@@ -171,6 +173,7 @@ class Gameday(Replay):
         # before any work: reports that cannot be written would lose the whole run, and the work
         # root holds copies of production (private to this user)
         o = self.options = replace(self.options, work_root=private_work_root(self.options.work_root))
+        cost.take()  # what an earlier game day in this process left untold (one that failed)
         confined = o.confinement is not None and o.confinement.confined
         if not confined:  # (a confined run's command checked it: only it writes there)
             check_writable_dir(o.output_dir, "the output directory")
@@ -187,14 +190,19 @@ class Gameday(Replay):
             self.progress.start(1 + sum(count_runs([c.split("+")[-1]], plan.timeline) for c in chains)
                                 - max(len(shared) - 1, 0), "game day")
             template, ref_errors, invocations = self._build_reference(plan, snapshot)
-            self.engine.drop(snapshot)  # the reference sandbox holds the snapshot's tables too
+            with cost.spent("copies"):
+                self.engine.drop(snapshot)  # the reference sandbox holds the snapshot's tables too
             by_model = self._scenarios(pool, plan, chains, shared, template, ref_errors, invocations)
             isolated = self._isolate(pool, plan, by_model, template, ref_errors, invocations)
             if o.keep_sandboxes:
                 kept = self.engine.keep()
                 plan.notes.append(f"--keep-sandboxes: {len(kept)} sandbox(es) kept for a day (a later game day's "
                                   f"sweep removes them after that): {', '.join(kept)}")
-            return build_report(self.options, self.project, plan, by_model, isolated, invocations, started, started_at)
+            with cost.spent("reports"):
+                report = build_report(self.options, self.project, plan, by_model, isolated, invocations, started,
+                                      started_at)
+            return replace(report, cost=cost.cost_of(report.wall_time, cost.add(cost.take(), self._job_cost),
+                                                     invocations))
         except BaseException as err:
             failure = err
             if pool is not None:
@@ -217,7 +225,8 @@ class Gameday(Replay):
         """Parse the project, open the engine (sweeping what dead runs left), plan; the scenario chains."""
         o = self.options
         ignored = scrub_note(scrub_dbt_environment())
-        self.project = project = Project(o.project_dir, o.profiles_dir, o.target, o.vars_yaml, parse_dir)
+        with cost.spent("parse"):
+            self.project = project = Project(o.project_dir, o.profiles_dir, o.target, o.vars_yaml, parse_dir)
         if o.fix:  # the fix search's game days parse copies of this project: from this parse's state
             self.parse_state = read_partial_parse(parse_dir / "dbt_target")
         self.engine = engine = engine_for(project.target_output, o.work_root, self.run_id, confined=confined)
@@ -274,7 +283,8 @@ class Gameday(Replay):
         """The inputs copied read-only from the user's target, the clock set up, the schedule planned."""
         engine, o = self.engine, self.options
         plan.drop_absent_hook_sources(engine)
-        snapshot = engine.create_snapshot([*plan.timed_sources, *plan.static_sources])
+        with cost.spent("copies"):
+            snapshot = engine.create_snapshot([*plan.timed_sources, *plan.static_sources])
         self._read_by_name = copy_read_by_name(engine, self.project, plan, snapshot, self._profiles_dir)
         plan.notes.extend(getattr(engine, "notes", []))  # what the snapshot could not copy as it is
         if plan.seeds:
@@ -315,8 +325,9 @@ class Gameday(Replay):
                     by_model[uid][scenario] = r
         plan.side_found = side_found
         if not self.options.keep_sandboxes:
-            for sb in self._shared:
-                self.engine.drop(sb)
+            with cost.spent("copies"):
+                for sb in self._shared:
+                    self.engine.drop(sb)
         return by_model
 
     def _cleanup(self, failure: BaseException | None) -> None:
@@ -340,9 +351,13 @@ class Gameday(Replay):
     def _execute(self, pool, plan: Plan, jobs: list[ScenarioJob]) -> dict[str, tuple]:
         """The jobs in worker processes (two or more, with a pool), else here, on this plan."""
         if pool is not None and len(jobs) > 1:
-            return run_parallel(pool, jobs, self.progress)
-        return {j.key: self.run_scenario(j.scenario, plan, j.template, j.ref_errors, isolate=j.isolate, start=j.start)
-                for j in jobs}
+            done = run_parallel(pool, jobs, self.progress)
+        else:
+            done = {j.key: self.run_scenario(j.scenario, plan, j.template, j.ref_errors, isolate=j.isolate,
+                                             start=j.start) for j in jobs}
+        for judged, _ in done.values():
+            cost.add(judged.pop(cost.COST_KEY, {}), self._job_cost)
+        return done
 
     def _isolate(self, pool, plan: Plan, by_model: dict[str, dict[str, ScenarioResult]], template: Sandbox,
                  ref_errors: dict[str, str], invocations: list) -> Isolation:

@@ -19,7 +19,7 @@ from ..diff import diff_relations
 from ..results import ScenarioResult
 from ..secrets import secrets_through_env
 from ..warehouse.base import REFERENCE_SCHEMA, SNAPSHOT_SCHEMA, Connection, Sandbox
-from . import side_effects
+from . import cost, side_effects
 from .judge import judge
 from .plan import Plan
 from .rebuild import CARRIED, CARRIED_ORDER, determinism_ids, final_rebuild, first_ids
@@ -129,11 +129,13 @@ class Replay:
         assert self.engine and plan.timeline
         names = name.split("+")
         self.progress.scenario(name if not isolate else f"{name} (isolation)")
+        outer = cost.take()  # what this job spends goes back with its verdicts (COST_KEY), wherever it runs
         # the template outlives every scenario, which only reads its reference outputs and the rows
         # inputs arrive from
-        sb = self.engine.clone(start["sandbox"] if start else template,
-                               name.replace("+", "_") if not isolate else f"iso{isolate['level']}_{names[-1]}",
-                               read_only=(REFERENCE_SCHEMA, SNAPSHOT_SCHEMA, side_effects.PREHOOK_SCHEMA))
+        with cost.spent("copies"):
+            sb = self.engine.clone(start["sandbox"] if start else template,
+                                   name.replace("+", "_") if not isolate else f"iso{isolate['level']}_{names[-1]}",
+                                   read_only=(REFERENCE_SCHEMA, SNAPSHOT_SCHEMA, side_effects.PREHOOK_SCHEMA))
         judged_all: dict[str, dict] = {}
         try:
             reorders = any(scenario_kind(n).reorders for n in names)
@@ -147,7 +149,10 @@ class Replay:
             return judged_all, state.results
         finally:
             if not self.options.keep_sandboxes:
-                self.engine.drop(sb)
+                with cost.spent("copies"):
+                    self.engine.drop(sb)
+            judged_all[cost.COST_KEY] = cost.take()
+            cost.add(outer)
 
     def _replay_one(self, plan: Plan, sb: Sandbox, profiles: str, scenario: str, state: ChainState, scope: _Scope,
                     isolate: dict | None, ref_errors: dict[str, str], judged_all: dict) -> dict[str, ScenarioResult]:
@@ -189,7 +194,7 @@ class Replay:
             assert isinstance(final_step, Run)
             judged = self._judge_lean(plan, sb, profiles, scenario, final_step, current, first, state.errors,
                                       ref_errors, state.runs, state.skipped, state.stopped, state.results)
-        with self.engine.connect(sb) as con:
+        with self.engine.connect(sb) as con, cost.spent("judging"):
             if not lean:
                 judged = judge(con, scenario, plan, state.errors, ref_errors, self.options.float_tolerance,
                                scope.judge_ids, state.skipped)
@@ -230,7 +235,7 @@ class Replay:
         reads the ones that differ (and the models with hooks), judge those and the rest of what it
         built (`first`: its first build), and judge the others from the reference."""
         assert self.engine and self.project
-        with self.engine.connect(sb) as con:
+        with self.engine.connect(sb) as con, cost.spent("judging"):
             out = judge(con, scenario, plan, errors, ref_errors, self.options.float_tolerance, current, skipped)
         differing = {u for u, r in out.items() if differs(r.verdict)}
         failed = {**ref_errors, **skipped, **errors}
@@ -244,7 +249,7 @@ class Replay:
             tally_run(res, plan, f"{step.label} (the models below)", errors, runs, skipped, stopped)
         built = set(rebuild) | (first - current)
         rest = {m.unique_id for m in plan.judged} - current
-        with self.engine.connect(sb) as con:
+        with self.engine.connect(sb) as con, cost.spent("judging"):
             out.update(judge(con, scenario, plan, errors, ref_errors, self.options.float_tolerance,
                              {u for u in rest if u in built or u in ref_errors or u in errors}, skipped))
         for uid in sorted(rest - set(out)):
@@ -265,8 +270,9 @@ class Replay:
         reset, run = steps[0], steps[1]
         assert isinstance(reset, Reset) and isinstance(run, Run) and run.full_refresh
         self.progress.scenario("first build")
-        sb = self.engine.clone(template, "first_build",
-                               read_only=(REFERENCE_SCHEMA, SNAPSHOT_SCHEMA, side_effects.PREHOOK_SCHEMA))
+        with cost.spent("copies"):
+            sb = self.engine.clone(template, "first_build",
+                                   read_only=(REFERENCE_SCHEMA, SNAPSHOT_SCHEMA, side_effects.PREHOOK_SCHEMA))
         self._shared.append(sb)
         with self.engine.connect(sb) as con:
             apply_step(con, plan, reset)

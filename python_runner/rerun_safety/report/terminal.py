@@ -192,6 +192,8 @@ def print_summary(report: GamedayReport, paths: dict[str, Path], console: Consol
         console.print(text, soft_wrap=log)
     for line, style in fix_lines(report, paths):
         console.print(Text(printable(line), style=style), soft_wrap=log)
+    if report.cost is not None:
+        console.print(Text(report.cost.line(), style="dim"), soft_wrap=log)
     if paths:
         console.print(Text("Reports:", style="bold"))
         for key, path in [(k, p) for k, p in paths.items() if not k.startswith("fix:")]:
