@@ -94,7 +94,8 @@ def measure(label: str, project: Path, threads: int | None, tmp: Path, build: tu
             "build_s": build[1], "gameday_rc": run.returncode,
             "gameday_s": game_wall, "invocations": report["summary"]["dbt_invocations"],
             "model_runs": sum(i["nodes"] for i in report["extra"]["invocations"]),
-            "models": report["summary"]["models"], "unsafe": report["summary"]["unsafe"], "bytes": held}
+            "models": report["summary"]["models"], "unsafe": report["summary"]["unsafe"], "bytes": held,
+            "cost": report["summary"].get("cost")}
 
 
 def main() -> None:
@@ -120,6 +121,11 @@ def main() -> None:
         print(f"{r['label']:>14} {r['models']:>6} {r['threads']:>11} {r['build_s']:>11.1f} {r['gameday_s']:>10.1f} "
               f"{r['gameday_s'] / r['build_s']:>5.1f}x {r['invocations']:>9} {r['model_runs']:>10} "
               f"{r['bytes'] / 1e6:>10.1f} {r['unsafe']:>6}")
+        if r["cost"]:  # where the game day's time went (summary.cost), summed over its processes
+            c = r["cost"]
+            print(f"{'':>14} split: parse {c['parse_s']:.1f} s, dbt start-up {c['dbt_startup_s']:.1f} s, model execution "
+                  f"{c['model_execution_s']:.1f} s, copies {c['copies_s']:.1f} s, judging {c['judging_s']:.1f} s, "
+                  f"reports {c['reports_s']:.1f} s (work {c['work_s']:.1f} s)")
         if r["build_rc"] not in (0,) or r["gameday_rc"] not in (0, 1):
             print(f"  exit codes: dbt build {r['build_rc']}, game day {r['gameday_rc']}")
     shutil.rmtree(tmp, ignore_errors=True)
