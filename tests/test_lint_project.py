@@ -136,6 +136,18 @@ MODELS: dict[str, tuple[str, list[str]]] = {
     "orders_since_var": ("{{ config(materialized='incremental', incremental_strategy='merge', unique_key='order_id') }}\n"
                          "select order_id, amount, ordered_at from {{ ref('stg_orders') }}\n"
                          "where ordered_at >= '{{ var(\"orders_since\", \"2024-01-01\") }}'\n", []),
+    # SAFE: a day-over-day change read from a model that groups by the day: its grain (one row a day)
+    # comes through ref() as it does through a CTE, so the order by the day cannot tie
+    "orders_daily": ("{{ config(materialized='table') }}\n"
+                     "select cast(ordered_at as date) as order_day, sum(amount) as amount\n"
+                     "from {{ ref('stg_orders') }} group by 1\n", []),
+    "orders_daily_change": ("{{ config(materialized='table') }}\n"
+                            "select order_day, amount - lag(amount) over (order by order_day) as change\n"
+                            "from {{ ref('orders_daily') }}\n", []),
+    # UNSAFE: the same change over orders, where many orders share a time: lag picks among ties
+    "orders_change": ("{{ config(materialized='table') }}\n"
+                      "select order_id, amount - lag(amount) over (order by ordered_at) as change\n"
+                      "from {{ ref('stg_orders') }}\n", ["dedup-order-not-total"]),
 }
 
 

@@ -618,6 +618,7 @@ def test_suppressions(adapter):
 def test_rule_table_is_stable(adapter):
     assert list(RULES) == [
         "append-reread", "unique-key-ignored", "watermark-strict-gt", "late-watermark", "window-shorter-than-run",
+        "window-shorter-than-lateness",
         "stale-attribute",
         "partition-lookback-unaligned",
         "nondeterministic-function", "clock-window", "self-state", "this-in-first-build", "window-over-batch",

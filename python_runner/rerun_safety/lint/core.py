@@ -12,6 +12,7 @@ from .compile import PLACEHOLDER_COLUMN, CompiledModel, compile_project
 from .context import ModelContext, ParsedSql, parse_sql, sqlglot_dialect
 from .findings import Finding, LintResult
 from .rules import lint_model, locate, make_finding
+from .rules.determinism import output_keys
 
 _UNIQUE_TESTS = {"unique": "column_name", "unique_key": "columns",
                  "unique_combination_of_columns": "combination_of_columns"}
@@ -260,13 +261,15 @@ def run_lint(project_dir: str | Path = ".", profiles_dir: str | Path | None = No
     parse_time = rules_time = 0.0
     findings: list[Finding] = []
     suppressed: list[Finding] = []
-    names: list[str] = []
-    for uid in outcome.selected:
+    names = [display_name(manifest.nodes[u]) for u in outcome.selected
+             if u in manifest.nodes and u in outcome.models]
+    # upstream first (a node's upstream set is a strict subset of any node's below it): the unique
+    # column sets a model's output holds (a GROUP BY, say) are known when the models below it are linted
+    for uid in sorted(outcome.selected, key=lambda u: len(_upstream(u, manifest, upstream))):
         node = manifest.nodes.get(uid)
         compiled: CompiledModel | None = outcome.models.get(uid)
         if node is None or compiled is None:
             continue
-        names.append(display_name(node))
         language = getattr(node, "language", "sql") or "sql"
         t = time.perf_counter()
         cache: dict = {}
@@ -310,6 +313,10 @@ def run_lint(project_dir: str | Path = ".", profiles_dir: str | Path | None = No
         kept, quiet = lint_model(ctx, extra, run=not python)
         findings += kept
         suppressed += quiet
+        if rel and full is not None and full.ok and not _is_incremental(node):  # (an append repeats its keys)
+            derived = [k for k in output_keys(full.statements[-1], ctx) if k not in relation_keys.get(rel, [])]
+            if derived:
+                relation_keys[rel] = [*relation_keys.get(rel, []), *derived]
         rules_time += time.perf_counter() - t
 
     timings = dict(outcome.timings)

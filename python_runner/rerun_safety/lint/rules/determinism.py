@@ -282,6 +282,22 @@ def _group_key(select: exp.Select, alias: str) -> frozenset | None:
     return frozenset(cols)
 
 
+def output_keys(stmt: exp.Expression, ctx: ModelContext) -> list[frozenset]:
+    """Column sets unique in what a model's statement returns (a GROUP BY, DISTINCT, or keys carried
+    from what it reads): what a model below it may rely on, as it relies on a CTE's (names, lowercased).
+    Nothing for a set operation (a UNION ALL repeats rows)."""
+    select = stmt
+    if not isinstance(select, exp.Select):
+        return []
+    typer = Typer(stmt, ctx.relation_types)
+    keys = [frozenset(c for _, c in key) for key in _keys_of(select, "", ctx, typer, 0)]
+    if select.args.get("distinct") is not None and not select.args["distinct"].args.get("on"):
+        named = [p.alias_or_name.lower() for p in select.expressions]
+        if all(named) and not any(isinstance(p, exp.Star) for p in select.expressions):
+            keys.append(frozenset(named))
+    return [k for i, k in enumerate(keys) if k and k not in keys[:i]]
+
+
 def _select_keys(select: exp.Select, ctx: ModelContext, typer: Typer, depth: int = 0) -> list[frozenset]:
     """Unique column sets of the rows a select's FROM and JOINs produce, as (alias, column)
     pairs: a cross join keeps the pair of both sides' keys (unique on unique); a join that matches
