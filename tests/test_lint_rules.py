@@ -415,6 +415,21 @@ def test_window_over_whole_partitions_or_trimmed(adapter):
     assert rules(incremental(adapter, both, "merge", "id", full_sql=both)) == []
 
 
+def test_window_over_the_batch_unioned_with_the_rows_kept_in_this(adapter):
+    """The batch unioned with the previous active rows read back from {{ this }} before the window: the
+    first rows of the batch have their predecessors (a shape met in a generated package, flagged before).
+    The same union with a table other than {{ this }}, or a watermark subquery alone, is still the batch."""
+    window = "select id, customer, ts, amount - lag(amount) over (partition by customer order by ts, id) as change"
+    unioned = (f"with batch as (select id, customer, ts, amount from {SRC}{{}}), prev as (select id, customer, ts, "
+               f"amount from {{}} where is_active), rows as (select * from batch union all select * from prev) "
+               f"{window} from rows")
+    full = f"with rows as (select id, customer, ts, amount from {SRC}) {window} from rows"
+    inc = unioned.format(f" where ts > (select max(ts) from {T})", T)
+    assert "window-over-batch" not in rules(incremental(adapter, inc, "merge", "id", full_sql=full))
+    other = unioned.format(f" where ts > (select max(ts) from {T})", '"warehouse"."raw"."archive"')
+    assert "window-over-batch" in rules(incremental(adapter, other, "merge", "id", full_sql=full))
+
+
 # --- limit-without-order -----------------------------------------------------------------------
 
 def test_limit_without_order(adapter):

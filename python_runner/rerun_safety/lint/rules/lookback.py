@@ -7,15 +7,17 @@ and inner joins, of the CTEs and derived tables it reads. A filter there that th
 branch does not have (the `is_incremental()` block) restricts them to the batch. It is harmless
 when the window is partitioned by the filtered column (whole partitions are read: a day's
 windows over a batch of whole days, a session's events re-read for every session with a new
-one), and when the window's result is trimmed again after it (a lookback read for the window,
-then only the newer rows kept: the author sized the lookback).
+one), when the window's result is trimmed again after it (a lookback read for the window,
+then only the newer rows kept: the author sized the lookback), and when the batch is unioned with
+rows kept in `{{ this }}` before the window (the previous active rows give the first rows of the
+batch their predecessors).
 """
 from __future__ import annotations
 
 from sqlglot import exp
 
 from ..context import ModelContext
-from .base import Hit, needle, sql_text
+from .base import Hit, is_this, needle, sql_text
 
 # functions whose value in a row comes from other rows, in order: lag/lead always; an aggregate
 # only with an ORDER BY or a frame (running, moving). Ranking (row_number, rank) numbers the batch
@@ -86,12 +88,29 @@ class _Statement:
             return self._selects(body.this) + self._selects(body.expression)
         return []
 
-    def _source(self, node: exp.Expression) -> list[exp.Select]:
+    def _body(self, node: exp.Expression) -> exp.Expression | None:
         if isinstance(node, exp.Table) and not node.db and node.name.lower() in self.ctes:
-            return self._selects(self.ctes[node.name.lower()])
+            return self.ctes[node.name.lower()]
         if isinstance(node, exp.Subquery):
-            return self._selects(node.this)
-        return []
+            return node.this
+        return None
+
+    def _source(self, node: exp.Expression) -> list[exp.Select]:
+        return self._selects(self._body(node))
+
+    def rows_from_this(self, sel: exp.Select, depth: int = 0) -> bool:
+        """Whether rows of `sel` come from {{ this }} (through its FROM and joins, CTEs and derived tables;
+        not a subquery of its WHERE, such as a watermark)."""
+        if depth >= _MAX_DEPTH:
+            return False
+        frm = sel.args.get("from_")
+        nodes = ([frm.this] if frm is not None else []) + [j.this for j in sel.args.get("joins") or []]
+        for node in nodes:
+            if isinstance(node, exp.Table) and is_this(node, self.ctx):
+                return True
+            if any(self.rows_from_this(inner, depth + 1) for inner in self._source(node)):
+                return True
+        return False
 
     def restrictions(self, sel: exp.Select, depth: int = 0, seen: set | None = None) -> list[exp.Expression]:
         """The batch-only filters on the rows `sel` reads: its own, and those of what its FROM and
@@ -107,8 +126,11 @@ class _Statement:
             sources.append(sel.args["from_"].this)
         sources += [j.this for j in joins if j.side not in ("LEFT", "FULL")]
         for node in sources:
-            for inner in self._source(node):
-                found += self.restrictions(inner, depth + 1, seen)
+            inner = self._source(node)
+            if len(inner) > 1 and any(self.rows_from_this(b) for b in inner):
+                continue  # the batch unioned with rows kept in {{ this }}: the window sees their predecessors
+            for branch in inner:
+                found += self.restrictions(branch, depth + 1, seen)
         return found
 
     def trimmed(self, sel: exp.Select, depth: int = 0) -> bool:

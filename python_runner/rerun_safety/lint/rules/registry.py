@@ -100,8 +100,9 @@ RULES: dict[str, Rule] = {r.id: r for r in (
     Rule("window-over-batch", ERROR,
          "a window that looks across rows (lag, lead, a running or moving sum/avg/count/min/max) over rows "
          "that the incremental branch alone filters to the batch: the first rows of each batch see no "
-         "predecessor. Not when the window is partitioned by the filtered column (whole partitions are read) "
-         "or its result is filtered again to the batch after it (a lookback read for the window, then trimmed)",
+         "predecessor. Not when the window is partitioned by the filtered column (whole partitions are read), "
+         "its result is filtered again to the batch after it (a lookback read for the window, then trimmed), "
+         "or the batch is unioned with rows read back from {{ this }} before it (the previous active rows)",
          "Read the rows the window needs: a lookback for the window's reach, then keep only the batch's rows "
          "after it (`where day >= ...` in an outer select), or re-read whole partitions "
          "(`where user_id in (select user_id from <new rows>)` with the window partitioned by user_id).",
