@@ -144,6 +144,25 @@ MODELS: dict[str, tuple[str, list[str]]] = {
     "orders_daily_change": ("{{ config(materialized='table') }}\n"
                             "select order_day, amount - lag(amount) over (order by order_day) as change\n"
                             "from {{ ref('orders_daily') }}\n", []),
+    # SAFE: a table stamps each order's age from the clock, but the incremental model below it does not
+    # read that column: no rerun carries it (a note)
+    "orders_aged": ("{{ config(materialized='table') }}\n"
+                    "select order_id, amount, ordered_at, current_date - cast(ordered_at as date) as age_days\n"
+                    "from {{ ref('stg_orders') }}\n", []),
+    "orders_kept": ("{{ config(materialized='incremental', incremental_strategy='merge', unique_key='order_id') }}\n"
+                    "select order_id, amount, ordered_at from {{ ref('orders_aged') }}\n"
+                    "{% if is_incremental() %}\n"
+                    "where ordered_at >= (select max(ordered_at) - interval '3 days' from {{ this }})\n"
+                    "{% endif %}\n", []),
+    # UNSAFE: the same age, read by the incremental model below it: rows written on other days keep other ages
+    "orders_aged_read": ("{{ config(materialized='table') }}\n"
+                         "select order_id, ordered_at, current_date - cast(ordered_at as date) as age_days\n"
+                         "from {{ ref('stg_orders') }}\n", ["nondeterministic-function"]),
+    "orders_kept_aged": ("{{ config(materialized='incremental', incremental_strategy='merge', unique_key='order_id') }}\n"
+                         "select order_id, ordered_at, age_days from {{ ref('orders_aged_read') }}\n"
+                         "{% if is_incremental() %}\n"
+                         "where ordered_at >= (select max(ordered_at) - interval '3 days' from {{ this }})\n"
+                         "{% endif %}\n", []),
     # UNSAFE: the same change over orders, where many orders share a time: lag picks among ties
     "orders_change": ("{{ config(materialized='table') }}\n"
                       "select order_id, amount - lag(amount) over (order by ordered_at) as change\n"
@@ -232,7 +251,7 @@ def test_new_user_project_errs_on_exactly_the_unsafe_models(newshop, engine):
     # no compile problem anywhere: deduplicate, get_columns_in_relation and run_query all compiled
     assert [f for f in doc["findings"] if f["rule"] in ("compile-error", "sql-parse-error")] == []
     notes = sorted((f["model"], f["rule"]) for f in doc["findings"] if f["severity"] == "info")
-    expected_notes = [("orders_report", "nondeterministic-function")]
+    expected_notes = [("orders_aged", "nondeterministic-function"), ("orders_report", "nondeterministic-function")]
     if engine == "duckdb":
         expected_notes.append(("py_scores", "python-model"))
     else:

@@ -104,6 +104,9 @@ class ModelContext:
     load_times: tuple[tuple[str, str, str], ...] = ()
     # lint --with-data: what the target shows of those sources' lateness (lint.lateness.Observed)
     lateness: tuple = ()
+    # the names the models below it use (every identifier of their SQL, lowercased); None when unknown (a
+    # model below not linted here, a Python model, `*`): a column none of them reads reaches no rerun
+    read_below: frozenset | None = None
     # (schema, name) -> what a relation holds: event | state | static | history (core.relation_kinds)
     relation_kinds: dict = field(default_factory=dict)
     # how often the models run: (label, seconds, where it came from), see run_lint

@@ -6,6 +6,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from sqlglot import exp
+
 from ..dbt_invoke import scrub_dbt_environment
 from ..project import display_name
 from .compile import PLACEHOLDER_COLUMN, CompiledModel, compile_project
@@ -265,19 +267,17 @@ def run_lint(project_dir: str | Path = ".", profiles_dir: str | Path | None = No
              if u in manifest.nodes and u in outcome.models]
     # upstream first (a node's upstream set is a strict subset of any node's below it): the unique
     # column sets a model's output holds (a GROUP BY, say) are known when the models below it are linted
+    t = time.perf_counter()
+    parsed = {uid: _parse_model(manifest.nodes.get(uid), outcome.models.get(uid), dialect)
+              for uid in outcome.selected}
+    parse_time += time.perf_counter() - t
+    below = _children(manifest)
     for uid in sorted(outcome.selected, key=lambda u: len(_upstream(u, manifest, upstream))):
         node = manifest.nodes.get(uid)
         compiled: CompiledModel | None = outcome.models.get(uid)
         if node is None or compiled is None:
             continue
-        language = getattr(node, "language", "sql") or "sql"
-        t = time.perf_counter()
-        cache: dict = {}
-        python = str(language).lower().endswith("python")
-        full = None if python else _parse(compiled.full_sql, dialect, cache)
-        incr = _parse(compiled.incremental_sql, dialect, cache) if compiled.incremental_checked and not python \
-            else None
-        parse_time += time.perf_counter() - t
+        python, full, incr = parsed[uid]
         rel = outcome.relations.get(uid)
         own = catalog.get(rel) if rel else None
         if own is not None and (set(own) == {PLACEHOLDER_COLUMN} or uid in outcome.not_created):
@@ -306,6 +306,7 @@ def run_lint(project_dir: str | Path = ".", profiles_dir: str | Path | None = No
             load_times=tuple(load_times[u] for u in sorted(_upstream(uid, manifest, upstream)) if u in load_times),
             lateness=tuple(observed[u] for u in sorted(_upstream(uid, manifest, upstream)) if u in observed),
             relation_names=relation_names, clock_rendered=outcome.clock_rendered.get(uid),
+            read_below=_read_below(below.get(uid, ()), parsed),
             schedule=_model_schedule(node, cadence), relation_kinds=holds)
         unknown = sorted(outcome.unknown_relations.get(p, p) for p in node.depends_on.nodes
                          if p in outcome.unknown_relations)
@@ -326,6 +327,44 @@ def run_lint(project_dir: str | Path = ".", profiles_dir: str | Path | None = No
     order = {n: i for i, n in enumerate(names)}
     findings.sort(key=lambda f: (order.get(f.model, 0), f.severity != "error", f.rule, f.line or 0))
     return LintResult(tuple(findings), tuple(names), tuple(suppressed), outcome.mode, timings, notes=tuple(notes))
+
+
+def _parse_model(node, compiled: CompiledModel | None, dialect) -> tuple[bool, ParsedSql | None, ParsedSql | None]:
+    """(a Python model, its full-refresh SQL parsed, its incremental SQL parsed)."""
+    if node is None or compiled is None:
+        return False, None, None
+    cache: dict = {}
+    python = str(getattr(node, "language", "sql") or "sql").lower().endswith("python")
+    full = None if python else _parse(compiled.full_sql, dialect, cache)
+    incr = _parse(compiled.incremental_sql, dialect, cache) if compiled.incremental_checked and not python else None
+    return python, full, incr
+
+
+def _children(manifest) -> dict[str, list[str]]:
+    """node -> the nodes that depend on it (tests left out)."""
+    out: dict[str, list[str]] = {}
+    for uid, node in manifest.nodes.items():
+        if str(node.resource_type.value) == "test":
+            continue
+        for parent in getattr(node.depends_on, "nodes", None) or ():
+            out.setdefault(parent, []).append(uid)
+    return out
+
+
+def _read_below(children, parsed: dict) -> frozenset | None:
+    """Every identifier the SQL of the models below uses, lowercased; None when one of them is not
+    known here (not linted, a Python model, a snapshot, unparsed) or reads `*`."""
+    names: set[str] = set()
+    for uid in children:
+        python, full, incr = parsed.get(uid, (True, None, None))
+        if python or full is None or not full.ok:
+            return None
+        for branch in (full, incr):
+            for stmt in branch.statements if branch is not None and branch.ok else ():
+                if any(True for _ in stmt.find_all(exp.Star)):
+                    return None
+                names |= {i.name.lower() for i in stmt.find_all(exp.Identifier)}
+    return frozenset(names)
 
 
 def _is_incremental(node) -> bool:

@@ -71,6 +71,13 @@ def nondeterministic_function(ctx: ModelContext) -> list[Hit]:
                                     "no incremental model, so reruns do not change it", branch, needles,
                                     severity=INFO, key=f"{text}|{where}"))
                     continue
+                if clock and column is not None and where.startswith("column") and ctx.read_below is not None \
+                        and ctx.materialized in ("table", "view", "ephemeral") and column.lower() not in ctx.read_below:
+                    hits.append(Hit("nondeterministic-function",
+                                    f"`{text}` in {where} reads the clock; the model is rebuilt in full and no model "
+                                    f"below it reads column {column}, so no rerun carries it", branch, needles,
+                                    severity=INFO, key=f"{text}|{where}"))
+                    continue
                 if clock and column is not None and where.startswith("column") and not ctx.compare_audit_columns \
                         and (stamp := _projection(node)) is not None and stamps_the_clock(stamp):
                     hits.append(Hit("nondeterministic-function",

@@ -74,7 +74,8 @@ RULES: dict[str, Rule] = {r.id: r for r in (
          "or use rerun_safety.window_filter(col, grain='<grain>').", partition_lookback_unaligned),
     Rule("nondeterministic-function", ERROR,
          "now()/current_timestamp/current_date/getdate, random(), uuid functions and the like: two builds "
-         "of the same input differ",
+         "of the same input differ. The clock in a table or view is a note where no incremental model reads "
+         "what it computes: rebuilt in full, with no model below reading that column (or none at all)",
          "Derive the value from the data or pass it in as a var (e.g. the window end); for an audit column, "
          "list it in meta.rerun_safety.ignore_columns.", nondeterministic_function),
     Rule("clock-window", ERROR,
