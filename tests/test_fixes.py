@@ -504,7 +504,7 @@ DAY_TOTALS = ("{{ config(materialized='incremental', incremental_strategy='delet
               "{% if is_incremental() %}\n"
               "where event_time >= (select max(event_time) - interval '3 days' from {{ this }})\n"
               "{% endif %}\n")
-SINCE_CTE = ("{{ config(materialized='incremental', incremental_strategy='delete+insert', unique_key='event_id') }}\n"
+SINCE_CTE = ("{{ config(materialized='incremental') }}\n"
              "with since as (select max(event_time) - interval '3 days' as t from {{ this }}),\n"
              "events as (select event_id, amount, event_time from {{ ref('stg_events') }})\n"
              "select * from events\n"
@@ -518,7 +518,9 @@ def test_hooks_this_outside_the_branch_and_package_models_get_verified_fixes_on_
     - events_day_totals: its post-hook inserts per-day totals of the whole table at every run (side_effect);
       fixed by deleting the days it covers first (keyed by batch_day, the date column it inserts);
     - events_since: a CTE reads {{ this }} outside is_incremental() (the first build fails on PostgreSQL:
-      error); fixed by moving the CTE inside the branch;
+      error); moving the CTE inside the branch mends that and shows the next defect (an append re-reading
+      three days: duplicates), so it is refused, and the same move with delete+insert on event_id (unique in
+      that changed project's clean build) is verified;
     - vendor_events, a model of a local package: an append over a three-day lookback (duplicates); fixed by
       setting delete+insert on event_id for it in the project's dbt_project.yml (the package's file sets
       neither key), so the package's copy stays as installed.
@@ -556,12 +558,16 @@ def test_hooks_this_outside_the_branch_and_package_models_get_verified_fixes_on_
     fixes = {f["model"]: f for f in report["fixes"]}
     assert {n: (f["verified"], f["candidate"], f["path"]) for n, f in fixes.items()} == {
         "events_day_totals": (True, "replace the hook's rows by batch_day", "models/staging/events_day_totals.sql"),
-        "events_since": (True, "move the read of this", "models/staging/events_since.sql"),
+        "events_since": (True, "move the read of this, then keyed on event_id", "models/staging/events_since.sql"),
         "vendor_events": (True, "keyed on event_id (dbt_project.yml)", "dbt_project.yml")}, out
     assert ("delete from {{ source('audit', 'batch_totals') }} where batch_day in (select cast(event_time as date) "
             "from {{ this }} group by cast(event_time as date))") in fixes["events_day_totals"]["patch"]
     assert ("+with {% if is_incremental() %}since as (select max(event_time) - interval '3 days' as t from "
             "{{ this }}),{% endif %}\n") in fixes["events_since"]["patch"]
+    assert "+{{ config(materialized='incremental', incremental_strategy='delete+insert', unique_key='event_id') }}" \
+        in fixes["events_since"]["patch"]
+    (moved,) = fixes["events_since"]["tried"]  # it mended the first build and showed the append's duplicates
+    assert moved["candidate"] == "move the read of this" and moved["why"].startswith("events_since is duplicates (")
     assert (' models:\n+  vendor:\n+    vendor_events:\n+      +incremental_strategy: "delete+insert"\n'
             '+      +unique_key: "event_id"\n   shop:\n') in fixes["vendor_events"]["patch"]
     assert fixes["vendor_events"]["note"] == "" and vendor_file.read_text() == VENDOR_MODEL

@@ -208,11 +208,16 @@ def _rounds(first: Gameday, report: GamedayReport, searches: list[_Search]) -> N
             elif stopped:
                 s.tried.append(Tried(s.next.name, s.next.description, stopped))
             else:
-                why, safe = judged[id(s)]
+                why, safe, then = judged[id(s)]
+                cand = s.next
                 if why is None:
-                    s.verified = (s.next, safe)
-                else:
-                    s.tried.append(Tried(s.next.name, s.next.description, why))
+                    s.verified = (cand, safe)
+                    continue
+                s.tried.append(Tried(cand.name, cand.description, why))
+                if not cand.follows:  # it mended the defect and showed another: that one's candidates, on top
+                    s.found[len(s.tried):len(s.tried)] = [replace(
+                        c, name=f"{cand.name}, then {c.name}", description=f"{cand.description}; then {c.description}",
+                        follows=True, settings=()) for c in then]
 
 
 def _late_batches(first: Gameday, uid: str) -> int:
@@ -304,7 +309,8 @@ def _verify(first: Gameday, report: GamedayReport, changes: list[tuple[_Search, 
             again = second.run()
         except RerunSafetyError as err:
             return f"the game day of the changed project stopped: {first_line(err)}", {}
-        return None, {id(s): _judge(first, report, second, again, s.below) for s, _ in changes}
+        return None, {id(s): (*_judge(first, report, second, again, s.below), _then(second, again, s, c))
+                      for s, c in changes}
     finally:
         shutil.rmtree(folder, ignore_errors=True)
         lock.close()
@@ -336,6 +342,17 @@ def _judge(first: Gameday, report: GamedayReport, second: Gameday, again: Gameda
                     "other values in " + ", ".join(a.differing_columns(b)[:5]))
             return f"it changes what a clean build of {name} produces ({what})", []
     return None, [before[u].name for u in below if u in before]
+
+
+def _then(second: Gameday, again: GamedayReport, search: _Search, cand: Candidate) -> list[Candidate]:
+    """When the change mended the root cause's defect but its model shows another one (a first build that
+    failed, then ran and appended what it read again), that defect's candidates on the changed text,
+    made from what the changed project's game day measured (its reference's keys, say)."""
+    now = next((m for m in again.models if m.unique_id == search.mv.unique_id), None)
+    if now is None or now.verdict not in UNSAFE or now.verdict == search.mv.verdict or cand.path:
+        return []
+    found, _ = candidates(_target(second, now, _lf(cand.text)))
+    return [c for c in found if c.text != _lf(cand.text)]
 
 
 def _side_changed(first: Gameday, second: Gameday, below: list[str]) -> str:

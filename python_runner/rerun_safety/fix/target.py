@@ -40,3 +40,4 @@ class Candidate:
     text: str  # the new text of the file it changes
     settings: tuple[tuple[str, object], ...] = ()  # when it only sets these config() keys (else empty)
     path: str = ""  # the file it changes, relative to the project ("": the model's own file)
+    follows: bool = False  # made on top of another candidate that mended one defect and showed the next
