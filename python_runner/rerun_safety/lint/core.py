@@ -14,7 +14,7 @@ from .compile import PLACEHOLDER_COLUMN, CompiledModel, compile_project
 from .context import ModelContext, ParsedSql, parse_sql, sqlglot_dialect
 from .findings import Finding, LintResult
 from .rules import lint_model, locate, make_finding
-from .rules.determinism import output_keys
+from .rules.keys import output_keys
 
 _UNIQUE_TESTS = {"unique": "column_name", "unique_key": "columns",
                  "unique_combination_of_columns": "combination_of_columns"}
