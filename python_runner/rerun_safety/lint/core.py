@@ -272,6 +272,7 @@ def run_lint(project_dir: str | Path = ".", profiles_dir: str | Path | None = No
               for uid in outcome.selected}
     parse_time += time.perf_counter() - t
     below = _children(manifest)
+    used: dict[str, frozenset | None] = {}  # model -> the identifiers its SQL uses (None: not known), once each
     for uid in sorted(outcome.selected, key=lambda u: len(_upstream(u, manifest, upstream))):
         node = manifest.nodes.get(uid)
         compiled: CompiledModel | None = outcome.models.get(uid)
@@ -306,7 +307,8 @@ def run_lint(project_dir: str | Path = ".", profiles_dir: str | Path | None = No
             load_times=tuple(load_times[u] for u in sorted(_upstream(uid, manifest, upstream)) if u in load_times),
             lateness=tuple(observed[u] for u in sorted(_upstream(uid, manifest, upstream)) if u in observed),
             relation_names=relation_names, clock_rendered=outcome.clock_rendered.get(uid),
-            read_below=_read_below(below.get(uid, ()), parsed),
+            read_below=_read_below(below.get(uid, ()), parsed, used) if uid in feeds and
+            node.config.materialized in ("table", "view", "ephemeral") else None,
             schedule=_model_schedule(node, cadence), relation_kinds=holds)
         unknown = sorted(outcome.unknown_relations.get(p, p) for p in node.depends_on.nodes
                          if p in outcome.unknown_relations)
@@ -351,19 +353,29 @@ def _children(manifest) -> dict[str, list[str]]:
     return out
 
 
-def _read_below(children, parsed: dict) -> frozenset | None:
+def _read_below(children, parsed: dict, used: dict) -> frozenset | None:
     """Every identifier the SQL of the models below uses, lowercased; None when one of them is not
-    known here (not linted, a Python model, a snapshot, unparsed) or reads `*`."""
+    known here (not linted, a Python model, a snapshot, unparsed) or reads `*`. `used` caches each
+    model's identifiers (a model below several parents is read once)."""
     names: set[str] = set()
     for uid in children:
-        python, full, incr = parsed.get(uid, (True, None, None))
-        if python or full is None or not full.ok:
+        if uid not in used:
+            used[uid] = _identifiers(*parsed.get(uid, (True, None, None)))
+        if used[uid] is None:
             return None
-        for branch in (full, incr):
-            for stmt in branch.statements if branch is not None and branch.ok else ():
-                if any(True for _ in stmt.find_all(exp.Star)):
-                    return None
-                names |= {i.name.lower() for i in stmt.find_all(exp.Identifier)}
+        names |= used[uid]
+    return frozenset(names)
+
+
+def _identifiers(python: bool, full: ParsedSql | None, incr: ParsedSql | None) -> frozenset | None:
+    if python or full is None or not full.ok:
+        return None
+    names: set[str] = set()
+    for branch in (full, incr):
+        for stmt in branch.statements if branch is not None and branch.ok else ():
+            if any(True for _ in stmt.find_all(exp.Star)):
+                return None
+            names |= {i.name.lower() for i in stmt.find_all(exp.Identifier)}
     return frozenset(names)
 
 
