@@ -23,7 +23,7 @@ SECOND = [
     "test_gameday_spark.py", "test_diff_spark.py", "test_spark_cluster.py", "strategy/test_strategy_spark.py",
     "strategy/adapter_suite", "test_macros_integration.py", "test_reliability.py", "test_reliability_round3.py",
     "test_reliability_strategy.py", "test_interrupt_threads.py", "strategy/test_strategy_kill.py",
-    "test_confinement.py", "test_reliability_round2.py", "test_fix_shapes_postgres.py",
+    "test_confinement.py", "test_reliability_round2.py", "test_fix_shapes_postgres.py", "test_confinement_spark.py",
 ]
 
 

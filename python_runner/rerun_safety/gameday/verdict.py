@@ -52,7 +52,7 @@ def failed_result(name: str, message: str, hooks: str = "") -> ScenarioResult:
     lines = [ln.strip() for ln in (hooks or "").splitlines() if ln.strip()]
     kernel = _KERNEL_REFUSED.search(message or "")
     if kernel is not None:
-        return _written_outside(name, kernel.group(1) or kernel.group(2), lines)
+        return _written_outside(name, next(g for g in kernel.groups() if g), lines)
     role = _ROLE_REFUSED.search(message or "") if lines else None
     if role is not None:
         return ScenarioResult(name, "side_effect", message=(
@@ -82,9 +82,12 @@ def failed_result(name: str, message: str, hooks: str = "") -> ScenarioResult:
                                                        f"there): {what}; hook: {hook}")
 
 
-# the kernel refusing a write outside the run folder (confine/): DuckDB's and Python's words for EACCES. Reading
-# is never refused there, so this is a write.
-_KERNEL_REFUSED = re.compile(r'Cannot open file "([^"]*)": Permission denied|Permission denied: \'([^\'\n]*)\'')
+# the kernel refusing a write outside the run folder (confine/): DuckDB's, Python's and Spark's (Hadoop's local file
+# system: a job's `_temporary` folder under the path it writes, or the file itself) words for EACCES. Reading is
+# never refused there, so this is a write.
+_KERNEL_REFUSED = re.compile(r'Cannot open file "([^"]*)": Permission denied|Permission denied: \'([^\'\n]*)\'|'
+                             r'Mkdirs failed to create (?:file:)?(/[^\s]*?)(?:/_temporary/|\s|$)|'
+                             r'java\.io\.FileNotFoundException: (?:file:)?(/[^\s]*) \(Permission denied\)')
 
 
 # PostgreSQL refusing the game day's own role (warehouse/postgres/role.py) what takes a superuser, the owner of another

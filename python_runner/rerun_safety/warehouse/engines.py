@@ -36,7 +36,8 @@ def database_errors() -> tuple[type, ...]:
 def engine_for(target_output: dict, work_root: Path, run_id: str, attach: bool = False,
                confined: bool = False) -> Engine:
     """`confined`: a game day confined by privilege; on PostgreSQL dbt and the runner then reach the
-    sandboxes as a role of the run's own (see PostgresEngine)."""
+    sandboxes as a role of the run's own (see PostgresEngine), an in-process Spark keeps a catalog of the
+    run's own (see spark/own_catalog.py)."""
     kind = target_output.get("type")
     if kind == "duckdb":
         from .duckdb.engine import DuckDBEngine
@@ -49,7 +50,7 @@ def engine_for(target_output: dict, work_root: Path, run_id: str, attach: bool =
     if kind == "spark":
         from .spark.engine import SparkEngine
 
-        return SparkEngine(target_output, work_root, run_id, attach)
+        return SparkEngine(target_output, work_root, run_id, attach, confined=confined)
     from ..errors import ConfigError
 
     raise ConfigError(f"adapter '{kind}' is not supported (supported: duckdb, postgres, spark)")

@@ -29,6 +29,7 @@ from sqlglot.tokens import TokenType
 from ...errors import ConfigError, SandboxError
 from ...errors import first_line as _first_line
 from ...project import SourceTable
+from . import own_catalog
 from .dialect import SPARK
 from ..base import PREFIX, SNAPSHOT_SCHEMA, Connection, Engine, Sandbox, ident, is_kept, lock_is_free, snapshot_table
 
@@ -268,17 +269,15 @@ class SparkConnection(Connection):
 class SparkEngine(Engine):
     dialect = SPARK
 
-    def __init__(self, target_output: dict, work_root: Path, run_id: str, attach: bool = False):
+    def __init__(self, target_output: dict, work_root: Path, run_id: str, attach: bool = False,
+                 confined: bool = False):
+        """`confined`: a game day confined by privilege; an in-process Spark then keeps its catalog and
+        files in the run folder (own_catalog.py)."""
         self.method = str(target_output.get("method") or "")
         schema = str(target_output.get("schema") or "")
         if schema.lower().startswith(PREFIX):
             raise SandboxError(f"refusing to run: the target schema '{schema}' starts with the sandbox prefix '{PREFIX}'")
         super().__init__(target_output, work_root, run_id, attach)
-        try:
-            self.backend = make_backend(target_output)
-        except BaseException:
-            self._abandon()
-            raise
         from ...clock import CLOCK_SCHEMA
         from ..base import REFERENCE_SCHEMA
 
@@ -288,6 +287,25 @@ class SparkEngine(Engine):
                                   *([schema.lower()] if schema else [])}
         self._original_schema: dict[str, str] = {}
         self.notes: list[str] = []
+        self.backend: Backend | None = None
+        self._gap = own_catalog.gap(self._parameters()) if confined and self.method == "session" else None
+        if self._gap is not None:
+            return  # refused by the game day (confinement_gap) before Spark starts
+        try:
+            if confined and self.method == "session":
+                own = own_catalog.own_catalog(self._parameters(), self.run_dir, Path.cwd())
+                # dbt's invocations share this process's Spark, and its profile says the same
+                self.target_output = {**target_output, "server_side_parameters": own.parameters}
+                self.notes.append("Spark (method: session) ran on the run's own copy of the catalog" + (
+                    f" ({own.copied_from})" if own.copied_from else "") + ": the user's tables were read where "
+                    "they are, and nothing but the run folder could be written")
+            self.backend = make_backend(self.target_output)
+        except BaseException:
+            self._abandon()
+            raise
+
+    def _parameters(self) -> dict[str, str]:
+        return {str(k): str(v) for k, v in (self.target_output.get("server_side_parameters") or {}).items()}
 
     # a parallel pool cannot share an in-process Spark's catalog (Derby: one process at a time)
     @property
@@ -296,9 +314,8 @@ class SparkEngine(Engine):
 
     @property
     def confinement_gap(self) -> str | None:
-        if self.method == "session":
-            return ("Spark's method: session runs its JVM inside the game day's process, which the game day does "
-                    "not confine yet")
+        if self._gap is not None:
+            return f"Spark's method: session: {self._gap}"
         return None
 
     @property
