@@ -21,9 +21,10 @@ TESTS = Path(__file__).resolve().parent
 # Spark (in process and on a cluster), and the tests that mostly wait: signals, kills, restarts.
 SECOND = [
     "test_gameday_spark.py", "test_diff_spark.py", "test_spark_cluster.py", "strategy/test_strategy_spark.py",
-    "strategy/adapter_suite", "test_macros_integration.py", "test_reliability.py", "test_reliability_round3.py",
-    "test_reliability_strategy.py", "test_interrupt_threads.py", "strategy/test_strategy_kill.py",
-    "test_confinement.py", "test_reliability_round2.py", "test_fix_shapes_postgres.py", "test_confinement_spark.py",
+    "strategy/adapter_suite", "test_macros_integration.py", "test_interrupts.py", "test_production_read_only.py",
+    "test_secrets.py", "test_postgres_roles_and_types.py", "test_work_root.py", "test_external_models.py",
+    "test_diff_filters.py", "test_hostile_text.py", "test_strategy_faults.py", "test_interrupt_threads.py",
+    "strategy/test_strategy_kill.py", "test_confinement.py", "test_fix_shapes_postgres.py", "test_confinement_spark.py",
 ]
 
 

@@ -127,3 +127,59 @@ def spark_cluster(tmp_path_factory):
     # stop() leaves no process behind: checked on the session's cluster (tests/test_spark_cluster.py
     # counts its processes while it runs) rather than on a second one, whose start costs ~30 s
     check_stopped(cluster, pids)
+
+
+# ------------------------------------------------------------------ the payments fixture, shared by feature files
+# (test_production_read_only, test_interrupts, test_postgres_roles_and_types, test_diff_filters, test_secrets):
+# made once per session, on first use
+
+@pytest.fixture(scope="session")
+def duck(tmp_path_factory):
+    return _payments_target("duckdb", tmp_path_factory.mktemp("rel_duck"))
+
+
+@pytest.fixture(scope="session")
+def pg(tmp_path_factory, pg_server):
+    return _payments_target("postgres", tmp_path_factory.mktemp("rel_pg"), server=pg_server)
+
+
+@pytest.fixture(scope="session")
+def vacuum_server():
+    """A server whose autovacuum visits every database each second and works slowly there (cost delay
+    100 ms, limit 1), so that a worker is inside a fresh sandbox whenever it is dropped: the race a
+    CREATEDB role lost 1 run in 3 with a short naptime happens on nearly every drop here."""
+    server = start_pg_server("-c autovacuum_naptime=1 -c autovacuum_vacuum_cost_delay=100 "
+                             "-c autovacuum_vacuum_cost_limit=1")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def pg_payments(tmp_path_factory, pg_server):
+    target = _payments_target("postgres", tmp_path_factory.mktemp("where_pg"), server=pg_server)
+    conn = pg_server.connect(target.dbname)
+    with conn.cursor() as cur:
+        cur.execute("create sequence landing.counter")
+        cur.execute("create function landing.bump() returns bigint language sql volatile "
+                    "as 'select nextval(''landing.counter'')'")
+    conn.close()
+    return target
+
+
+@pytest.fixture(scope="session")
+def pg_off(tmp_path_factory, pg_server):
+    """The payments fixture on PostgreSQL, in a database whose standard_conforming_strings is off."""
+    target = _payments_target("postgres", tmp_path_factory.mktemp("round3_pg"), server=pg_server)
+    conn = pg_server.connect()
+    with conn.cursor() as cur:
+        cur.execute(f'alter database "{target.dbname}" set standard_conforming_strings = off')
+    conn.close()
+    return target
+
+
+def _payments_target(*args, **kwargs):
+    from support.reliability import payments_target
+
+    return payments_target(*args, **kwargs)

@@ -16,6 +16,7 @@ import duckdb
 import pytest
 
 from support.gameday import hostile_project, run_cli, sha256_of
+from support.reliability import payments_target
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Landlock is Linux's")
 
@@ -361,3 +362,121 @@ def test_the_postgres_lint_compiles_as_a_role_of_its_own(tmp_path, pg_server, pg
     finally:
         conn.close()
         outside.unlink(missing_ok=True)
+
+
+# ------------------------------------------------------------------ hooks that write files, with the guard on
+
+def test_duckdb_hooks_cannot_write_the_users_files(tmp_path):
+    """Post-hooks that export the model to the user's file (absolute and relative paths) and that
+    attach another DuckDB file to write into it: refused inside every sandbox (the files stay byte for
+    byte, mode included), judged `side_effect` naming the hook, never a crash."""
+    import os
+    import stat
+
+    import duckdb
+
+    from support.gameday import file_sha256, load_report
+    from support.reliability import CHEAP, spawn_gameday
+
+    target = payments_target("duckdb", tmp_path / "proj")
+    exports = tmp_path / "exports"
+    exports.mkdir()
+    absolute = exports / "payments.csv"
+    absolute.write_text("account_id,payment_no\n" + "".join(f"{i},{i}\n" for i in range(4800)))
+    absolute.chmod(0o644)
+    relative = target.project / "local_export.csv"
+    relative.write_text("kept\n")
+    other = tmp_path / "other.duckdb"
+    with duckdb.connect(str(other)) as con:
+        con.execute("create table log (n bigint)")
+        con.execute("insert into log values (1)")
+    models = target.project / "models"
+    (models / "payments_exported.sql").write_text(
+        "{{ config(materialized='incremental', incremental_strategy='merge', unique_key=['account_id', 'payment_no'],\n"
+        f"          post_hook=\"copy (select account_id, payment_no from {{{{ this }}}}) to '{absolute}' (header)\") }}}}\n"
+        "select account_id, payment_no from {{ ref('payments_merged') }}\n")
+    (models / "payments_exported_here.sql").write_text(
+        "{{ config(materialized='table', post_hook=\"copy (select 1 as n) to 'local_export.csv'\") }}\n"
+        "select account_id from {{ ref('payments_merged') }}\n")
+    (models / "payments_logged.sql").write_text(
+        "{{ config(materialized='table', post_hook=[\n"
+        f"     \"attach if not exists '{other}' as rs_other_db\",\n"
+        "     \"insert into rs_other_db.log select count(*) from {{ this }}\"]) }}\n"
+        "select account_id from {{ ref('payments_merged') }}\n")
+    # files the models' own SQL reads stay readable (a glob's folder, and a file by a relative path)
+    rates = tmp_path / "rates"
+    rates.mkdir()
+    (rates / "fx_2025.csv").write_text("currency,rate\nEUR,1.0\nUSD,0.9\n")
+    (target.project / "limits.csv").write_text("account_id,cap\n1,100\n")
+    (models / "fx_from_files.sql").write_text(
+        f"select r.currency, r.rate, l.cap from read_csv('{rates}/*.csv') r cross join read_csv('limits.csv') l\n"
+        "cross join (select count(*) from {{ ref('payments_merged') }}) m\n")
+    # a path built in Jinja is not found in the SQL: that model is not judged (never an error)
+    more = tmp_path / "more_rates"
+    more.mkdir()
+    (more / "fx_2026.csv").write_text("currency,rate\nEUR,1.0\n")
+    (models / "fx_from_var.sql").write_text(
+        "select * from read_csv('{{ var(\"rates_dir\", \"" + str(more) + "\") }}/fx_2026.csv')\n"
+        "cross join (select count(*) from {{ ref('payments_merged') }}) m\n")
+    # a hook that installs an extension (DuckDB's own folder, not the user's data): not judged, not unsafe
+    (models / "with_extension.sql").write_text(
+        "{{ config(materialized='table', pre_hook='install json') }}\n"
+        "select count(*) as n from {{ ref('payments_merged') }}\n")
+    files = {p: (file_sha256(p), stat.S_IMODE(os.stat(p).st_mode)) for p in (absolute, relative, other)}
+    proc = spawn_gameday(target, tmp_path / "run", *CHEAP, "--select", "payments_merged+")
+    _, err = proc.communicate(timeout=600)
+    assert proc.returncode == 1, err
+    assert {p: (file_sha256(p), stat.S_IMODE(os.stat(p).st_mode)) for p in files} == files
+    models = {m["name"]: m for m in load_report(proc.out_dir)["models"]}
+    for name, hook in (("payments_exported", f"copy (select account_id, payment_no from {{{{ this }}}}) to '{absolute}'"),
+                       ("payments_exported_here", "copy (select 1 as n) to 'local_export.csv'"),
+                       ("payments_logged", f"attach if not exists '{other}' as rs_other_db")):
+        m = models[name]
+        assert (m["verdict"], m["root_cause"]) == ("side_effect", True), (name, m)
+        message = m["scenarios"][0]["message"]
+        assert message.startswith("a hook writes or reads a file outside the sandbox (refused there): "), message
+        assert f"hook: {hook}" in message, message
+    assert models["payments_merged"]["verdict"] == "safe"
+    assert models["fx_from_files"]["verdict"] == "safe" and models["fx_from_files"]["scenarios"][0]["rows"] == 2
+    ext = models["with_extension"]
+    assert (ext["verdict"], ext["root_cause"]) == ("untested", False), ext
+    assert ext["scenarios"][0]["message"].startswith("not judged: a hook installs a DuckDB extension")
+    by_var = models["fx_from_var"]
+    assert (by_var["verdict"], by_var["root_cause"]) == ("untested", False), by_var
+    assert by_var["scenarios"][0]["message"].startswith("not judged: the model reads a file outside the sandbox")
+
+
+def test_postgres_hooks_cannot_write_server_files(tmp_path, pg_server):
+    """As a superuser (who may write any file the server can): a post-hook's COPY ... TO a server file
+    and one's lo_export are refused in every sandbox statement, judged side_effect naming the hook;
+    the server's file stays byte for byte."""
+    import os
+
+    from support.gameday import file_sha256, load_report
+    from support.reliability import CHEAP, spawn_gameday
+
+    target = payments_target("postgres", tmp_path / "proj", server=pg_server)
+    export = Path(pg_server.base) / f"export_{os.getpid()}.csv"
+    export.write_text("account_id\n" + "".join(f"{i}\n" for i in range(4800)))
+    export.chmod(0o666)
+    before = file_sha256(export)
+    models = target.project / "models"
+    (models / "payments_exported.sql").write_text(
+        "{{ config(materialized='table',\n"
+        f"          post_hook=\"copy (select account_id from {{{{ this }}}}) to '{export}' with csv header\") }}}}\n"
+        "select account_id, payment_no from {{ ref('payments_merged') }}\n")
+    (models / "payments_lo.sql").write_text(
+        "{{ config(materialized='table', post_hook=\"select lo_export(lo_from_bytea(0, 'x'), '" + str(export) + "')\") }}\n"
+        "select account_id from {{ ref('payments_merged') }}\n")
+    proc = spawn_gameday(target, tmp_path / "run", *CHEAP, "--select", "payments_merged+")
+    _, err = proc.communicate(timeout=600)
+    assert proc.returncode == 1, err
+    assert file_sha256(export) == before
+    report = {m["name"]: m for m in load_report(proc.out_dir)["models"]}
+    exported, lo = report["payments_exported"], report["payments_lo"]
+    assert (exported["verdict"], lo["verdict"]) == ("side_effect", "side_effect"), (exported, lo)
+    assert exported["scenarios"][0]["message"] == (
+        "a hook writes or reads a file outside the sandbox (refused there): the statement writes the server file "
+        f"\"{export}\" (COPY ... TO a file); hook: copy (select account_id from {{{{ this }}}}) to '{export}' with csv header")
+    assert "lo_export()" in lo["scenarios"][0]["message"] and "hook: select lo_export(" in lo["scenarios"][0]["message"]
+    assert report["payments_merged"]["verdict"] == "safe"

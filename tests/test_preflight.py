@@ -1,5 +1,5 @@
 """Config checks the game day makes before replaying anything (pure logic; the end-to-end exit
-codes are in test_reliability_inputs.py)."""
+codes are in test_bad_input.py)."""
 from __future__ import annotations
 
 import pytest

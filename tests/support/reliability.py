@@ -24,6 +24,8 @@ PARSE_PREFIX = "rerun_safety_parse_"
 CLI = str(Path(sys.executable).with_name("rerun-safety"))
 # The cheapest realistic game day: 7 models, one replay over 2 steps.
 CHEAP = ("--steps", "2", "--scenarios", "replay")
+# One incremental model (plus its upstream view) and two scenarios: enough to interrupt, or to look for a secret.
+SMALL = ("--select", "payments_merged", "--scenarios", "replay,rerun")
 
 
 class Target:
@@ -250,3 +252,36 @@ def files_with(needle: bytes, roots: list[Path]) -> list[str]:
                 except OSError:
                     continue  # removed while we looked
     return hits
+
+
+# ------------------------------------------------------------------ shared by the feature files
+def role_target(server, tmp: Path):
+    from support.common import create_role
+
+    role = create_role(server)  # LOGIN CREATEDB CREATEROLE, no superuser
+    return role, payments_target("postgres", tmp, server=server, role=role)
+
+
+def databases_of(server, role: str) -> list[str]:
+    conn = server.connect()
+    try:
+        with conn.cursor() as cur:
+            # owned by the role, or by the role of one of its game days (which it was made a member of)
+            cur.execute("select datname from pg_database where starts_with(datname, %s) and "
+                        "(pg_get_userbyid(datdba) = %s or datdba in (select m.roleid from pg_auth_members m "
+                        "join pg_roles r on r.oid = m.member where r.rolname = %s)) order by 1", [PREFIX, role, role])
+            return [r[0] for r in cur.fetchall()]
+    finally:
+        conn.close()
+
+
+# The game days of a role's tests: the payments fixture's incremental merge model and its view.
+ROLE_ARGS = (*CHEAP, "--select", "payments_merged")
+
+
+def diff_cli(target, *args: str, profiles=None) -> tuple[int, str, str]:
+    """`rerun-safety diff` of the payments fixture's landing table against itself, in this process (JSON)."""
+    from support.gameday import run_cli
+
+    return run_cli(["diff", "landing.payments", "landing.payments", "--project-dir", str(target.project),
+                    "--profiles-dir", str(profiles or target.profiles), "--format", "json", *args])
