@@ -127,11 +127,11 @@ def relations_read(sql: str, dialect: str) -> set[tuple[str | None, str, str]]:
 
 
 def discover(project: Project, plan, compiled: dict[str, str], dialect: str, databases: set[str],
-             user_relations: dict[tuple[str, str], tuple[str, str]]) -> ByName:
+             user_relations: dict[tuple[str, str], tuple[str, str]], user_schema=lambda s: s) -> ByName:
     """The inputs the compiled SQL (model uid -> SQL) reads by name. `databases`: the names the
     target's own database goes by, lower case (others are attached or foreign, read where they
     are); `user_relations`: the relations of the user's database, (schema, name) lower case ->
-    as stored."""
+    as stored; `user_schema`: the user's name of a schema the SQL names in the sandbox it compiled in."""
     nodes = {(n.schema.lower(), n.identifier.lower()) for n in project.models.values()}
     known = {(s.schema.lower(), s.identifier.lower()) for s in [*plan.inputs, *plan.static_sources]}
     declared = {(s.schema.lower(), s.identifier.lower()): s for s in project.sources.values()}
@@ -141,7 +141,7 @@ def discover(project: Project, plan, compiled: dict[str, str], dialect: str, dat
         for catalog, schema, name in relations_read(sql, dialect):
             if catalog is not None and catalog.lower() not in databases:
                 continue
-            key = (schema.lower(), name.lower())
+            key = (user_schema(schema).lower(), name.lower())
             if key in nodes or key in known:
                 continue
             if key in declared or key in user_relations:
@@ -183,7 +183,7 @@ def copy_read_by_name(engine, project: Project, plan, snapshot, profiles_for) ->
     if failed:
         more, failed = _compile_after_upstream(engine, project, snapshot, profiles_for, failed)
         compiled.update(more)
-    found = discover(project, plan, compiled, engine.dialect, databases, user)
+    found = discover(project, plan, compiled, engine.dialect, databases, user, engine.user_schema)
     with engine.connect(snapshot) as con:
         for s in probes:
             con.drop_relation(s.schema, s.identifier)

@@ -48,13 +48,14 @@ def reorder_inputs(engine: Engine, plan: Plan, sandbox: Sandbox) -> None:
     instead of by chance."""
     with engine.connect(sandbox) as con:
         if not con.dialect.physical_row_order:
-            return  # e.g. parquet tables: Spark reads their files in parallel, in no fixed order anyway
+            return  # an engine that reads rows back in no order it keeps
         for schema, name in plan.input_relations():
             if not con.relation_kind(schema, name):
                 continue
             live, shuffled = table(schema, name), table(schema, f"rerun_safety_reorder_{name}"[:63])
+            columns = [c for c, _ in con.columns(schema, name)]
             con.execute(exp.Create(this=shuffled, kind="TABLE", expression=exp.select("*").from_(
-                live.as_("rs_row")).order_by(row_order(con.dialect))))
+                live.as_("rs_row")).order_by(row_order(con.dialect, columns))))
             con.delete_rows(live)
             con.execute(exp.insert(exp.select("*").from_(shuffled), live))
             con.drop_relation(schema, shuffled.name)

@@ -253,6 +253,11 @@ class Engine(abc.ABC):
         columns; relations it cannot read are left out. For hints only: an engine without it gives {}."""
         return {}
 
+    def user_schema(self, schema: str) -> str:
+        """The user's name of a schema that compiled SQL names in a sandbox (the same name where a sandbox
+        is a database of its own; Spark's sandbox schemas carry the sandbox's prefix)."""
+        return schema
+
     def sandbox_name(self, role: str) -> str:
         return f"{PREFIX}{self.run_id}_{role}"
 

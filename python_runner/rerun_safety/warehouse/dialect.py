@@ -164,8 +164,9 @@ class Dialect(str):
             rows.subquery("rs_rows")).sql(dialect=str(self))
 
     # --- the game day's SQL ---
-    def row_order(self) -> exp.Expression:
-        """An order of the rows of a table aliased `rs_row` unrelated to how they were written."""
+    def row_order(self, columns: Sequence[str] = ()) -> exp.Expression:
+        """An order of the rows of a table aliased `rs_row` (whose columns are `columns`) unrelated to how
+        they were written."""
         return exp.func("md5", exp.cast(exp.column("rs_row"), exp.DataType.build("text")))
 
     def row_share(self, modulus: int, below: int) -> exp.Expression:

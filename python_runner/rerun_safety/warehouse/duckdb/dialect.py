@@ -51,7 +51,7 @@ class DuckDBDialect(Dialect):
     def catalog_query(self) -> str:
         return _catalog()
 
-    def row_order(self) -> exp.Expression:
+    def row_order(self, columns: Sequence[str] = ()) -> exp.Expression:
         return exp.func("hash", exp.column("rs_row"))
 
     def row_share(self, modulus: int, below: int) -> exp.Expression:

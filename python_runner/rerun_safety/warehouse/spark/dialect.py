@@ -57,6 +57,15 @@ class SparkDialect(Dialect):
     def is_distinct(self, a: str, b: str) -> str:
         return f"not ({a} <=> {b})"
 
+    # a parquet table written by one ordered query is read back in that order (its files and the rows in
+    # each): the determinism scenario's rewrite changes what an unordered collect_list gathers first
+    physical_row_order = True
+
+    def row_order(self, columns: Sequence[str] = ()) -> exp.Expression:
+        # Spark allows no `*` in ORDER BY: the columns by name (each with its NULL flag, as row_hash)
+        return exp.maybe_parse(self.row_hash([f"rs_row.{exp.to_identifier(c, quoted=True).sql(dialect='spark')}"
+                                              for c in columns]), dialect="spark")
+
     def row_share(self, modulus: int, below: int) -> exp.Expression:
         return exp.condition(f"pmod(xxhash64(rs_row.*), {int(modulus)}) < {int(below)}", dialect="spark")
 

@@ -328,6 +328,11 @@ class SparkEngine(Engine):
     def prefix(self, sandbox: Sandbox) -> str:
         return f"{sandbox.name}{SEP}"
 
+    def user_schema(self, schema: str) -> str:
+        # `<sandbox>__raw` is the sandbox's copy of `raw` (a source() or ref() compiled in a sandbox)
+        low = schema.lower()
+        return low.split(SEP, 1)[1] if low.startswith(PREFIX) and SEP in low else schema
+
     def _connection(self, prefix: str | None) -> SparkConnection:
         if self.method == "thrift":
             # Each connection to a Thrift server is a Spark session of its own, and a session
@@ -352,26 +357,46 @@ class SparkEngine(Engine):
 
     def create_snapshot(self, sources: Iterable[SourceTable]) -> Sandbox:
         sandbox = self._new("snapshot")
-        with self.connect(sandbox) as con, self.user_connection() as user_con:
-            self._snapshot(con, user_con, sources)
+        self.add_to_snapshot(sandbox, sources)
         return sandbox
 
-    def _snapshot(self, con: SparkConnection, user_con: SparkConnection, sources: Iterable[SourceTable]) -> None:
-        for src in sources:
-            if src.database and src.database.lower() not in ("spark_catalog", src.schema.lower()):
-                raise ConfigError(f"source {src.name} lives in catalog '{src.database}': only sources in the "
-                                  "session catalog can be copied")
-            con.create_schema(src.schema)
-            user = f"{ident(src.schema).sql(dialect='spark')}.{ident(src.identifier).sql(dialect='spark')}"
-            try:
-                parts = user_con.partitioned_by(src.schema, src.identifier)
-                con._raw(f"create table {con._q(src.schema, src.identifier)} using parquet{parts} as "
-                         f"select * from {user}")
-            except Exception as err:  # noqa: BLE001
-                raise ConfigError(f"source {src.name}: cannot read {src.schema}.{src.identifier}: "
-                                  f"{_first_line(err)}") from None
-            if src.time_column:
-                con.copy_table(src.schema, src.identifier, SNAPSHOT_SCHEMA, snapshot_table(src))
+    def add_to_snapshot(self, sandbox: Sandbox, sources: Iterable[SourceTable], empty: bool = False) -> None:
+        """Copy sources from the user's catalog into the snapshot (`empty`: their columns only)."""
+        with self.connect(sandbox) as con, self.user_connection() as user_con:
+            for src in sources:
+                self._copy_source(con, user_con, src, empty)
+
+    def _copy_source(self, con: SparkConnection, user_con: SparkConnection, src: SourceTable, empty: bool) -> None:
+        if src.database and src.database.lower() not in ("spark_catalog", src.schema.lower()):
+            raise ConfigError(f"source {src.name} lives in catalog '{src.database}': only sources in the "
+                              "session catalog can be copied")
+        con.create_schema(src.schema)
+        user = f"{ident(src.schema).sql(dialect='spark')}.{ident(src.identifier).sql(dialect='spark')}"
+        try:
+            parts = user_con.partitioned_by(src.schema, src.identifier)
+            con._raw(f"create table {con._q(src.schema, src.identifier)} using parquet{parts} as "
+                     f"select * from {user}{' where false' if empty else ''}")
+        except Exception as err:  # noqa: BLE001
+            raise ConfigError(f"source {src.name}: cannot read {src.schema}.{src.identifier}: "
+                              f"{_first_line(err)}") from None
+        if src.time_column and not empty:
+            con.copy_table(src.schema, src.identifier, SNAPSHOT_SCHEMA, snapshot_table(src))
+
+    @property
+    def database_names(self) -> set[str]:
+        """The names the session catalog goes by in compiled SQL (Spark has no database above the schema)."""
+        return {"spark_catalog"}
+
+    def user_relations(self) -> dict[tuple[str, str], tuple[str, str]]:
+        """Every table and view of the user's catalog (the sandboxes' databases aside): (schema, name) lower
+        case -> as stored."""
+        out: dict[tuple[str, str], tuple[str, str]] = {}
+        with self.user_connection() as con:
+            for schema in con.databases():
+                if schema.startswith(PREFIX):
+                    continue
+                out.update({(schema, n): (schema, n) for n in con._names("show tables", schema)})
+        return out
 
     def clone(self, source: Sandbox, role: str, read_only: tuple[str, ...] = ()) -> Sandbox:
         """Tables are copied (Spark has no cheap copy of a parquet table without Delta); those of

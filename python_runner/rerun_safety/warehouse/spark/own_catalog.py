@@ -78,7 +78,8 @@ def derby_folder(parameters: dict[str, str], cwd: Path) -> Path:
     if path.is_absolute():
         return path
     home = _DERBY_HOME.search(str(parameters.get("spark.driver.extraJavaOptions") or ""))
-    return (Path(home.group(1)) if home else cwd) / path
+    base = Path(home.group(1)) if home else cwd
+    return (base if base.is_absolute() else cwd / base) / path
 
 
 def own_catalog(parameters: dict[str, str], run_dir: Path, cwd: Path) -> OwnCatalog:
