@@ -106,3 +106,85 @@ def spark_query(sql: str) -> list[tuple]:
 
 def unique_schema(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex[:8]}"
+
+
+USER_CATALOG = """
+import sys
+from pathlib import Path
+from pyspark.sql import SparkSession
+root = Path(sys.argv[1])
+spark = (SparkSession.builder.enableHiveSupport()
+         .config("spark.sql.warehouse.dir", str(root / "warehouse"))
+         .config("spark.hadoop.javax.jdo.option.ConnectionURL", "jdbc:derby:;databaseName=metastore_db;create=true")
+         .config("spark.driver.extraJavaOptions", f"-Dderby.system.home={root} -XX:+UseSerialGC")
+         .config("spark.ui.enabled", "false").config("spark.sql.session.timeZone", "UTC").getOrCreate())
+spark.sql("create database raw")
+# 7,999 events, one every 61 s from 2026-03-01 00:01:01 to 2026-03-06 15:32:19
+spark.sql("create table raw.events using parquet as select id as event_id, "
+          "timestamp'2026-03-01 00:00:00' + make_interval(0, 0, 0, 0, 0, 0, id * 61) as event_time "
+          "from range(1, 8000)")
+spark.stop()
+"""
+
+CONFINED_MODELS = {
+    "sources.yml": """
+        version: 2
+        sources:
+          - name: raw
+            tables:
+              - name: events
+                config:
+                  event_time: event_time
+        """,
+    # re-reads a day on every run and appends it again
+    "ev_append.sql": """
+        {{ config(materialized='incremental', incremental_strategy='append') }}
+        select event_id, event_time from {{ source('raw', 'events') }}
+        {% if is_incremental() %}
+        where event_time >= (select max(event_time) - interval '1 day' from {{ this }})
+        {% endif %}
+        """,
+    # right by its data (a day's partition replaced), but its hook exports the table into the user's folder
+    "ev_exported.sql": """
+        {{ config(materialized='incremental', incremental_strategy='insert_overwrite', partition_by=['event_day'],
+                  post_hook="insert overwrite directory '" ~ var('outside') ~ "/export' using parquet select * from "
+                            ~ this) }}
+        select event_id, event_time, cast(event_time as date) as event_day from {{ source('raw', 'events') }}
+        {% if is_incremental() %}
+        where event_time >= (select max(event_day) from {{ this }})
+        {% endif %}
+        """,
+}
+
+
+def confined_session_project(tmp: Path) -> tuple[Path, Path]:
+    """A user's Spark catalog made by a Spark process of their own (an embedded Derby metastore and a warehouse
+    folder under tmp/user: raw.events, 7,999 events) and a dbt project on it with `method: session`
+    (tmp/project): an append over a day's lookback (duplicates) and a model whose post-hook exports itself
+    into the folder the var `outside` names. Returns (the user's folder, the project)."""
+    import json
+    import subprocess
+    import sys
+    import textwrap
+
+    user = tmp / "user"
+    user.mkdir()
+    made = subprocess.run([sys.executable, "-c", USER_CATALOG, str(user)], capture_output=True, text=True, cwd=user)
+    assert made.returncode == 0, made.stderr[-2000:]
+    project = tmp / "project"
+    (project / "models").mkdir(parents=True)
+    (project / "dbt_project.yml").write_text("name: confined_spark\nversion: '1.0'\nconfig-version: 2\n"
+                                             "profile: confined_spark\nmodels:\n  confined_spark:\n"
+                                             "    +materialized: view\n    +file_format: parquet\n")
+    for name, text in CONFINED_MODELS.items():
+        (project / "models" / name).write_text(textwrap.dedent(text).lstrip())
+    # as the user runs dbt: the metastore's folder relative to derby.system.home
+    parameters = {"spark.sql.warehouse.dir": str(user / "warehouse"),
+                  "spark.hadoop.javax.jdo.option.ConnectionURL": "jdbc:derby:;databaseName=metastore_db;create=true",
+                  "spark.driver.extraJavaOptions": f"-Dderby.system.home={user} -XX:+UseSerialGC",
+                  "spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2",
+                  "spark.sql.session.timeZone": "UTC"}
+    (project / "profiles.yml").write_text(json.dumps({"confined_spark": {"target": "dev", "outputs": {"dev": {
+        "type": "spark", "method": "session", "host": "localhost", "schema": "analytics",
+        "server_side_parameters": parameters}}}}))
+    return user, project

@@ -299,7 +299,18 @@ class SparkEngine(Engine):
                 self.notes.append("Spark (method: session) ran on the run's own copy of the catalog" + (
                     f" ({own.copied_from})" if own.copied_from else "") + ": the user's tables were read where "
                     "they are, and nothing but the run folder could be written")
-            self.backend = make_backend(self.target_output)
+            if confined and self.method == "session":
+                # pyspark's own temporary folder (the gateway's connection file) in the run folder too: a
+                # run killed while Spark starts leaves it where the next run's sweep removes it
+                import tempfile
+
+                saved, tempfile.tempdir = tempfile.tempdir, str(self.run_dir / "spark" / "tmp")
+                try:
+                    self.backend = make_backend(self.target_output)
+                finally:
+                    tempfile.tempdir = saved
+            else:
+                self.backend = make_backend(self.target_output)
         except BaseException:
             self._abandon()
             raise
