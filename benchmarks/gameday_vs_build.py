@@ -151,7 +151,7 @@ def dbt_build(project: Path) -> tuple[int, float]:
 
 def measure(label: str, project: Path, threads: int | None, tmp: Path, build: tuple[int, float],
             extra: tuple[str, ...] = ()) -> dict:
-    tag = f"{label.replace(' ', '_')}_{threads or 'default'}"
+    tag = f"{label.replace(' ', '_').replace('/', '_')}_{threads or 'default'}"
     out, work = tmp / f"{tag}_out", tmp / f"{tag}_work"
     game = [str(BIN / "rerun-safety"), "gameday", "--project-dir", str(project), "--profiles-dir", str(project),
             "--output-dir", str(out), "--keep-sandboxes", *(["--threads", str(threads)] if threads else []), *extra]
