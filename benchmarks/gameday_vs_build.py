@@ -73,7 +73,9 @@ def generated_project(root: Path, n_models: int, n_incremental: int, days: int =
     return root
 
 
-# the six incremental shapes of the `heavy` project, each safe on a rerun (keyed, or whole windows replaced):
+# the six incremental shapes of the `heavy` project: five safe on a rerun (keyed over a lookback or a window);
+# `keyed_append`, a `>=` watermark on the latest time without a lookback, loses the rest of a half-committed
+# batch (the game day finds 5 of them and the 3 marts over them):
 # (name, config, the incremental filter or None)
 THIS = "{{ this }}"
 HEAVY_SHAPES = (
