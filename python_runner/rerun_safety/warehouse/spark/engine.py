@@ -59,32 +59,33 @@ class SparkEngine(Engine):
         self._original_schema: dict[str, str] = {}
         self.notes: list[str] = []
         self.backend: Backend | None = None
-        self._gap = own_catalog.gap(self._parameters()) if confined and self.method == "session" else None
+        own = confined and self.method == "session"
+        self._gap = own_catalog.gap(self._parameters()) if own else None
         if self._gap is not None:
             return  # refused by the game day (confinement_gap) before Spark starts
         try:
-            if confined and self.method == "session":
-                own = own_catalog.own_catalog(self._parameters(), self.run_dir, Path.cwd())
-                # dbt's invocations share this process's Spark, and its profile says the same
-                self.target_output = {**target_output, "server_side_parameters": own.parameters}
-                self.notes.append("Spark (method: session) ran on the run's own copy of the catalog" + (
-                    f" ({own.copied_from})" if own.copied_from else "") + ": the user's tables were read where "
-                    "they are, and nothing but the run folder could be written")
-            if confined and self.method == "session":
-                # pyspark's own temporary folder (the gateway's connection file) in the run folder too: a
-                # run killed while Spark starts leaves it where the next run's sweep removes it
-                import tempfile
-
-                saved, tempfile.tempdir = tempfile.tempdir, str(self.run_dir / "spark" / "tmp")
-                try:
-                    self.backend = make_backend(self.target_output)
-                finally:
-                    tempfile.tempdir = saved
-            else:
-                self.backend = make_backend(self.target_output)
+            self.backend = self._start_own_catalog() if own else make_backend(self.target_output)
         except BaseException:
             self._abandon()
             raise
+
+    def _start_own_catalog(self) -> Backend:
+        """The confined in-process Spark, on the run's own copy of the user's catalog (own_catalog.py)."""
+        import tempfile
+
+        own = own_catalog.own_catalog(self._parameters(), self.run_dir, Path.cwd())
+        # dbt's invocations share this process's Spark, and its profile says the same
+        self.target_output = {**self.target_output, "server_side_parameters": own.parameters}
+        self.notes.append("Spark (method: session) ran on the run's own copy of the catalog" + (
+            f" ({own.copied_from})" if own.copied_from else "") + ": the user's tables were read where "
+            "they are, and nothing but the run folder could be written")
+        # pyspark's own temporary folder (the gateway's connection file) in the run folder too: a run killed
+        # while Spark starts leaves it where the next run's sweep removes it
+        saved, tempfile.tempdir = tempfile.tempdir, str(self.run_dir / "spark" / "tmp")
+        try:
+            return make_backend(self.target_output)
+        finally:
+            tempfile.tempdir = saved
 
     def _parameters(self) -> dict[str, str]:
         return {str(k): str(v) for k, v in (self.target_output.get("server_side_parameters") or {}).items()}
