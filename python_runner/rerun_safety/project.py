@@ -109,6 +109,19 @@ def display_name(node: Any) -> str:
     return node.name if version is None else f"{node.name}.v{version}"
 
 
+def hook_sql(value: Any) -> list[str]:
+    """The SQL of each hook in a `pre_hook`/`post_hook` config value, in dbt's order: the value as a
+    manifest keeps it (a list of Hook objects) or as a user writes it (a string, a `{sql: ...,
+    transaction: ...}` mapping, or a list of those); empty ones left out."""
+    items = [value] if isinstance(value, (str, dict)) else list(value or [])
+    out = []
+    for item in items:
+        sql = item.get("sql") if isinstance(item, dict) else getattr(item, "sql", item)
+        if isinstance(sql, str) and sql.strip():
+            out.append(sql)
+    return out
+
+
 def _as_tuple(value: Any) -> tuple[str, ...]:
     if value is None or value == "":
         return ()

@@ -16,6 +16,7 @@ from typing import Any
 from sqlglot import exp
 
 from ..clock import CLOCK_SCHEMA
+from ..project import hook_sql
 from ..warehouse.base import REFERENCE_SCHEMA, SNAPSHOT_SCHEMA, Connection, table
 
 PREHOOK_SCHEMA = "rerun_safety_prehook"
@@ -59,8 +60,8 @@ def hook_texts(manifest: Any, uids) -> tuple[dict[str, str], str]:
         node = manifest.nodes.get(uid)
         if node is None:
             continue
-        hooks = [*(getattr(node.config, "pre_hook", None) or []), *(getattr(node.config, "post_hook", None) or [])]
-        text = "\n".join(str(getattr(h, "sql", h)) for h in hooks)
+        text = "\n".join([*hook_sql(getattr(node.config, "pre_hook", None)),
+                          *hook_sql(getattr(node.config, "post_hook", None))])
         if text.strip():
             models[uid] = text
     project = "\n".join(n.raw_code for u, n in manifest.nodes.items()

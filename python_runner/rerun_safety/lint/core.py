@@ -9,7 +9,7 @@ from typing import Any
 from sqlglot import exp
 
 from ..dbt_invoke import scrub_dbt_environment
-from ..project import display_name
+from ..project import display_name, hook_sql
 from .compile import PLACEHOLDER_COLUMN, CompiledModel, compile_project
 from .context import ModelContext, ParsedSql, parse_sql, sqlglot_dialect
 from .findings import Finding, LintResult
@@ -174,7 +174,7 @@ def _upstream(uid: str, manifest, cache: dict) -> frozenset:
 
 
 def _hooks(node, key: str) -> list[str]:
-    return [str(getattr(h, "sql", h)) for h in (_config_get(node, key) or [])]
+    return hook_sql(_config_get(node, key))
 
 
 def _parse(sql: str | None, dialect: str | None, cache: dict) -> ParsedSql | None:

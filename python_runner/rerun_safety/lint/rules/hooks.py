@@ -7,6 +7,7 @@ import re
 import sqlglot
 from sqlglot import exp
 
+from ...project import hook_sql
 from ..context import ModelContext
 from .base import Hit
 
@@ -18,15 +19,7 @@ _KNOWN = re.compile(r"\{\{\s*((?:this|target|model)\.[a-z_]+)\s*\}\}", re.IGNORE
 
 def hook_sqls(ctx: ModelContext) -> list[tuple[str, str]]:
     """(pre_hook | post_hook, SQL as written) in the order dbt runs them: pre-hooks, then post-hooks."""
-    out = []
-    for kind in ("pre_hook", "post_hook"):
-        value = ctx.config.get(kind)
-        items = [value] if isinstance(value, (str, dict)) else list(value or [])
-        for item in items:
-            sql = item.get("sql") if isinstance(item, dict) else getattr(item, "sql", item)
-            if isinstance(sql, str) and sql.strip():
-                out.append((kind, sql))
-    return out
+    return [(kind, sql) for kind in ("pre_hook", "post_hook") for sql in hook_sql(ctx.config.get(kind))]
 
 
 def _render(sql: str, ctx: ModelContext) -> str:
