@@ -92,6 +92,25 @@ def test_unique_key_ignored(adapter):
 
 
 # --- watermark-strict-gt -----------------------------------------------------------------------
+def test_each_watermark_finding_points_at_its_own_filter(adapter):
+    """Two strict watermarks on {{ this }}, a CTE's and the outer query's (sqlmesh's sushi_dbt writes its
+    revenue models so): each finding names the line of its own comparison, not the first {{ this }}."""
+    raw = ("{{ config(materialized='incremental') }}\n"
+           "with items as (select * from {{ ref('items') }}\n"
+           "  where oi.ds > (select max(ds) from {{ this }}))\n"
+           "select o.* from {{ ref('orders') }} as o\n"
+           "where\n"
+           "  \"o\".ds>(select max(ds) from {{ this }})\n")
+    sql = (f"with items as (select * from {SRC} as oi where oi.ds > (select max(ds) from {T})) "
+           f"select o.* from {SRC} as o where \"o\".ds > (select max(ds) from {T})")
+    found = run_rules(incremental(adapter, sql, "append", raw_code=raw, path="models/orders.sql"))
+    assert sorted((f.rule, f.line) for f in found) == [("watermark-strict-gt", 3), ("watermark-strict-gt", 6)]
+    # a comparison the file does not write as such (a macro's) falls back to the first {{ this }}
+    found = run_rules(incremental(adapter, sql, "append", raw_code="{{ config(materialized='incremental') }}\n"
+                                  "select * from {{ this }}\n{{ my_filter('ds') }}\n", path="models/orders.sql"))
+    assert sorted(f.line for f in found) == [2, 2]
+
+
 
 def test_watermark_strict_gt(adapter):
     for strategy, key in (("append", None), ("merge", "id"), ("delete+insert", "id")):

@@ -213,6 +213,16 @@ def needle(word: str) -> str:
     return r"\b" + re.escape(word) + r"\b"
 
 
+def comparison_needle(column: exp.Expression, op: str) -> str | None:
+    """A regex for `column op` as a person writes it (`o.ds >`, `"o"."ds">`), so that a finding points at
+    its own filter when a model has two on {{ this }} (a CTE's and the outer query's). None for what is
+    not a column."""
+    if not isinstance(column, exp.Column) or not column.parts:
+        return None
+    name = r"\s*\.\s*".join(rf'"?{re.escape(part.name)}"?' for part in column.parts)
+    return rf'(?<![\w."]){name}\s*' + (r">(?!=)" if op == ">" else re.escape(op))
+
+
 def unwrap(node: exp.Expression) -> exp.Expression:
     while isinstance(node, (exp.Paren, exp.Alias)):
         node = node.this

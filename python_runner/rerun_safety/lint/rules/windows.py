@@ -7,8 +7,8 @@ from sqlglot import exp
 from ...cadence import SECONDS, duration
 from ..context import ModelContext
 from ..grain import ALIGNED, INSTANT, Typer, aligned, constant_within, type_grain, unit_grain
-from .base import (FILTER_CLAUSES, Hit, anti_joins_this, clause_of, has_window_literal, is_this,
-                   mentions_window, needle, Scope, sql_text, unwrap, watermarks)
+from .base import (FILTER_CLAUSES, Hit, anti_joins_this, clause_of, comparison_needle, has_window_literal,
+                   is_this, mentions_window, needle, Scope, sql_text, unwrap, watermarks)
 
 
 def append_reread(ctx: ModelContext) -> list[Hit]:
@@ -30,7 +30,7 @@ def append_reread(ctx: ModelContext) -> list[Hit]:
                                 f"incremental filter `{sql_text(w.node, ctx)}` re-reads rows already written "
                                 f"({how} of {{{{ this }}}}); strategy '{ctx.strategy}'{_keyless(ctx)} inserts them "
                                 "again",
-                                "incremental", (r"\{\{\s*this\s*\}\}", needle(w.column.sql().split(".")[-1].strip('"'))),
+                                "incremental", _at(w, r"\{\{\s*this\s*\}\}", needle(w.column.sql().split(".")[-1].strip('"'))),
                                 key=sql_text(w.node, ctx)))
         if not marks and not mentions_window(stmt, ctx) and not Scope(stmt, ctx).sources:
             hits.append(Hit("append-reread",
@@ -38,6 +38,13 @@ def append_reread(ctx: ModelContext) -> list[Hit]:
                             "every run appends all selected rows again",
                             "incremental", (r"\bselect\b",), key="no-filter"))
     return hits
+
+
+def _at(w, *fallback: str) -> tuple[str, ...]:
+    """Where a watermark's finding points: its own comparison where the file writes it so, else the first
+    of `fallback` that matches."""
+    own = comparison_needle(w.column, w.op)
+    return (own, *fallback) if own else fallback
 
 
 def _keyless(ctx: ModelContext) -> str:
@@ -55,7 +62,7 @@ def watermark_strict_gt(ctx: ModelContext) -> list[Hit]:
                 hits.append(Hit("watermark-strict-gt",
                                 f"watermark filter `{sql_text(w.node, ctx)}` skips for good the rows a half-committed "
                                 "batch (or a late or tied event) left behind once max() has moved past them",
-                                "incremental", (r"\{\{\s*this\s*\}\}",), key=sql_text(w.node, ctx)))
+                                "incremental", _at(w, r"\{\{\s*this\s*\}\}"), key=sql_text(w.node, ctx)))
     return hits
 
 
