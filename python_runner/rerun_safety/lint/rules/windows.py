@@ -10,6 +10,8 @@ from ..grain import ALIGNED, INSTANT, Typer, aligned, constant_within, type_grai
 from .base import (FILTER_CLAUSES, Hit, anti_joins_this, clause_of, comparison_needle, has_window_literal,
                    is_this, mentions_window, needle, Scope, sql_text, unwrap, watermarks)
 
+_THIS = r"\{\{\s*this\s*\}\}"  # where a finding about {{ this }} points when nothing nearer is written
+
 
 def append_reread(ctx: ModelContext) -> list[Hit]:
     """append (or the default strategy, delete+insert or merge without unique_key, which append: dbt
@@ -30,7 +32,7 @@ def append_reread(ctx: ModelContext) -> list[Hit]:
                                 f"incremental filter `{sql_text(w.node, ctx)}` re-reads rows already written "
                                 f"({how} of {{{{ this }}}}); strategy '{ctx.strategy}'{_keyless(ctx)} inserts them "
                                 "again",
-                                "incremental", _at(w, r"\{\{\s*this\s*\}\}", needle(w.column.sql().split(".")[-1].strip('"'))),
+                                "incremental", _at(w, _THIS, needle(w.column.sql().split(".")[-1].strip('"'))),
                                 key=sql_text(w.node, ctx)))
         if not marks and not mentions_window(stmt, ctx) and not Scope(stmt, ctx).sources:
             hits.append(Hit("append-reread",
@@ -41,8 +43,8 @@ def append_reread(ctx: ModelContext) -> list[Hit]:
 
 
 def _at(w, *fallback: str) -> tuple[str, ...]:
-    """Where a watermark's finding points: its own comparison where the file writes it so, else the first
-    of `fallback` that matches."""
+    """Where a watermark's finding points: its own comparison where the file writes it so (a model may have
+    two filters on {{ this }}), else the first of `fallback` that matches."""
     own = comparison_needle(w.column, w.op)
     return (own, *fallback) if own else fallback
 
@@ -62,7 +64,7 @@ def watermark_strict_gt(ctx: ModelContext) -> list[Hit]:
                 hits.append(Hit("watermark-strict-gt",
                                 f"watermark filter `{sql_text(w.node, ctx)}` skips for good the rows a half-committed "
                                 "batch (or a late or tied event) left behind once max() has moved past them",
-                                "incremental", _at(w, r"\{\{\s*this\s*\}\}"), key=sql_text(w.node, ctx)))
+                                "incremental", _at(w, _THIS), key=sql_text(w.node, ctx)))
     return hits
 
 
@@ -89,7 +91,7 @@ def late_watermark(ctx: ModelContext) -> list[Hit]:
                             f"watermark `{sql_text(w.node, ctx)}` is on the event time '{column.name}' of {source}, "
                             f"which declares a load time '{load}': a row loaded after the watermark has passed "
                             "its event time is never read",
-                            "incremental", (r"\{\{\s*this\s*\}\}",), key=sql_text(w.node, ctx)))
+                            "incremental", _at(w, _THIS), key=sql_text(w.node, ctx)))
     return hits
 
 
@@ -167,7 +169,7 @@ def window_shorter_than_run(ctx: ModelContext) -> list[Hit]:
                             f"incremental window `{sql_text(w.node, ctx)}` reaches back {duration(back)} before "
                             f"the watermark, less than one run ({label}, {origin}): after a half-committed run, "
                             "the rows it left behind that are older than that are never read again",
-                            "incremental", (r"\{\{\s*this\s*\}\}",), key=sql_text(w.node, ctx)))
+                            "incremental", _at(w, _THIS), key=sql_text(w.node, ctx)))
     return hits
 
 
@@ -208,7 +210,7 @@ def window_shorter_than_lateness(ctx: ModelContext) -> list[Hit]:
                             f"their {seen.event}: 99% of its {seen.rows:,} rows within {_about(seen.p99)}, the "
                             f"latest {_about(seen.latest or seen.p99)} (by {seen.load}, read from the target): a row "
                             "loaded after the window has moved past its event time is never read",
-                            "incremental", (r"\{\{\s*this\s*\}\}",), key=sql_text(w.node, ctx)))
+                            "incremental", _at(w, _THIS), key=sql_text(w.node, ctx)))
     return hits
 
 
@@ -326,7 +328,7 @@ def partition_lookback_unaligned(ctx: ModelContext) -> list[Hit]:
             hits.append(Hit("partition-lookback-unaligned",
                             f"lookback `{sql_text(w.node, ctx)}` starts inside a partition ({why}): the oldest "
                             f"{part} in the batch is replaced by its tail and loses the rest of its rows",
-                            "incremental", (r"\{\{\s*this\s*\}\}",), key=sql_text(w.node, ctx)))
+                            "incremental", _at(w, _THIS), key=sql_text(w.node, ctx)))
     return hits
 
 
@@ -435,7 +437,7 @@ def self_state(ctx: ModelContext) -> list[Hit]:
                             f"values read from {{{{ this }}}} reach the output (`{text}`): the model carries state "
                             "from its own previous output, so a rerun or backfill of a window builds on rows the "
                             "failed or earlier run already changed",
-                            "incremental", (r"\{\{\s*this\s*\}\}",), key=f"self-state|{alias}"))
+                            "incremental", (_THIS,), key=f"self-state|{alias}"))
             break
     return hits
 
@@ -460,5 +462,5 @@ def this_in_first_build(ctx: ModelContext) -> list[Hit]:
                         f"the first build reads {{{{ this }}}} ({where}) outside is_incremental(): the relation does "
                         "not exist before that build, so it fails on PostgreSQL (which binds every CTE, used or "
                         "not; DuckDB skips an unused one), and a --full-refresh reads the table it replaces",
-                        "full", (r"\{\{\s*this\s*\}\}",), key="this-in-first-build")]
+                        "full", (_THIS,), key="this-in-first-build")]
     return []
