@@ -157,6 +157,37 @@ def test_the_fork_server_warms_every_installed_adapter_and_starts_no_thread():
     assert threads == 1
 
 
+def test_the_warm_up_keeps_its_parse_state_in_the_cache_folder_out_of_the_work_root(tmp_path):
+    """The warm-up's project and dbt's partial-parse state of it are kept in $XDG_CACHE_HOME/rerun_safety
+    (0700): the next fork server's parse reuses the state (dbt leaves it byte-identical; a parse in full
+    writes another), a damaged state is parsed over and replaced, and a cache folder inside the work root
+    (which the confined children may write) is not used at all."""
+    def warm(cache: Path, tmpdir: Path) -> list:
+        env = {**os.environ, "XDG_CACHE_HOME": str(cache), "TMPDIR": str(tmpdir)}
+        proc = subprocess.run([sys.executable, "-c", _WARM_PROBE], capture_output=True, text=True, env=env)
+        assert proc.returncode == 0, proc.stderr
+        return eval(proc.stdout.strip())  # noqa: S307 - our own probe's list
+
+    cache, tmpdir = tmp_path / "cache", tmp_path / "tmp"
+    tmpdir.mkdir()
+    assert warm(cache, tmpdir) == [["duckdb", "postgres"], 1]
+    root = cache / "rerun_safety"
+    assert oct(root.stat().st_mode & 0o777) == "0o700"
+    states = sorted(root.glob("warm_*/target/partial_parse.msgpack"))
+    assert [p.parts[-3].split("_")[1] for p in states] == ["duckdb", "postgres"]
+    first = {p: p.read_bytes() for p in states}
+    assert warm(cache, tmpdir) == [["duckdb", "postgres"], 1]
+    assert {p: p.read_bytes() for p in states} == first  # reused as it was
+    states[0].write_bytes(b"not a parse state")
+    assert warm(cache, tmpdir) == [["duckdb", "postgres"], 1]
+    assert states[0].read_bytes() not in (b"not a parse state", first[states[0]])  # parsed over, replaced
+    assert not list(tmpdir.iterdir())  # its temporary folders removed
+    # the work root is $TMPDIR/rerun_safety-<uid>: a cache folder there is left alone
+    inside = tmpdir / f"rerun_safety-{os.getuid()}"
+    assert warm(inside, tmpdir) == [["duckdb", "postgres"], 1]
+    assert not (inside / "rerun_safety").exists()
+
+
 
 # ------------------------------------------------------------------ PostgreSQL: the run's own role
 

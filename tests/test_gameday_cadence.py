@@ -87,12 +87,13 @@ def test_schedule_is_the_users_cadence(full_run):
     assert summary["cutoffs"] == ["2026-05-07 00:00:00", "2026-05-08 00:00:00", "2026-05-09 00:00:00",
                                   "2026-05-10 00:00:00", "2026-05-11 00:00:00"]
     assert summary["notes"][0].startswith("simulated schedule: 4 day batches from 2026-05-07 00:00:00")
-    # reference 1, the shared first build 1, replay 4 (+1 backfill in the same sandbox), rerun 8, partial 5;
+    # reference 1, the shared first build 1, replay 4 (+1 backfill in the same sandbox), rerun 8, partial 3
+    # (from a copy of replay's sandbox after batch 2);
     # at the end of those 4 scenarios orders_dup_daily is built, as orders_dup differs (rebuild.py): 4;
     # determinism 0 (no model's SQL depends on the order of rows: nothing to build again); and
     # orders_dup_rollup replayed in isolation in the 4 scenarios where its parent differs (each from its
     # own first build): 5 + 9 + 6 + 6
-    assert summary["dbt_invocations"] == 1 + 1 + 4 + 1 + 8 + 5 + 4 + 0 + (5 + 9 + 6 + 6)
+    assert summary["dbt_invocations"] == 1 + 1 + 4 + 1 + 8 + 3 + 4 + 0 + (5 + 9 + 6 + 6)
     determinism = [s for m in full_run["report"]["models"] for s in m["scenarios"] if s["name"] == "determinism"]
     assert len(determinism) == 9 and {s["verdict"] for s in determinism} == {"safe"}
     assert all(s["message"].startswith("not built again: its SQL has nothing whose result depends on the order")

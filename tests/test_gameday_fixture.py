@@ -140,6 +140,29 @@ def test_source_without_time_column(payments_project, tmp_path):
         "ingested_at; to replay by it: `time_columns: {ingest.payments: ingested_at}`)"]
 
 
+def test_partial_going_on_from_replays_sandbox_judges_as_partial_alone(payments_run, payments_project, tmp_path):
+    """With replay beside it, partial goes on from a copy of replay's sandbox taken after their runs in
+    common (the first build and batch 1 of 3) instead of running them again: one invocation fewer, the
+    same results for every model as partial run alone."""
+    out = tmp_path / "out"
+    code, _, err = _gameday(payments_project, "--steps", "3", "--threads", "1", "--scenarios", "partial",
+                            "--output-dir", str(out))
+    assert code == 1, err
+    alone = load_report(out)
+    keys = ("verdict", "reference_rows", "rows", "extra_rows", "missing_rows", "duplicate_keys", "missing_keys",
+            "extra_keys", "changed_rows", "message", "partitions")
+
+    def partial(report):
+        return {n: {k: scenario(m, "partial").get(k) for k in keys} for n, m in by_name(report).items()}
+
+    assert partial(payments_run["report"]) == partial(alone)
+    assert partial(alone)["payments_appended"]["verdict"] == "loss"
+    assert partial(alone)["payments_appended"]["missing_rows"] > 0
+    # alone: reference, first build, batch 1, batch 2 in halves (2), batch 3, the models below the one that
+    # differs; beside replay (payments_run) the first build and batch 1 are replay's (test_scenarios)
+    assert alone["summary"]["dbt_invocations"] == 1 + 1 + 1 + 2 + 1 + 1
+
+
 def test_incremental_model_no_timed_input_reaches_is_untested_not_a_stop(payments_project, tmp_path):
     """Beside a model with a timed input, an incremental model that reads only reference data (no time
     column) no longer stops the game day: it runs, is `untested` (never `safe`) with why, and the run

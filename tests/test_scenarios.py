@@ -4,7 +4,8 @@ import datetime as dt
 import pytest
 
 from rerun_safety.errors import ConfigError
-from rerun_safety.gameday.scenarios import Arrive, Batch, Reset, Run, count_runs, make_timeline, scenario_steps
+from rerun_safety.gameday.scenarios import (Arrive, Batch, Reset, Run, common_steps, count_runs, make_timeline,
+                                           scenario_steps)
 
 D = dt.datetime
 
@@ -94,6 +95,37 @@ def test_scenario_steps():
     ref = scenario_steps("reference", t)
     assert ref == [Run(True, (t.start, t.end), "full refresh", t.end)]
     assert count_runs(["reference", "replay", "rerun", "partial", "backfill", "determinism"], t) == 1 + 5 + 9 + 6 + 6 + 1
+
+
+@pytest.mark.parametrize("steps, common, half", [(1, 2, 1), (2, 4, 2), (3, 4, 2), (4, 6, 3), (5, 6, 3), (6, 8, 4)])
+def test_partial_is_replay_up_to_its_half_committed_batch(steps, common, half):
+    """partial goes on from a copy of replay's sandbox (runs.branches): the steps they share end with the
+    run of the batch before the half-committed one; after them, partial's own runs."""
+    t = make_timeline(D(2026, 3, 1), D(2026, 3, 20), steps, "day")
+    assert t.half_committed == half
+    replay, partial = scenario_steps("replay", t), scenario_steps("partial", t)
+    assert common_steps("replay", "partial", t) == common
+    assert partial[:common] == replay[:common] and isinstance(partial[common - 1], Run)
+    assert partial[common] == Arrive(half, "first") != replay[common]
+    # what partial runs after the copy: the batch in halves (2) and the batches after it
+    assert count_runs(["partial"], t, after=common) == 2 + steps - half
+    assert common_steps("replay", "rerun", t) == 4  # the first build and batch 1, then "batch 1, again"
+    assert common_steps("replay", "late", t) == 0  # late rows: the inputs are reset otherwise
+
+
+def test_a_branch_needs_cheap_copies_and_a_run_beyond_the_shared_first_build():
+    from types import SimpleNamespace
+
+    from rerun_safety.gameday.runs import branches
+
+    t4 = make_timeline(D(2026, 3, 1), D(2026, 3, 20), 4, "day")
+    cheap, dear = (SimpleNamespace(dialect=SimpleNamespace(cheap_clones=c)) for c in (True, False))
+    chains = ["replay+backfill", "rerun", "partial", "determinism"]
+    assert branches(chains, cheap, t4) == {"replay+backfill": [("partial", 6)]}
+    assert branches(chains, dear, t4) == {}  # (Spark: each scenario builds its own)
+    assert branches(["rerun", "partial"], cheap, t4) == {}  # no replay to go on from
+    # one step: partial shares only the first build with replay (shared anyway)
+    assert branches(chains, cheap, make_timeline(D(2026, 3, 1), D(2026, 3, 20), 1, "day")) == {}
 
 
 def test_late_steps_arrive_by_load_time():

@@ -29,7 +29,7 @@ from ..warehouse.engines import engine_for
 from ..partial_parse import read_partial_parse
 from ..warehouse.base import (PARSE_PREFIX, REFERENCE_SCHEMA, SNAPSHOT_SCHEMA, check_writable_dir,
                               make_locked_dir, private_work_root, snapshot_table, table)
-from .runs import row_counts, node_errors, sharing_first_build
+from .runs import branches, row_counts, node_errors, sharing_first_build
 from .scenarios import count_runs, scenario_steps
 from .scenarios import chains as scenario_chains
 from .scenarios import scenario as scenario_kind
@@ -186,13 +186,15 @@ class Gameday(Replay):
             self.plan = plan
             pool = self._start_workers(plan, chains)
             snapshot = self._snapshot(plan)
+            branched = branches(chains, self.engine, plan.timeline)
+            chains = [c for c in chains if not any(c == b for bs in branched.values() for b, _ in bs)]
             shared = sharing_first_build(chains, self.engine, plan.timeline)
-            self.progress.start(1 + sum(count_runs([c.split("+")[-1]], plan.timeline) for c in chains)
-                                - max(len(shared) - 1, 0), "game day")
+            self.progress.start(1 + sum(self._runs(c, branched, plan) for c in chains) - max(len(shared) - 1, 0),
+                                "game day")
             template, ref_errors, invocations = self._build_reference(plan, snapshot)
             with cost.spent("copies"):
                 self.engine.drop(snapshot)  # the reference sandbox holds the snapshot's tables too
-            by_model = self._scenarios(pool, plan, chains, shared, template, ref_errors, invocations)
+            by_model = self._scenarios(pool, plan, chains, shared, branched, template, ref_errors, invocations)
             isolated = self._isolate(pool, plan, by_model, template, ref_errors, invocations)
             if o.keep_sandboxes:
                 kept = self.engine.keep()
@@ -299,8 +301,17 @@ class Gameday(Replay):
         plan.judge_exercise()
         return snapshot
 
-    def _scenarios(self, pool, plan: Plan, chains: list[str], shared: list[str], template: Sandbox,
-                   ref_errors: dict[str, str], invocations: list) -> dict[str, dict[str, ScenarioResult]]:
+    @staticmethod
+    def _runs(chain: str, branched: dict[str, list[tuple[str, int]]], plan: Plan) -> int:
+        """The runs of a chain's job: its last scenario's (which continues the others) and those of the
+        scenarios branching from it after their steps in common."""
+        assert plan.timeline
+        return (count_runs([chain.split("+")[-1]], plan.timeline)
+                + sum(count_runs([b], plan.timeline, after=k) for b, k in branched.get(chain, ())))
+
+    def _scenarios(self, pool, plan: Plan, chains: list[str], shared: list[str],
+                   branched: dict[str, list[tuple[str, int]]], template: Sandbox, ref_errors: dict[str, str],
+                   invocations: list) -> dict[str, dict[str, ScenarioResult]]:
         """Every chain replayed (in the workers, with two or more), judged: model -> scenario -> result."""
         by_model: dict[str, dict[str, ScenarioResult]] = {m.unique_id: {} for m in plan.judged}
         for m in plan.judged:
@@ -314,8 +325,9 @@ class Gameday(Replay):
             start, first = self._first_build(plan, template)
             invocations.append(first)
         facts = ReferenceFacts.of(plan, self._read_by_name)
-        jobs = [self._job(facts, c, template, ref_errors, start=start if c in shared else None)
-                for c in sorted(chains, key=lambda n: -count_runs(n.split("+"), plan.timeline))]
+        jobs = [self._job(facts, c, template, ref_errors, start=start if c in shared else None,
+                          branches=tuple(branched.get(c, ())))
+                for c in sorted(chains, key=lambda n: -self._runs(n, branched, plan))]
         side_found: dict[str, list] = {}
         for judged, results in self._execute(pool, plan, jobs).values():
             invocations += results
@@ -344,9 +356,10 @@ class Gameday(Replay):
             raise SandboxError(f"{cause}; then {err}") from failure
 
     def _job(self, facts: ReferenceFacts, chain: str, template: Sandbox, ref_errors: dict[str, str],
-             isolate: dict | None = None, start: dict | None = None) -> ScenarioJob:
+             isolate: dict | None = None, start: dict | None = None,
+             branches: tuple[tuple[str, int], ...] = ()) -> ScenarioJob:
         key = chain if not isolate else f"{chain} (isolation {isolate['level'] + 1})"
-        return ScenarioJob(key, chain, template, ref_errors, facts, self.watch.limit_s, isolate, start)
+        return ScenarioJob(key, chain, template, ref_errors, facts, self.watch.limit_s, isolate, start, branches)
 
     def _execute(self, pool, plan: Plan, jobs: list[ScenarioJob]) -> dict[str, tuple]:
         """The jobs in worker processes (two or more, with a pool), else here, on this plan."""
@@ -354,7 +367,7 @@ class Gameday(Replay):
             done = run_parallel(pool, jobs, self.progress)
         else:
             done = {j.key: self.run_scenario(j.scenario, plan, j.template, j.ref_errors, isolate=j.isolate,
-                                             start=j.start) for j in jobs}
+                                             start=j.start, branches=j.branches) for j in jobs}
         for judged, _ in done.values():
             cost.add(judged.pop(cost.COST_KEY, {}), self._job_cost)
         return done

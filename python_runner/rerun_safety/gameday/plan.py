@@ -79,6 +79,8 @@ class ScenarioJob:
     statement_limit: float | None
     isolate: dict | None = None
     start: dict | None = None  # a shared first build to continue from
+    # scenarios that go on from a copy of this chain's sandbox: (scenario, steps in common) (runs.branches)
+    branches: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass

@@ -30,6 +30,8 @@ from .scenarios import scenario as scenario_kind
 from .verdict import differs
 
 SIDE_KEY = "__side_effects__"  # judged_all's entry of the side relations found per scenario
+# what a scenario's sandbox only reads of the one it is cloned from
+READ_ONLY = (REFERENCE_SCHEMA, SNAPSHOT_SCHEMA, side_effects.PREHOOK_SCHEMA)
 
 
 @dataclass
@@ -51,6 +53,11 @@ class ChainState:
             return cls()
         return cls(dict(start["errors"]), dict(start["runs"]), dict(start["skipped"]), set(start["stopped"]),
                    start["done"])
+
+    def branch(self, done: int) -> "ChainState":
+        """What a copy of the sandbox taken now, `done` steps in, carries on (its own invocations only)."""
+        return ChainState(dict(self.errors), dict(self.runs), dict(self.skipped), set(self.stopped), done,
+                          reopened=dict(self.reopened))
 
     def tally(self, res, plan: Plan, label: str) -> None:
         self.results.append(res)
@@ -120,12 +127,15 @@ class Replay:
 
     # ---------------------------------------------------------------- scenarios
     def run_scenario(self, name: str, plan: Plan, template: Sandbox, ref_errors: dict[str, str],
-                     isolate: dict | None = None, start: dict | None = None) -> tuple[dict, list]:
+                     isolate: dict | None = None, start: dict | None = None,
+                     branches: tuple[tuple[str, int], ...] = ()) -> tuple[dict, list]:
         """Run one chain of scenarios ('replay+backfill' or one name) in one sandbox and judge each.
         `isolate`: {'broken': uids rebuilt in full at every run (or, in determinism, replaced by
         their reference output), 'models': the uids to build, 'judge': the uids to judge}.
         `start`: the first build shared by the scenarios that begin alike (see _first_build): its
-        sandbox is cloned instead of the template, and its steps, errors and runs count as done."""
+        sandbox is cloned instead of the template, and its steps, errors and runs count as done.
+        `branches`: (scenario, steps in common with the chain's first one): each goes on, after the
+        chain, from a copy of the sandbox taken when those steps were done (runs.branches)."""
         assert self.engine and plan.timeline
         names = name.split("+")
         self.progress.scenario(name if not isolate else f"{name} (isolation)")
@@ -135,31 +145,56 @@ class Replay:
         with cost.spent("copies"):
             sb = self.engine.clone(start["sandbox"] if start else template,
                                    name.replace("+", "_") if not isolate else f"iso{isolate['level']}_{names[-1]}",
-                                   read_only=(REFERENCE_SCHEMA, SNAPSHOT_SCHEMA, side_effects.PREHOOK_SCHEMA))
+                                   read_only=READ_ONLY)
         judged_all: dict[str, dict] = {}
+        copies: list[tuple[str, Sandbox, ChainState]] = []  # the branches' sandboxes, when taken
         try:
             reorders = any(scenario_kind(n).reorders for n in names)
             if reorders:
                 reorder_inputs(self.engine, plan, sb)
             profiles = self._profiles_dir(sb, other_threads=reorders)
             state, scope = ChainState.after(start), _Scope.of(plan, isolate)
-            for scenario in names:
+            at = {k: [b for b, j in branches if j == k] for _, k in branches}
+
+            def branch(done: int) -> None:
+                for b in at.get(done, ()):
+                    with cost.spent("copies"):
+                        copies.append((b, self.engine.clone(sb, b, read_only=READ_ONLY), state.branch(done)))
+
+            for i, scenario in enumerate(names):
                 judged_all[scenario] = self._replay_one(plan, sb, profiles, scenario, state, scope, isolate,
-                                                        ref_errors, judged_all)
+                                                        ref_errors, judged_all, branch if i == 0 else None)
+            self._drop(sb)  # judged: the branches go on from their copies
+            for b, copy, own in copies:
+                self.progress.scenario(b)
+                judged_all[b] = self._replay_one(plan, copy, self._profiles_dir(copy), b, own, scope, isolate,
+                                                 ref_errors, judged_all)
+                state.results += own.results
+                self._drop(copy)
             return judged_all, state.results
         finally:
-            if not self.options.keep_sandboxes:
-                with cost.spent("copies"):
-                    self.engine.drop(sb)
+            for _, copy, _ in copies:
+                self._drop(copy)
+            self._drop(sb)
             judged_all[cost.COST_KEY] = cost.take()
             cost.add(outer)
 
+    def _drop(self, sb: Sandbox) -> None:
+        """A scenario's sandbox, once judged (kept with --keep-sandboxes)."""
+        assert self.engine
+        if not self.options.keep_sandboxes and sb in self.engine.sandboxes:
+            with cost.spent("copies"):
+                self.engine.drop(sb)
+
     def _replay_one(self, plan: Plan, sb: Sandbox, profiles: str, scenario: str, state: ChainState, scope: _Scope,
-                    isolate: dict | None, ref_errors: dict[str, str], judged_all: dict) -> dict[str, ScenarioResult]:
-        """One scenario of a chain: its steps not done yet, then its judgement."""
+                    isolate: dict | None, ref_errors: dict[str, str], judged_all: dict,
+                    branch=None) -> dict[str, ScenarioResult]:
+        """One scenario of a chain: its steps not done yet, then its judgement. `branch(done)` is
+        called after each step (with the number of the scenario's steps done)."""
         kind = scenario_kind(scenario)
         steps = scenario_steps(scenario, plan.timeline)
-        todo = steps[state.done:]
+        done = state.done
+        todo = steps[done:]
         last_run = max(i for i, st in enumerate(todo) if isinstance(st, Run))
         # lean (see rebuild.py): stateful models (and what they read, in the first build) at every run,
         # the models below them at the end where their output differs; in determinism the models whose
@@ -187,6 +222,8 @@ class Replay:
                     following = todo[i + 1] if i + 1 < len(todo) else None
                     if isinstance(following, Run):  # one connection for the rows and the clock
                         self._set_clock(con, sb, following.clock)
+            if branch is not None:
+                branch(done + i + 1)
         state.done = len(steps)
         judged = {}
         if lean:
@@ -271,8 +308,7 @@ class Replay:
         assert isinstance(reset, Reset) and isinstance(run, Run) and run.full_refresh
         self.progress.scenario("first build")
         with cost.spent("copies"):
-            sb = self.engine.clone(template, "first_build",
-                                   read_only=(REFERENCE_SCHEMA, SNAPSHOT_SCHEMA, side_effects.PREHOOK_SCHEMA))
+            sb = self.engine.clone(template, "first_build", read_only=READ_ONLY)
         self._shared.append(sb)
         with self.engine.connect(sb) as con:
             apply_step(con, plan, reset)

@@ -8,7 +8,7 @@ from ..dbt_invoke import STOPPED_MARKER
 from ..warehouse.base import Engine
 from ..warehouse.base import Connection
 from .plan import Plan
-from .scenarios import Run, scenario_steps
+from .scenarios import Run, common_steps, scenario, scenario_steps
 
 
 def sharing_first_build(chains: list[str], engine: Engine, timeline) -> list[str]:
@@ -19,6 +19,23 @@ def sharing_first_build(chains: list[str], engine: Engine, timeline) -> list[str
     head = scenario_steps("replay", timeline)[:2]
     shared = [c for c in chains if scenario_steps(c.split("+")[0], timeline)[:2] == head]
     return shared if len(shared) > 1 and engine.dialect.cheap_clones else []
+
+
+def branches(chains: list[str], engine: Engine, timeline) -> dict[str, list[tuple[str, int]]]:
+    """The scenarios that go on from a copy of another chain's sandbox (partial from replay's, before
+    the half-committed batch), on an engine that copies a sandbox cheaply, where that saves a run
+    beyond the shared first build: {the chain they branch from: [(scenario, steps in common)]}."""
+    if not engine.dialect.cheap_clones:
+        return {}
+    firsts = {c.split("+")[0]: c for c in chains}
+    out: dict[str, list[tuple[str, int]]] = {}
+    for c in chains:
+        base = scenario(c).branches_from if "+" not in c else None
+        if base in firsts:
+            common = common_steps(base, c, timeline)
+            if common > 2:  # (the reset of the inputs and the first build are shared anyway)
+                out.setdefault(firsts[base], []).append((c, common))
+    return out
 
 
 def tally_run(res, plan: Plan, label: str, errors: dict[str, str], runs: dict[str, int],

@@ -34,6 +34,9 @@ class Scenario:
     # the scenario this one continues (backfill is replay plus one more run): they share a sandbox,
     # and the one continued is judged on the way
     continues: str | None = None
+    # the scenario whose steps this one begins with (partial is replay up to the half-committed
+    # batch): it goes on from a copy of that one's sandbox, taken after their last run in common
+    branches_from: str | None = None
 
     @property
     def half_committed(self) -> bool:
@@ -45,7 +48,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("reference", baseline=True),
     Scenario("replay", decisive="batches"),
     Scenario("rerun", decisive="batches"),
-    Scenario("partial", decisive="half"),
+    Scenario("partial", decisive="half", branches_from="replay"),
     Scenario("backfill", decisive="first", continues="replay"),
     Scenario("late", late_arrivals=True, decisive="late_rows"),
     Scenario("determinism", reorders=True),
@@ -178,5 +181,18 @@ def scenario_steps(name: str, t: Timeline) -> list[Step]:
     return steps
 
 
-def count_runs(names, t: Timeline) -> int:
-    return sum(1 for n in names for s in scenario_steps(n, t) if isinstance(s, Run))
+def count_runs(names, t: Timeline, after: int = 0) -> int:
+    """The runs of these scenarios (`after`: of the steps after that many)."""
+    return sum(1 for n in names for s in scenario_steps(n, t)[after:] if isinstance(s, Run))
+
+
+def common_steps(base: str, other: str, t: Timeline) -> int:
+    """How many of `other`'s first steps are `base`'s, up to and including their last run in common:
+    a copy of `base`'s sandbox taken there is where `other` goes on from (0: they share no run)."""
+    shared = 0
+    for i, (a, b) in enumerate(zip(scenario_steps(base, t), scenario_steps(other, t))):
+        if a != b:
+            break
+        if isinstance(a, Run):
+            shared = i + 1
+    return shared

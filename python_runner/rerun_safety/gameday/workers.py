@@ -126,5 +126,5 @@ def _scenario_worker(job) -> tuple:
     job.facts.apply(plan)  # its plan is made from the manifest alone
     gd.watch.limit_s = job.statement_limit
     judged, results = gd.run_scenario(job.scenario, plan, job.template, job.ref_errors,
-                                      isolate=job.isolate, start=job.start)
+                                      isolate=job.isolate, start=job.start, branches=job.branches)
     return job.key, judged, [dataclasses.replace(r, raw=None) for r in results]
