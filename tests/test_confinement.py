@@ -157,6 +157,26 @@ def test_the_fork_server_warms_every_installed_adapter_and_starts_no_thread():
     assert threads == 1
 
 
+_STOP_PROBE = """
+import os
+from multiprocessing import forkserver
+from rerun_safety.confine import _stop_fork_server, prestart
+prestart()
+pid = forkserver._forkserver._forkserver_pid
+_stop_fork_server()
+_, status = os.waitpid(pid, 0)
+print(os.WIFSIGNALED(status) and os.WTERMSIG(status))
+"""
+
+
+def test_the_fork_server_is_stopped_when_the_command_ends():
+    """prestart() registers the fork server's end with the command's: SIGTERM (which ends it at once)
+    rather than an interpreter full of dbt torn down while it holds the command's output open."""
+    proc = subprocess.run([sys.executable, "-c", _STOP_PROBE], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "15"
+
+
 def test_the_warm_up_keeps_its_parse_state_in_the_cache_folder_out_of_the_work_root(tmp_path):
     """The warm-up's project and dbt's partial-parse state of it are kept in $XDG_CACHE_HOME/rerun_safety
     (0700): the next fork server's parse reuses the state (dbt leaves it byte-identical; a parse in full
