@@ -187,7 +187,8 @@ class Gameday(Replay):
             pool = self._start_workers(plan, chains)
             snapshot = self._snapshot(plan)
             branched = branches(chains, self.engine, plan.timeline)
-            chains = [c for c in chains if not any(c == b for bs in branched.values() for b, _ in bs)]
+            gone = {b for bs in branched.values() for b, _ in bs}  # (they run in the job they branch from)
+            chains = [c for c in chains if c not in gone]
             shared = sharing_first_build(chains, self.engine, plan.timeline)
             self.progress.start(1 + sum(self._runs(c, branched, plan) for c in chains) - max(len(shared) - 1, 0),
                                 "game day")
