@@ -5,6 +5,7 @@ import dataclasses
 import multiprocessing
 import os
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from pathlib import Path
 from typing import Any
 
 _WORKER: dict[str, Any] = {}
@@ -12,10 +13,15 @@ _WORKER: dict[str, Any] = {}
 
 def start_pool(gameday, workers: int) -> ProcessPoolExecutor:
     """Worker processes for the scenarios. Each gets the parsed manifest instead of parsing the
-    project again, and is spawned at once (their start overlaps the snapshot and the reference)."""
+    project again, and is spawned at once (their start overlaps the snapshot and the reference).
+    The manifest goes through a file of the run's (private) folder, not the pipe a spawned process
+    reads its arguments from: that pipe holds 64 KB, and a new process reads on only once it has
+    imported the modules named before them (dbt's: seconds), so this process would wait for each."""
     from ..dbt_invoke import dump_manifest
 
-    assert gameday.project
+    assert gameday.project and gameday.engine
+    manifest = gameday.engine.run_dir / "worker_manifest.pickle"
+    manifest.write_bytes(dump_manifest(gameday.project.manifest))
     ctx = multiprocessing.get_context("spawn")
     # the workers' progress (each run they finish) comes back on a queue, so a long scenario shows
     # its steps as it goes instead of all at its end
@@ -24,7 +30,7 @@ def start_pool(gameday, workers: int) -> ProcessPoolExecutor:
     # not import the game day that imports it
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_init,
                                initargs=(type(gameday), gameday.options, gameday.run_id, os.getpid(),
-                                         dump_manifest(gameday.project.manifest), queue))
+                                         str(manifest), queue))
     pool.rs_progress = queue  # type: ignore[attr-defined]
     for _ in range(workers):
         pool.submit(_worker_ready)  # a spawn pool starts a process per pending task
@@ -84,8 +90,9 @@ def _worker_ready() -> None:
 
 
 def _worker_init(gameday_class, options, run_id: str, parent_pid: int | None = None,
-                 manifest: bytes | None = None, queue=None) -> None:
-    """Runs once per worker process: load the parent's manifest (or parse), attach to its run."""
+                 manifest: str | None = None, queue=None) -> None:
+    """Runs once per worker process: load the parent's manifest (the file it wrote; or parse), attach
+    to its run."""
     from ..dbt_invoke import load_manifest
     from .plan import make_plan
     from ..project import Project
@@ -97,7 +104,7 @@ def _worker_init(gameday_class, options, run_id: str, parent_pid: int | None = N
     gd = gameday_class(options, _QueueProgress(queue) if queue is not None else None, run_id=run_id)
     work = options.work_root / f"{PREFIX}{run_id}" / f"worker_{os.getpid()}"
     gd.project = Project(options.project_dir, options.profiles_dir, options.target, options.vars_yaml, work,
-                         manifest=load_manifest(manifest) if manifest is not None else None)
+                         manifest=load_manifest(Path(manifest).read_bytes()) if manifest is not None else None)
     gd.engine = engine_for(gd.project.target_output, options.work_root, run_id, attach=True,
                            confined=options.confinement is not None and options.confinement.confined)
     gd.engine.learn_project(gd.project.manifest)
