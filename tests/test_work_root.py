@@ -135,12 +135,14 @@ def test_kept_sandboxes_survive_other_game_days_for_a_day(tmp_path, request, eng
     from support.gameday import load_report
     from rerun_safety.warehouse.engines import engine_for
     from rerun_safety.warehouse.base import KEPT_MARKER
-    from support.reliability import CHEAP, PREFIX, leftover_databases, spawn_gameday, work_root
+    from support.reliability import PREFIX, leftover_databases, spawn_gameday, work_root
 
 
     server = request.getfixturevalue("pg_server") if engine == "postgres" else None
     target = payments_target(engine, tmp_path / "proj", server=server)
-    proc = spawn_gameday(target, tmp_path, *CHEAP, "--select", "payments_merged", "--keep-sandboxes")
+    # two scenarios in two workers: sandboxes this process made (reference, first build) and theirs
+    proc = spawn_gameday(target, tmp_path, "--steps", "2", "--scenarios", "replay,rerun", "--threads", "2",
+                         "--select", "payments_merged", "--keep-sandboxes")
     _, err = proc.communicate(timeout=600)
     assert proc.returncode == 0, err
     note = next(n for n in load_report(proc.out_dir)["summary"]["notes"] if n.startswith("--keep-sandboxes"))
@@ -157,7 +159,7 @@ def test_kept_sandboxes_survive_other_game_days_for_a_day(tmp_path, request, eng
 
 
     before = present()
-    assert len(before) >= 2 and (engine == "duckdb" or sorted(kept) == before), (note, before)
+    assert len(before) == 4 and sorted(kept) == before, (note, before)  # the workers' sandboxes named too
     # the game day of another job: its sweep leaves them
     other = engine_for(target.output, work_root(tmp_path), "otherjob01")
     try:
