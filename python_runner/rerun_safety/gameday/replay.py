@@ -49,10 +49,7 @@ class ChainState:
     @classmethod
     def after(cls, start: dict | None) -> "ChainState":
         """The state after a shared first build (see Replay._first_build), or a fresh one."""
-        if not start:
-            return cls()
-        return cls(dict(start["errors"]), dict(start["runs"]), dict(start["skipped"]), set(start["stopped"]),
-                   start["done"])
+        return start["state"].branch(start["state"].done) if start else cls()
 
     def branch(self, done: int) -> "ChainState":
         """What a copy of the sandbox taken now, `done` steps in, carries on (its own invocations only)."""
@@ -315,15 +312,12 @@ class Replay:
             self._set_clock(con, sb, run.clock)
         res = self._dbt(plan, sb, self._profiles_dir(sb), run, final=False,
                         models=[m for m in plan.build if m.unique_id in first_ids(plan)])
-        errors: dict[str, str] = {}
-        runs: dict[str, int] = {}
-        skipped: dict[str, str] = {}
-        stopped: set[str] = set()
-        tally_run(res, plan, run.label, errors, runs, skipped, stopped)
+        state = ChainState()
+        state.tally(res, plan, run.label)
         self.engine.release(sb)  # worker processes copy it next
         self.progress.advance(f"first build: {run.label}")
-        return {"sandbox": sb, "done": 2, "errors": errors, "runs": runs, "skipped": skipped,
-                "stopped": sorted(stopped)}, res
+        # what the scenarios cloning it carry on (its invocation is counted once, by the caller)
+        return {"sandbox": sb, "state": state.branch(2)}, res
 
     @contextlib.contextmanager
     def _isolation(self, plan: Plan, broken: set[str], full: bool) -> Iterator[None]:

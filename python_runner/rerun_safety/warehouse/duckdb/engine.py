@@ -240,7 +240,8 @@ class DuckDBEngine(Engine):
     def keep(self) -> list[str]:
         """Every sandbox file of this run: those the workers made too (this process knows only its own)."""
         super().keep()
-        return sorted(str(p) for p in self.run_dir.glob(f"*/{self.stem}.duckdb")) or [str(self.run_dir)]
+        pattern = self._path("*").relative_to(self.run_dir)  # every role's file
+        return sorted(str(p) for p in self.run_dir.glob(str(pattern))) or [str(self.run_dir)]
 
     def release(self, sandbox: Sandbox) -> None:
         release_duckdb()  # dbt-duckdb keeps a sandbox's file open between invocations (keep_open)
