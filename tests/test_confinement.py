@@ -145,11 +145,11 @@ print([warm.WARMED, len(os.listdir('/proc/self/task'))])
 """
 
 
-def test_the_fork_server_warms_every_installed_adapter_and_starts_no_thread():
-    """The fork server of confined children parses a one-model project per adapter (a child's parse then
+def test_the_warm_up_parses_every_installed_adapter_and_starts_no_thread():
+    """The confined child (before its job) parses a one-model project per adapter (a child's parse then
     costs a tenth). The warm-up fails silently by design (a child warms up itself), so this test is what
-    sees it fail: it must warm DuckDB and PostgreSQL, and leave the process with one thread (a native
-    thread started before a fork, such as dbt's static parser's pool, hangs the forked child)."""
+    sees it fail: it must warm DuckDB and PostgreSQL, and leave the process with one thread (Landlock and
+    seccomp confine the calling thread and what it starts: a thread started before would stay unconfined)."""
     proc = subprocess.run([sys.executable, "-c", _WARM_PROBE], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     warmed, threads = eval(proc.stdout.strip())  # noqa: S307 - our own probe's list
@@ -159,22 +159,23 @@ def test_the_fork_server_warms_every_installed_adapter_and_starts_no_thread():
 
 _STOP_PROBE = """
 import os
-from multiprocessing import forkserver
-from rerun_safety.confine import _stop_fork_server, prestart
-prestart()
-pid = forkserver._forkserver._forkserver_pid
-_stop_fork_server()
-_, status = os.waitpid(pid, 0)
-print(os.WIFSIGNALED(status) and os.WTERMSIG(status))
+from rerun_safety import confine
+confine.prestart()
+child = confine._PRESTARTED[0].proc
+print(os.getsid(child.pid) == child.pid, os.getsid(child.pid) != os.getsid(0))
 """
 
 
-def test_the_fork_server_is_stopped_when_the_command_ends():
-    """prestart() registers the fork server's end with the command's: SIGTERM (which ends it at once)
-    rather than an interpreter full of dbt torn down while it holds the command's output open."""
-    proc = subprocess.run([sys.executable, "-c", _STOP_PROBE], capture_output=True, text=True, timeout=60)
+def test_the_prestarted_child_is_exec_d_in_a_session_of_its_own_and_ends_with_the_command():
+    """prestart() exec's the confined child at once (its imports overlap the command's own): a session of
+    its own (no terminal reaches it), and a command that ends without giving it a job leaves nothing
+    running (it is killed at exit)."""
+    proc = subprocess.run([sys.executable, "-c", _STOP_PROBE + "print(child.pid)"], capture_output=True,
+                          text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == "15"
+    own_session, other_session, pid = proc.stdout.split()
+    assert (own_session, other_session) == ("True", "True")
+    assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
 
 
 def test_the_warm_up_keeps_its_parse_state_in_the_cache_folder_out_of_the_work_root(tmp_path):

@@ -145,6 +145,25 @@ _UNCONFINED = click.option(
          "says so.")
 
 
+def _child_setup(project_dir, profiles_dir, target, vars_yaml, writable: list[Path]):
+    """What a confined child of this project gets: its rules (the engine's network needs, from the
+    profile), its environment, and the secrets its answers are scrubbed of."""
+    from .confine import environ, rules_for
+    from .profiles import load_target_output, resolve_profiles_dir
+    from .vars import parse_vars
+
+    profiles = resolve_profiles_dir(profiles_dir)
+    try:
+        _, _, output = load_target_output(Path(project_dir).resolve(), profiles, target, parse_vars(vars_yaml))
+    except Exception:  # noqa: BLE001 - the child meets the same mistake and says it in its own words
+        output = None
+    profiles_file = profiles / "profiles.yml"
+    env, refused = environ.for_child(dict(os.environ), Path(project_dir).resolve(), profiles_file)
+    by_profile = environ.referenced([profiles_file]) if profiles_file.is_file() else set()
+    secrets = environ.secret_values(dict(os.environ), output, by_profile)
+    return rules_for(writable, output), env, secrets, refused
+
+
 def _confined_gameday(options):
     """The game day in a child process that may write only beneath the work root (see confine/); this
     process checks what the child cannot (the output folder) and writes the reports after it."""
@@ -154,11 +173,13 @@ def _confined_gameday(options):
     check_available(False)
     work_root = private_work_root(options.work_root)
     check_writable_dir(options.output_dir, "the output directory")
+    rules, env, secrets, refused = _child_setup(options.project_dir, options.profiles_dir, options.target,
+                                                options.vars_yaml, [work_root])
     from .report.terminal import TerminalProgress
 
     with TerminalProgress() as progress:
-        report, _ = run_confined(_gameday_child, (replace(options, work_root=work_root),), [work_root],
-                                 progress=progress, stop_name=_stop_name)
+        report, _ = run_confined(_gameday_child, (replace(options, work_root=work_root), refused), rules, env,
+                                 secrets, progress=progress, stop_name=_stop_name)
     return report
 
 
@@ -210,7 +231,9 @@ def _confined_lint(kwargs: dict):
         session = lint_session_dir(project, None)
         if session is not None:
             writable.append(session)
-    result, _ = run_confined(_lint_child, (kwargs, work_root), writable, stop_name=_stop_name)
+    rules, env, secrets, _ = _child_setup(kwargs["project_dir"], kwargs["profiles_dir"], kwargs["target"],
+                                          kwargs["vars_yaml"], writable)
+    result, _ = run_confined(_lint_child, (kwargs, work_root), rules, env, secrets, stop_name=_stop_name)
     return result
 
 
@@ -228,13 +251,19 @@ def _lint_child(kwargs: dict, work_root, confinement=None, progress=None):
     return replaced(result, confinement=(confinement or Confinement(False)).note(lint=True))
 
 
-def _gameday_child(options, confinement, progress):
+def _gameday_child(options, refused, confinement, progress):
     """In the confined child: stop signals as in the command, the game day; its progress goes to the
-    command's process, which shows it."""
+    command's process, which shows it. `refused`: credential-shaped variables the project's code names
+    that it did not get (the run's notes say so)."""
     _quiet_resource_tracker()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, _on_stop_signal)
-    return _run_gameday(replace(options, confinement=confinement), progress)
+    report = _run_gameday(replace(options, confinement=confinement), progress)
+    if refused:
+        note = ("environment: the project's code names credential-shaped variables the profile does not use; "
+                "the game day did not pass them on: " + ", ".join(refused))
+        report = replace(report, notes=(*report.notes, note))
+    return report
 
 
 def _run_gameday(options, progress):

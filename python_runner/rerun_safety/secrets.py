@@ -77,3 +77,20 @@ def secrets_through_env(output: dict, environ: MutableMapping[str, str] | None =
         return value
 
     return walk(output, [], False, False)
+
+
+MASK = "****"
+
+
+class Scrubber:
+    """Removes every secret value the run knows from a text bound for a report or the terminal, whatever
+    the key it came from was called (longest first, so that one secret inside another goes whole)."""
+
+    def __init__(self, values=()):
+        self.values = tuple(sorted({v for v in values if isinstance(v, str) and len(v) >= 4}, key=len, reverse=True))
+        self._pattern = re.compile("|".join(re.escape(v) for v in self.values)) if self.values else None
+
+    def __call__(self, text: str) -> str:
+        if self._pattern is None or not isinstance(text, str):
+            return text
+        return self._pattern.sub(MASK, text)

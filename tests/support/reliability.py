@@ -191,8 +191,8 @@ def wait_until(predicate, timeout: float, proc: subprocess.Popen | None = None, 
 
 
 def children(pid: int) -> list[int]:
-    """Every descendant process: the confined game day's fork server and process, the scenario workers
-    of a --threads game day below it."""
+    """Every descendant process: the confined game day's process, the scenario workers of a --threads
+    game day below it."""
     out = []
     for task in Path(f"/proc/{pid}/task").glob("*"):
         try:
@@ -201,6 +201,19 @@ def children(pid: int) -> list[int]:
             continue
         for child in direct:
             out += [child, *children(child)]
+    return out
+
+
+def in_sessions(sessions: set[int]) -> list[int]:
+    """Every process of these sessions (the confined child has one of its own, its workers are in it)."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[3]) in sessions:  # state, ppid, pgrp, session
+            out.append(int(stat.parent.name))
     return out
 
 
@@ -226,12 +239,21 @@ def next_run_sweep(target: Target, tmp: Path) -> int:
 
 
 def kill(proc: subprocess.Popen, sig: int = signal.SIGKILL, group: bool = False) -> None:
-    """`group`: every process of the game day's session (spawn_gameday starts one), as a scheduler that
-    kills a job's process group, or the kernel's OOM killer of its cgroup, does."""
+    """`group`: every process of the game day (its session, which spawn_gameday starts, and every
+    descendant: the confined child has a session of its own), as the kernel's OOM killer of its cgroup, or
+    a scheduler that kills a job's cgroup, does."""
+    below = children(proc.pid) if group else []
     try:
         os.killpg(proc.pid, sig) if group else os.kill(proc.pid, sig)
     except ProcessLookupError:
         pass
+    for pid in below:
+        try:
+            if os.getsid(pid) == pid:  # the confined child: its group holds a worker it is starting now
+                os.killpg(pid, sig)
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
 
 
 def profile_yaml(output: dict, profile: str = "payments", target: str = "local") -> str:

@@ -1,52 +1,116 @@
 """Confinement by privilege: the work that runs a project's code (dbt's Jinja and hooks, Python models,
-DuckDB, the lint's compiles) runs in a child process that first gives up, through the kernel (Landlock),
-the right to write anywhere but the runner's own work folder. Every process it starts (scenario workers,
-a shell a hook runs) inherits that. The command's own process, which never runs the project's code,
-writes the reports afterwards.
-
-The child is forked from a fork server that has the runner and dbt imported already (a fork costs
-milliseconds, a fresh interpreter seconds); it takes the command's environment and folder with it."""
+DuckDB, the lint's compiles) runs in a child process that the command exec's fresh (child.py), in a
+session of its own without a terminal, with only the environment the profile and dbt need (environ.py).
+Before any project code runs it gives up, through the kernel:
+- writing anywhere but the runner's own work folder (Landlock), and changing any file's metadata outside
+  it (a user and mount namespace with every other mount read-only: namespace.py); `/dev/shm` of its own;
+- device ioctls (a terminal's TIOCSTI), TCP but the warehouse's port, abstract Unix sockets and signals to
+  processes outside its domain (Landlock ABI 4-6); the whole network where the engine needs none (a
+  network namespace: DuckDB);
+- Unix sockets where the engine needs none, raw and packet sockets (seccomp.py).
+Every process it starts (scenario workers, a shell a hook runs) inherits all of it. Its only channel back
+is JSON lines (wire.py), every string of them scrubbed of the run's secrets (secrets.Scrubber) before the
+command reads it; the command's own process, which never runs the project's code, writes the reports.
+What this kernel cannot close is named in the run's confinement note, in every report."""
 from __future__ import annotations
 
 import atexit
-import multiprocessing
 import os
+import select
 import signal
+import subprocess
 import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from .landlock import LandlockError, abi_version, restrict_writes, unavailable_reason
+from .landlock import LandlockError, abi_version, restrict, restrict_writes, unavailable_reason
 
 # written by any process that runs: /dev/null, and POSIX semaphores of multiprocessing (the scenario
-# workers' queues), which live in /dev/shm
+# workers' queues), which live in /dev/shm (a tmpfs of the confined namespace's own)
 SYSTEM_WRITABLE = (Path("/dev/null"), Path("/dev/shm"))
-# imported once by the fork server (an adapter that is not installed is skipped): a child starts with them
-# in memory. Importing them starts no thread, so forking the server is safe.
-_PRELOAD = ["dbt.cli.main", "duckdb", "rerun_safety.cli", "rerun_safety.gameday.core", "rerun_safety.lint",
-            "rerun_safety.report", "dbt.adapters.duckdb", "dbt.adapters.postgres", "rerun_safety.confine.warm"]
-_CONTEXT: Any = None
+
+
+@dataclass(frozen=True)
+class Rules:
+    """What a confined child may still do: write beneath `writable`; connect to `tcp_ports` (None: TCP
+    left open); keep the machine's network (`network`); open Unix sockets (`unix_sockets`)."""
+
+    writable: tuple[str, ...]
+    tcp_ports: tuple[int, ...] | None = ()
+    network: bool = True
+    unix_sockets: bool = True
 
 
 @dataclass(frozen=True)
 class Confinement:
-    """How a run was confined, for its reports."""
+    """How a run was confined, for its reports; `open`: what this kernel or engine left unconfined."""
 
     confined: bool
     writable: tuple[str, ...] = ()
     abi: int = 0
+    open: tuple[str, ...] = ()
 
     def note(self, lint: bool = False) -> str:
         if self.confined:
-            return (f"confined by the kernel (Linux Landlock ABI {self.abi}): the project's code could write only "
-                    f"beneath {', '.join(self.writable)}")
+            text = (f"confined by the kernel (Linux Landlock ABI {self.abi}, namespaces, seccomp): the project's "
+                    f"code could write only beneath {', '.join(self.writable)}")
+            return text + (f"; NOT confined here: {'; '.join(self.open)}" if self.open else "")
         if lint:
             return ("UNCONFINED (--unconfined): the project's code compiled with this user's full rights (its "
                     "introspective queries ran in the scratch catalog)")
         return ("UNCONFINED (--unconfined): the project's code ran with this user's full rights; nothing but "
                 "the statement guard kept its hooks and Python models from writing files outside the sandboxes")
+
+
+def confine(rules: Rules, early: str | None = None) -> Confinement:
+    """Confine this process (before any project code): namespaces, Landlock, seccomp. `early`: why
+    namespace.enter() failed at the child's start (None: it entered them)."""
+    import tempfile
+
+    from . import namespace, seccomp
+
+    paths = [Path(p) for p in rules.writable]
+    gaps = []
+    try:
+        if early is not None:
+            raise namespace.NamespaceError(0, early)
+        namespace.lock_down(paths, network=rules.network)
+    except namespace.NamespaceError as err:
+        gaps.append(f"file metadata outside the work root (modes, owners, times, flags), /dev/shm"
+                    f"{'' if rules.network else ' and the network'} ({err.strerror})")
+    abi = restrict([*paths, *SYSTEM_WRITABLE], tcp_ports=rules.tcp_ports)
+    if abi < 5:
+        gaps.append(f"device ioctls such as a terminal's (Landlock ABI {abi} < 5)")
+    if rules.tcp_ports is None and rules.network:
+        gaps.append("TCP (the engine's own processes choose their ports)")
+    elif abi < 4 and rules.network:
+        gaps.append(f"TCP (Landlock ABI {abi} < 4)")
+    if abi < 6:
+        gaps.append(f"signals to other processes and abstract Unix sockets (Landlock ABI {abi} < 6)")
+    if rules.network:
+        gaps.append("UDP")
+    if seccomp.available():
+        seccomp.restrict_sockets(deny_unix=not rules.unix_sockets)
+        if rules.unix_sockets:
+            gaps.append("connections to Unix sockets by path (the engine opens one)")
+    else:
+        gaps.append("Unix, raw and packet sockets (no seccomp filter for this architecture)")
+    # temporary files of the libraries (and a JVM's) go where writing is allowed
+    os.environ["TMPDIR"] = str(paths[0])
+    tempfile.tempdir = None
+    return Confinement(True, tuple(str(p) for p in paths), abi, tuple(gaps))
+
+
+def rules_for(writable: list[Path], output: dict | None) -> Rules:
+    """The rules of a child whose engine has this profile output (None: no connection at all)."""
+    if output is None:
+        return Rules(tuple(str(p) for p in writable), (), False, False)
+    from ..warehouse.dialects import dialect_for
+
+    ports, network, unix = dialect_for(str(output.get("type") or "")).network_needs(output)
+    return Rules(tuple(str(p) for p in writable), ports, network, unix)
 
 
 def statement_guard_on() -> bool:
@@ -67,34 +131,71 @@ def check_available(unconfined: bool) -> None:
                           "protection (the reports will say so)")
 
 
-def _context():
-    global _CONTEXT
-    if _CONTEXT is None:
-        _CONTEXT = multiprocessing.get_context("forkserver")
-        _CONTEXT.set_forkserver_preload(_PRELOAD)
-    return _CONTEXT
+class _Child:
+    """A confined child exec'd early (prestart), so that its imports overlap the command's own; it waits
+    for its one job."""
+
+    def __init__(self):
+        from .environ import base
+
+        job_read, self.job = os.pipe()
+        self.answers, answer_write = os.pipe()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-W", "ignore:resource_tracker:UserWarning", "-m", "rerun_safety.confine.child", str(job_read), str(answer_write)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            pass_fds=(job_read, answer_write), start_new_session=True, env=base(dict(os.environ)),
+            cwd="/")
+        os.close(job_read)
+        os.close(answer_write)
+        self.relay: threading.Thread | None = None
+        self.text = None  # the scrubber of what the child prints, once the job is known
+
+    def start_relay(self, text) -> None:
+        """What the child prints (dbt's own lines, a library's warning) reaches this process's stderr as
+        lines, scrubbed, with control characters shown, never as the terminal's input."""
+        from ..errors import printable
+
+        self.text = text
+
+        def relay() -> None:
+            try:
+                for line in iter(self.proc.stdout.readline, b""):
+                    shown = printable(text(line.decode("utf-8", "replace")[:2000].rstrip("\n")))
+                    os.write(2, (shown + "\n").encode("utf-8", "replace"))
+            except (OSError, ValueError):  # closed at the command's end (a process the child left holds it)
+                pass
+
+        self.relay = threading.Thread(target=relay, name="rerun-safety-child-output", daemon=True)
+        self.relay.start()
+
+    def stop(self) -> None:
+        for fd in (self.job, self.answers):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        if self.relay is not None:
+            self.relay.join(timeout=2)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+
+_PRESTARTED: list[_Child] = []
 
 
 def prestart() -> None:
-    """Start the fork server now, so that its imports (dbt's, ~3 s) overlap the command's own."""
-    from multiprocessing import forkserver
-
-    _context()
-    forkserver.ensure_running()
-    atexit.register(_stop_fork_server)
+    """Exec the confined child now, so that its imports (dbt's, ~2 s) overlap the command's own."""
+    if not _PRESTARTED:
+        _PRESTARTED.append(_Child())
+        atexit.register(_stop_unused)
 
 
-def _stop_fork_server() -> None:
-    """At the command's end: its fork server would otherwise take its time to tear down an interpreter
-    full of dbt (~0.7 s) while holding the command's output open; it has nothing left to do."""
-    from multiprocessing import forkserver
-
-    pid = getattr(forkserver._forkserver, "_forkserver_pid", None)
-    if pid:
-        try:
-            os.kill(pid, signal.SIGTERM)  # (its default action: it ends at once)
-        except OSError:
-            pass
+def _stop_unused() -> None:
+    while _PRESTARTED:
+        _PRESTARTED.pop().stop()
 
 
 class ChildStopped(Exception):
@@ -109,147 +210,116 @@ class ChildCrashed(Exception):
     """The child died without an answer (killed, or out of memory)."""
 
 
-class _PipeProgress:
-    """The child's progress (start, scenario, advance), sent to the command's process, which shows it."""
+def child_error(message: dict) -> BaseException:
+    """The exception a child's error answer stands for: one of the runner's own errors by name, else an
+    error of the child's type name with its text (and its traceback, for --debug)."""
+    from .. import errors
 
-    def __init__(self, send):
-        self._send = send
+    cls = getattr(errors, str(message.get("class")), None) if message.get("rerun") else None
+    if isinstance(cls, type) and issubclass(cls, errors.RerunSafetyError):
+        return cls(str(message.get("message", "")))
+    name = str(message.get("class") or "Error")
+    name = name if name.isidentifier() else "Error"
+    err = type(name, (ChildError,), {})(str(message.get("message", "")))
+    err.child_traceback = str(message.get("traceback", ""))
+    return err
 
-    def __getattr__(self, name: str):
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return lambda *args: self._send.send(("progress", name, args))
+
+class ChildError(Exception):
+    """An unexpected error in the confined child (its type name is the child's)."""
+
+    child_traceback = ""
 
 
-def run_confined(fn: Callable[..., Any], args: tuple, writable: list[Path], progress=None,
-                 stop_name: Callable[[BaseException], str | None] | None = None) -> tuple[Any, Confinement]:
-    """Run `fn(*args, confinement=..., progress=...)` in a confined child; return its result (pickled
-    back) and how it was confined, or raise what it raised. The child's progress calls reach `progress`
-    here. A stop signal to this process is passed on, and this process waits for the child's cleanup
-    before it raises the interrupt itself. `stop_name`: the stop signal behind an exception in the child
-    (None: not one), the command's own way to tell an interrupt from an error."""
-    writable = [Path(p) for p in writable]
-    ctx = _context()
-    receive, send = ctx.Pipe(duplex=False)
-    child = ctx.Process(target=_child_main, name="rerun-safety-confined",
-                        args=(send, fn, args, dict(os.environ), os.getcwd(), [str(p) for p in writable],
-                              os.getpid(), stop_name))
-    child.start()
-    send.close()
+def run_confined(fn: Callable[..., Any], args: tuple, rules: Rules, environ: dict[str, str], secrets=(),
+                 progress=None, stop_name: Callable[[BaseException], str | None] | None = None
+                 ) -> tuple[Any, Confinement]:
+    """Run `fn(*args, confinement=..., progress=...)` in a confined child (the prestarted one, else a new
+    one) with `environ`; return its result (read from JSON, every string scrubbed of `secrets`) and how it
+    was confined, or raise what it raised. The child's progress calls reach `progress` here. A stop signal
+    to this process is passed on (the child has a session of its own: a terminal's Ctrl-C reaches only
+    this process), and this process waits for the child's cleanup before it raises the interrupt itself."""
+    import pickle
+
+    from ..secrets import Scrubber
+
+    child = _PRESTARTED.pop() if _PRESTARTED else _Child()
+    text = Scrubber(secrets)
+    child.start_relay(text)
+    job = {"fn": fn, "args": args, "environ": environ, "cwd": os.getcwd(), "rules": rules,
+           "parent_pid": os.getpid(), "stop_name": stop_name}
+    try:
+        with os.fdopen(child.job, "wb") as f:
+            pickle.dump(job, f)
+    except BrokenPipeError:
+        pass  # it died before its job: told below as a crash
+    child.job = -1
     try:
         try:
-            answer = _receive(receive, child, progress)
-        except BaseException as err:
-            # a stop signal here: the child got SIGINT with us from a terminal, or gets it now; it removes
-            # its sandboxes before it ends, and only then may this process say that they are removed
+            answer = _receive(child, progress, text)
+        except KeyboardInterrupt as err:
+            # a stop signal here: the child removes its sandboxes before it ends, and only then may this
+            # process say that they are removed
             sig = signal.SIGTERM if type(err).__name__ == "Terminated" else signal.SIGINT
             try:
-                os.kill(child.pid, sig)
-            except (ProcessLookupError, TypeError):
+                child.proc.send_signal(sig)
+            except (ProcessLookupError, OSError):
                 pass
-            late = _receive(receive, child, None)
-            if late is not None and late[0] == "error":
-                raise late[1] from None  # its cleanup failed: that, not "sandboxes removed", is the news
+            late = _receive(child, None, text)
+            if late is not None and late.get("kind") == "error":
+                raise child_error(late) from None  # its cleanup failed: that, not "sandboxes removed", is the news
             raise
     finally:
-        receive.close()
+        child.stop()
     if answer is None:
-        raise ChildCrashed(f"the game day's confined process ended without an answer (exit code {child.exitcode})")
-    kind, value, confinement = answer
-    if kind == "ok":
-        return value, confinement
+        raise ChildCrashed("the game day's confined process ended without an answer (exit code "
+                           f"{child.proc.returncode})")
+    kind = answer.get("kind")
+    if kind == "ok" and isinstance(answer.get("confinement"), Confinement):
+        return answer.get("value"), answer["confinement"]
     if kind == "stopped":
-        raise ChildStopped(value)
-    raise value
+        raise ChildStopped("SIGTERM" if answer.get("name") == "SIGTERM" else "SIGINT")
+    if kind == "error":
+        raise child_error(answer)
+    raise ChildCrashed("the game day's confined process sent an answer that is not one of the runner's")
 
 
-def _receive(receive, child, progress) -> tuple | None:
-    """Relay the child's progress until its answer; None when it ended without one. Waits for its end."""
-    answer = None
-    while answer is None:
-        if receive.poll(0.2):
-            try:
-                message = receive.recv()
-            except EOFError:
+def _receive(child: _Child, progress, text) -> dict | None:
+    """Relay the child's progress until its answer; None when it ended without one. Waits for its end.
+    A line that is not one of ours (not JSON, an unknown type, too long) ends the run as a crash."""
+    from . import wire
+
+    answer, buffer = None, b""
+    while answer is None and child.answers >= 0:
+        ready, _, _ = select.select([child.answers], [], [], 0.2)
+        if not ready:
+            if child.proc.poll() is not None and not select.select([child.answers], [], [], 0)[0]:
                 break
-            if message[0] == "progress":
-                if progress is not None:
-                    getattr(progress, message[1])(*message[2])
+            continue
+        chunk = os.read(child.answers, 1 << 20)
+        if not chunk:
+            break
+        buffer += chunk
+        if len(buffer) > wire.MAX_LINE:
+            raise ChildCrashed(f"the confined process's answer exceeds {wire.MAX_LINE // (1 << 20)} MB")
+        while b"\n" in buffer and answer is None:
+            line, buffer = buffer.split(b"\n", 1)
+            try:
+                message = wire.loads(line, text=text)
+            except wire.WireError as err:
+                raise ChildCrashed(f"the confined process sent {err}") from None
+            if not isinstance(message, dict):
+                raise ChildCrashed("the confined process sent a message that is not one of the runner's")
+            if message.get("kind") == "progress":
+                name, args = message.get("name"), message.get("args")
+                if progress is not None and name in ("start", "scenario", "advance") and isinstance(args, tuple):
+                    getattr(progress, name)(*args)
             else:
                 answer = message
-        elif not child.is_alive() and not receive.poll(0):
-            break
-    child.join()
+    child.proc.wait()
     return answer
 
 
-def _watch_parent(parent_pid: int) -> None:
-    """End this child like a SIGTERM when the command's process is gone (killed -9): its sandboxes are
-    removed then, instead of a run going on that nobody waits for."""
-    try:
-        fd = os.pidfd_open(parent_pid)
-    except ProcessLookupError:
-        os._exit(1)  # gone already, before anything was created: nobody waits for this run
-    except (OSError, AttributeError):  # no pidfd (Linux < 5.3): the next run's sweep cleans up after a kill
-        return
-    import select
-
-    def wait() -> None:
-        poller = select.poll()
-        poller.register(fd, select.POLLIN)
-        poller.poll()
-        os.kill(os.getpid(), signal.SIGTERM)
-
-    threading.Thread(target=wait, name="rerun-safety-parent-watch", daemon=True).start()
-
-
-def _child_main(send, fn, args, environ: dict, cwd: str, writable: list[str], parent_pid: int,
-                stop_name=None) -> None:
-    import tempfile
-
-    os.environ.clear()
-    os.environ.update(environ)
-    os.chdir(cwd)
-    answer: tuple
-    try:
-        paths = [Path(p) for p in writable]
-        abi = restrict_writes([*paths, *SYSTEM_WRITABLE])
-        # temporary files of the libraries (and a JVM's) go where writing is allowed
-        os.environ["TMPDIR"] = str(paths[0])
-        tempfile.tempdir = None
-        confinement = Confinement(True, tuple(str(p) for p in paths), abi)
-        _watch_parent(parent_pid)
-        answer = ("ok", fn(*args, confinement=confinement, progress=_PipeProgress(send)), confinement)
-    except BaseException as err:  # noqa: BLE001 - everything goes back to the command's process
-        answer = _answer_for(err, stop_name)
-    try:
-        send.send(answer)
-    except Exception:  # noqa: BLE001 - a result or exception that does not pickle: its type and first line
-        text = f"{type(answer[1]).__name__}: {answer[1]}"[:400]
-        send.send(("error", RuntimeError(text), None))
-    finally:
-        send.close()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
-
-
-def _answer_for(err: BaseException, stop_name) -> tuple:
-    from ..errors import RerunSafetyError
-
-    if isinstance(err, RerunSafetyError):  # also after a stop signal: a cleanup that failed is the news
-        return ("error", err, None)
-    name = stop_name(err) if stop_name is not None else (
-        "SIGINT" if isinstance(err, KeyboardInterrupt) else None)
-    if name:
-        return ("stopped", name, None)
-    if isinstance(err, LandlockError):
-        from ..errors import ConfigError
-
-        return ("error", ConfigError(f"cannot confine the project's code: {err.strerror or err}; pass "
-                                     "--unconfined to run without that protection"), None)
-    return ("error", err, None)
-
-
-__all__ = ["Confinement", "ChildCrashed", "ChildStopped", "abi_version", "check_available", "run_confined",
-           "statement_guard_on", "unavailable_reason"]
+__all__ = ["Confinement", "ChildCrashed", "ChildError", "ChildStopped", "Rules", "abi_version", "check_available",
+           "confine", "prestart", "restrict_writes", "rules_for", "run_confined", "statement_guard_on",
+           "unavailable_reason"]

@@ -83,11 +83,13 @@ def failed_result(name: str, message: str, hooks: str = "") -> ScenarioResult:
 
 
 # the kernel refusing a write outside the run folder (confine/): DuckDB's, Python's and Spark's (Hadoop's local file
-# system: a job's `_temporary` folder under the path it writes, or the file itself) words for EACCES. Reading is
-# never refused there, so this is a write.
-_KERNEL_REFUSED = re.compile(r'Cannot open file "([^"]*)": Permission denied|Permission denied: \'([^\'\n]*)\'|'
+# system: a job's `_temporary` folder under the path it writes, or the file itself) words for EACCES (Landlock) and
+# EROFS (the confined namespace's read-only mounts, which answer first). Reading is never refused there, so this is
+# a write.
+_DENIED = r"(?:Permission denied|Read-only file system)"
+_KERNEL_REFUSED = re.compile(rf'Cannot open file "([^"]*)": {_DENIED}|{_DENIED}: \'([^\'\n]*)\'|'
                              r'Mkdirs failed to create (?:file:)?(/[^\s]*?)(?:/_temporary/|\s|$)|'
-                             r'java\.io\.FileNotFoundException: (?:file:)?(/[^\s]*) \(Permission denied\)')
+                             rf'java\.io\.FileNotFoundException: (?:file:)?(/[^\s]*) \({_DENIED}\)')
 
 
 # PostgreSQL refusing the game day's own role (warehouse/postgres/role.py) what takes a superuser, the owner of another

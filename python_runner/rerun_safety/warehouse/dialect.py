@@ -230,6 +230,12 @@ class Dialect(str):
         """A profile output dbt can parse a project with, without a connection (None: not warmed)."""
         return None
 
+    def network_needs(self, output: dict) -> tuple[tuple[int, ...] | None, bool, bool]:
+        """What the confined game day's network may reach for this profile output (confine/): the TCP
+        ports it connects to (None: TCP left open, said in the reports), whether it keeps the machine's
+        network at all, and whether it opens a Unix socket (a server's socket folder as its host)."""
+        return None, True, True
+
 
 @functools.lru_cache(maxsize=4096)
 def quote_name(name: str, dialect: str) -> str:

@@ -69,6 +69,9 @@ class DuckDBDialect(Dialect):
     def warm_output(self) -> dict | None:
         return {"type": "duckdb", "path": ":memory:", "threads": 1}
 
+    def network_needs(self, output: dict) -> tuple[tuple[int, ...] | None, bool, bool]:
+        return (), False, False  # a file: no network and no socket at all
+
 
 @functools.lru_cache(maxsize=1)
 def _catalog() -> str:

@@ -171,5 +171,14 @@ class PostgresDialect(Dialect):
         return {"type": "postgres", "host": "127.0.0.1", "port": 5432, "user": "warm", "password": "",
                 "dbname": "warm", "schema": "warm", "threads": 1}
 
+    def network_needs(self, output: dict) -> tuple[tuple[int, ...] | None, bool, bool]:
+        host = str(output.get("host") or "")
+        try:
+            port = int(output.get("port") or 5432)
+        except (TypeError, ValueError):
+            port = 5432
+        socket = not host or host.startswith("/")  # libpq: a folder as the host is the server's socket's
+        return ((), True, True) if socket else ((port,), True, False)
+
 
 POSTGRES = PostgresDialect("postgres")

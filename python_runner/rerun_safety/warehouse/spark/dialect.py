@@ -29,6 +29,15 @@ class SparkDialect(Dialect):
     def lateness_query(self, table, event, load):
         return None  # the lint compiles on DuckDB and PostgreSQL only
 
+    def network_needs(self, output: dict) -> tuple[tuple[int, ...] | None, bool, bool]:
+        if str(output.get("method") or "") in ("thrift", "http"):
+            try:
+                return (int(output.get("port") or 10000),), True, False
+            except (TypeError, ValueError):
+                return (10000,), True, False
+        # a session: the JVM and its Python gateway talk over TCP ports of their choosing
+        return None, True, True
+
     def row_hash(self, parts: Sequence[str]) -> str:
         if not parts:
             return "cast(0 as bigint)"
