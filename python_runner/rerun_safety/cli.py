@@ -159,8 +159,7 @@ def _child_setup(project_dir, profiles_dir, target, vars_yaml, writable: list[Pa
         output = None
     profiles_file = profiles / "profiles.yml"
     env, refused = environ.for_child(dict(os.environ), Path(project_dir).resolve(), profiles_file)
-    by_profile = environ.referenced([profiles_file]) if profiles_file.is_file() else set()
-    secrets = environ.secret_values(dict(os.environ), output, by_profile)
+    secrets = environ.secret_values(dict(os.environ), output)
     return rules_for(writable, output), env, secrets, refused
 
 

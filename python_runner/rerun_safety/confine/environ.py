@@ -24,7 +24,7 @@ _CREDENTIAL_PREFIXES = ("PG", "AWS_", "GOOGLE_", "GCP_", "GCLOUD_", "CLOUDSDK_",
                         "DATABRICKS_", "DBT_CLOUD_", "DBT_ENV_SECRET_", "MOTHERDUCK_", "BIGQUERY_", "REDSHIFT_",
                         "TRINO_", "CLICKHOUSE_", "MSSQL_", "MYSQL_", "ORACLE_", "VAULT_", "GITHUB_", "GH_",
                         "GITLAB_", "SSH_", "KUBE", "DOCKER_", "NPM_", "PYPI_", "TWINE_")
-_SECRET_WORDS = ("PASS", "PWD", "_PW", "SECRET", "TOKEN", "KEY", "CREDENTIAL", "AUTH", "PRIVATE", "COOKIE",
+_SECRET_WORDS = ("PASS", "_PWD", "_PW", "SECRET", "TOKEN", "KEY", "CREDENTIAL", "AUTH", "PRIVATE", "COOKIE",
                  "SESSION", "SIGNATURE", "CERT")
 _ENV_VAR = re.compile(r"""env_var\s*\(\s*(['"])([A-Za-z_][A-Za-z0-9_]*)\1""")
 _SCANNED = (".sql", ".yml", ".yaml", ".py", ".jinja", ".j2", ".csv.yml")
@@ -87,13 +87,13 @@ def for_child(environ: dict[str, str], project_dir: Path, profiles_file: Path | 
     return env, tuple(refused)
 
 
-def secret_values(environ: dict[str, str], output: dict | None, profile_names: set[str] = frozenset()) -> set[str]:
-    """Every value the run knows that a report must not show: the credential-shaped variables' values, the
-    values of every variable the profile references, and the profile output's secret fields (by key or
-    form, as secrets.secrets_through_env finds them)."""
+def secret_values(environ: dict[str, str], output: dict | None) -> set[str]:
+    """Every value the run knows that a report must not show: the credential-shaped variables' values and
+    the profile output's secret fields (by key or form, as secrets.secrets_through_env finds them),
+    whatever variable they came from."""
     from ..secrets import secrets_through_env
 
-    values = {v for k, v in environ.items() if is_credential(k) or k in profile_names}
+    values = {v for k, v in environ.items() if is_credential(k)}
     if output:
         found: dict[str, str] = {}
         secrets_through_env(output, found)
