@@ -358,7 +358,7 @@ def gameday(ctx, project_dir, profiles_dir, target, select, exclude, vars_yaml, 
                 report = _run_gameday(replace(options, confinement=Confinement(False)), progress)
         else:
             report = _confined_gameday(options)
-        paths = write_reports(report, options.output_dir)
+        paths = write_reports(report, options.output_dir, options.project_dir)
         applied = None
         if apply_fixes:
             from .fix.apply import apply_fixes as apply

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..errors import ConfigError
 from ..results import GamedayReport
 from .base import Renderer
 from .html import HtmlRenderer
@@ -21,37 +20,49 @@ RENDERERS: tuple[Renderer, ...] = (JsonRenderer(), JunitRenderer(), MarkdownRend
 __all__ = ["RENDERERS", "Renderer", "write_reports"]
 
 
-def write_reports(report: GamedayReport, output_dir: Path | str) -> dict[str, Path]:
+def write_reports(report: GamedayReport, output_dir: Path | str, project_dir: Path | str | None = None
+                  ) -> dict[str, Path]:
     """Render every format and write it into output_dir (created if missing).
 
-    Returns {"json": ..., "junit": ..., "markdown": ..., "html": ...}. Each file is written to a
-    temporary name and renamed, so a reader (a CI upload step) never sees half a report.
+    Returns {"json": ..., "junit": ..., "markdown": ..., "html": ...}. Each file is written to a new
+    temporary name and renamed, so a reader (a CI upload step) never sees half a report. Folders the
+    project ships (the default <project>/target/rerun_safety, and fixes/ in any output folder) are
+    never followed through a link: a link there is refused (safe_files).
     """
+    from ..safe_files import open_dir, write_file
+
     out = Path(output_dir)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise ConfigError(f"cannot create the output directory {out}: {err.strerror or err}") from err
     texts = {r.key: (r.filename, r.render(report)) for r in RENDERERS}
+    default = Path(project_dir) / "target" / "rerun_safety" if project_dir is not None else None
+    what = "the output directory"
+    folder = (open_dir(Path(project_dir), ("target", "rerun_safety"), what=what) if out == default
+              else open_dir(out, what=what))
     paths: dict[str, Path] = {}
-    for key, (filename, text) in texts.items():
-        paths[key] = _write(out, filename, text)
-    for stale in (out / "fixes").glob("*.patch"):  # an earlier run's: never beside this run's
-        stale.unlink(missing_ok=True)
-    for fix in report.fixes or ():
-        if fix.verified:
-            paths[f"fix:{fix.model}"] = _write(out / "fixes", f"{fix.model}.patch", fix.patch)
+    try:
+        for key, (filename, text) in texts.items():
+            write_file(folder, filename, text, str(out / filename))
+            paths[key] = out / filename
+        verified = [fix for fix in report.fixes or () if fix.verified]
+        if not verified and not _has_folder(folder, "fixes"):
+            return paths
+        fixes = open_dir(folder, ("fixes",))
+        try:
+            for name in os.listdir(fixes):  # an earlier run's: never beside this run's
+                if name.endswith(".patch"):
+                    os.unlink(name, dir_fd=fixes)
+            for fix in verified:
+                write_file(fixes, f"{fix.model}.patch", fix.patch, str(out / "fixes" / f"{fix.model}.patch"))
+                paths[f"fix:{fix.model}"] = out / "fixes" / f"{fix.model}.patch"
+        finally:
+            os.close(fixes)
+    finally:
+        os.close(folder)
     return paths
 
 
-def _write(folder: Path, filename: str, text: str) -> Path:
-    path = folder / filename
-    tmp = folder / f".{filename}.{os.getpid()}.tmp"
+def _has_folder(dir_fd: int, name: str) -> bool:
     try:
-        folder.mkdir(exist_ok=True)
-        tmp.write_text(text, encoding="utf-8", newline="\n")
-        os.replace(tmp, path)
-    except OSError as err:
-        tmp.unlink(missing_ok=True)
-        raise ConfigError(f"cannot write {path}: {err.strerror or err}") from err
-    return path
+        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        return True
+    except FileNotFoundError:
+        return False
