@@ -10,6 +10,7 @@ when it ends; the exit code is the first non-zero one (0 when both passed).
 """
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -37,23 +38,67 @@ def _first() -> list[str]:
     return out
 
 
+class _Stopped(Exception):
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _stop(signum, frame) -> None:
+    raise _Stopped(signum)
+
+
+def _die_with_parent() -> None:
+    """This process (and, from preexec, each session) gets SIGTERM when its parent ends, however it ends:
+    `make test` stopped by a CI timeout leaves no pytest session behind."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def _end(procs, signum: int) -> None:
+    """Stop both sessions (the second has a process group of its own) and what they started."""
+    for proc in procs:
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signum) if proc.pid == os.getpgid(proc.pid) else proc.send_signal(signum)
+            except ProcessLookupError:
+                pass
+    for proc in procs:
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 def main(extra: list[str]) -> int:
     second = [str((TESTS / p).relative_to(TESTS.parent)) for p in SECOND]
     command = [sys.executable, "-m", "pytest"]
+    _die_with_parent()
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _stop)
     with tempfile.TemporaryFile(mode="w+") as log:
         # the second session keeps no cache: two sessions writing .pytest_cache at once could clash
         other = subprocess.Popen([*command, "-p", "no:cacheprovider", *second, *extra], stdout=log,
-                                 stderr=subprocess.STDOUT, start_new_session=True)
+                                 stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_die_with_parent)
+        procs = [other]
         try:
-            first = subprocess.call([*command, *_first(), *extra])
+            first_proc = subprocess.Popen([*command, *_first(), *extra], preexec_fn=_die_with_parent)
+            procs.append(first_proc)
+            first = first_proc.wait()
             second_code = other.wait()
         except KeyboardInterrupt:
-            other.send_signal(signal.SIGINT)
-            other.wait()
+            _end(procs, signal.SIGINT)
             return 130
+        except _Stopped as stop:
+            _end(procs, signal.SIGTERM)
+            return 128 + stop.signum
         finally:
-            if other.poll() is None:
-                other.kill()
+            for proc in procs:
+                if proc.poll() is None:
+                    proc.kill()
         log.seek(0)
         print(f"\n===== the second session ({', '.join(SECOND)}) =====", flush=True)
         sys.stdout.write(log.read())

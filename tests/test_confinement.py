@@ -287,6 +287,55 @@ def test_postgres_hostile_hooks_change_nothing_as_the_runs_own_role(tmp_path, pg
     assert report["payments_merged"]["verdict"] == "safe"
 
 
+def test_postgres_sandboxes_inherit_nothing_a_dba_put_into_template1(tmp_path, pg_server):
+    """dblink in template1 (and in production) with the guard off: the sandboxes are made from template0
+    and get the production database's extensions again as their own role, which may create pgcrypto (a
+    model using digest() is safe) but not dblink, so a hook's dblink_exec into production fails in the
+    sandbox, production gets nothing, and the notes name the extension left out."""
+    from support.gameday import load_report
+    from support.reliability import CHEAP, payments_target, spawn_gameday
+
+    target = payments_target("postgres", tmp_path / "proj", server=pg_server)
+    admin, prod = pg_server.connect("template1"), pg_server.connect(target.dbname)
+    for con in (admin, prod):
+        con.autocommit = True
+        with con.cursor() as cur:
+            cur.execute("create extension if not exists dblink")
+    with prod.cursor() as cur:
+        cur.execute("create extension if not exists pgcrypto")
+    models = target.project / "models"
+    (models / "uses_pgcrypto.sql").write_text(
+        "{{ config(materialized='table') }}\nselect account_id, encode(digest(account_id::text, 'sha256'), 'hex') "
+        "as h from {{ ref('payments_merged') }}\n")
+    dsn = f"host={pg_server.host} port={pg_server.port} user={pg_server.user} dbname={target.dbname}"
+    hook = f"select dblink_exec('{dsn}', 'create table public.pwned_by_dblink (x int)')"
+    (models / "hostile_dblink.sql").write_text(
+        "{{ config(materialized='table', post_hook=" + json.dumps(hook) + ") }}\n"
+        "select account_id from {{ ref('payments_merged') }}\n")
+    os.environ["RERUN_SAFETY_STATEMENT_GUARD"] = "off"
+    try:
+        proc = spawn_gameday(target, tmp_path / "run", *CHEAP, "--select", "payments_merged+")
+        _, err = proc.communicate(timeout=600)
+    finally:
+        del os.environ["RERUN_SAFETY_STATEMENT_GUARD"]
+        with admin.cursor() as cur:
+            cur.execute("drop extension if exists dblink")
+        admin.close()
+    with prod.cursor() as cur:
+        cur.execute("select count(*) from pg_tables where tablename = 'pwned_by_dblink'")
+        assert cur.fetchone()[0] == 0
+    prod.close()
+    assert proc.returncode == 1, err
+    report = load_report(proc.out_dir)
+    models = {m["name"]: m for m in report["models"]}
+    assert models["uses_pgcrypto"]["verdict"] == "safe"
+    assert models["hostile_dblink"]["verdict"] != "safe"
+    assert "dblink_exec" in json.dumps(models["hostile_dblink"]) and "does not exist" in json.dumps(
+        models["hostile_dblink"])
+    assert any(n.startswith("extensions of the target database not in the sandboxes") and "dblink" in n
+               for n in report["summary"]["notes"]), report["summary"]["notes"]
+
+
 def test_postgres_profile_role_without_createrole_is_told_what_to_grant(tmp_path, pg_server):
     from support.common import create_role
     from support.reliability import CHEAP, payments_target, spawn_gameday

@@ -42,7 +42,8 @@ def _interrupt(target, tmp, sig, at_phase, *args, group: bool = False):
 
 
 @pytest.mark.parametrize("sig,threads,at_phase,code,name", [(signal.SIGTERM, "2", "scenario", 143, "SIGTERM"),
-                                                              (signal.SIGINT, "1", "reference", 130, "SIGINT")])
+                                                              (signal.SIGINT, "1", "reference", 130, "SIGINT"),
+                                                              (signal.SIGHUP, "1", "reference", 129, "SIGHUP")])
 def test_signal_cleans_up_at_once_duckdb(duck, tmp_path, sig, threads, at_phase, code, name):
     r = _interrupt(duck, tmp_path, sig, at_phase, "--threads", threads, *SMALL)
     assert r["code"] == code, r["err"]

@@ -80,10 +80,11 @@ def test_two_roles_on_one_server_never_break_each_other(vacuum_server, tmp_path)
 
     role_a, a = role_target(vacuum_server, tmp_path / "a")
     role_b, b = role_target(vacuum_server, tmp_path / "b")
-    # A is killed mid-run, its whole process group: its sandboxes stay (its next run sweeps them)
+    # A is killed mid-run, every process of it (the confined child's session too): its sandboxes stay (its
+    # next run sweeps them)
     proc = spawn_gameday(a, tmp_path / "run_a", *ROLE_ARGS)
     assert wait_until(lambda: phase(tmp_path / "run_a", vacuum_server) in ("reference", "scenario"), 240, proc)
-    os.killpg(proc.pid, signal.SIGKILL)
+    support.kill(proc, signal.SIGKILL, group=True)
     proc.communicate(timeout=60)
     stale_a = databases_of(vacuum_server, role_a)
     assert stale_a

@@ -32,6 +32,9 @@ class Terminated(KeyboardInterrupt):
 
 
 _STOPPED: list[str] = []  # the stop signal received during the command, if any
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+_SIGNAL_NAMES = {signal.SIGTERM: "SIGTERM", signal.SIGINT: "SIGINT", signal.SIGHUP: "SIGHUP"}
+_EXIT_CODES = {"SIGTERM": 143, "SIGHUP": 129}
 
 
 def _in_finalizer(frame) -> bool:
@@ -54,10 +57,11 @@ def _on_stop_signal(signum, frame) -> None:
         threading.Timer(0.05, os.kill, (os.getpid(), signum)).start()
         return
     # One signal is enough: ignore repeats so that they cannot cut the cleanup short.
-    _STOPPED.append("SIGTERM" if signum == signal.SIGTERM else "SIGINT")
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+    _STOPPED.append(_SIGNAL_NAMES.get(signum, "SIGINT"))
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
+    # a hangup (the terminal closed, a scheduler's stop) ends the run like SIGTERM
+    raise Terminated() if signum in (signal.SIGTERM, signal.SIGHUP) else KeyboardInterrupt()
 
 
 def _preload() -> None:
@@ -70,10 +74,10 @@ def _preload() -> None:
 def _stop_name(err: BaseException) -> str | None:
     """The stop signal behind `err`: a KeyboardInterrupt, or whatever a library turned it into (a C
     extension being imported when Ctrl-C arrives raises ImportError; dbt wraps it in its own errors)."""
-    if isinstance(err, Terminated):
-        return "SIGTERM"
     if _STOPPED:
         return _STOPPED[0]
+    if isinstance(err, Terminated):
+        return "SIGTERM"
     return "SIGINT" if isinstance(err, KeyboardInterrupt) else None
 
 
@@ -102,13 +106,13 @@ def _fail_unexpected(err: BaseException, debug: bool) -> None:
 
 def _interrupted(text: str, name: str) -> None:
     click.secho(f"rerun-safety: {text.format(name=name)}", fg="red", err=True)
-    sys.exit(143 if name == "SIGTERM" else 130)
+    sys.exit(_EXIT_CODES.get(name, 130))
 
 
 @contextlib.contextmanager
 def exit_codes(debug: bool, interrupted: str, handler=None, stop_first: bool = False, cleanup=None):
     """The one mapping from how a command ends to its exit code, for every command: a stop signal
-    130 (SIGINT) or 143 (SIGTERM) with `interrupted` ("... by {name}"); nothing to check 0; the
+    130 (SIGINT), 143 (SIGTERM) or 129 (SIGHUP) with `interrupted` ("... by {name}"); nothing to check 0; the
     user's mistake (RerunSafetyError) 2 with its line; anything else 2 with one line (the traceback
     with --debug). A verdict is the command's own exit code, never 1 for a crash. The stop handlers
     are in place inside, put back after. `stop_first`: an error after a stop is the interrupt (the
@@ -116,13 +120,13 @@ def exit_codes(debug: bool, interrupted: str, handler=None, stop_first: bool = F
     game day's cleanup that failed). `cleanup`: run after, whatever happened."""
     from .confine import ChildStopped
 
-    previous = {sig: signal.signal(sig, handler or _on_stop_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    previous = {sig: signal.signal(sig, handler or _on_stop_signal) for sig in STOP_SIGNALS}
     try:
         yield
     except NothingToCheck as err:
         _nothing_to_check(err)
-    except ChildStopped as err:
-        _interrupted(interrupted, err.name)
+    except ChildStopped as err:  # (it was sent SIGTERM for a hangup here)
+        _interrupted(interrupted, _STOPPED[0] if _STOPPED else err.name)
     except (KeyboardInterrupt, Exception) as err:  # noqa: BLE001 - not a verdict: exit 2 with one line, never 1
         name = _stop_name(err)
         if isinstance(err, RerunSafetyError) and not (stop_first and name):
@@ -195,7 +199,7 @@ def _lint_signal(signum, frame) -> None:
     from .lint.compile import STOP
 
     if not _in_finalizer(frame):
-        STOP.append("SIGTERM" if signum == signal.SIGTERM else "SIGINT")
+        STOP.append(_SIGNAL_NAMES.get(signum, "SIGINT"))
     _on_stop_signal(signum, frame)
 
 
@@ -354,8 +358,15 @@ def gameday(ctx, project_dir, profiles_dir, target, select, exclude, vars_yaml, 
             since=since, until=until, float_tolerance=float_tolerance, state=state, baseline=baseline,
             late_fraction=late_fraction, late_by=late_by, fix=fix)
         if unconfined:
+            from .confine.wire import scrubbed
+            from .secrets import Scrubber
+
             with TerminalProgress() as progress:
                 report = _run_gameday(replace(options, confinement=Confinement(False)), progress)
+            # the same scrubber as a confined run's answers pass
+            _, _, secrets, _ = _child_setup(options.project_dir, options.profiles_dir, options.target,
+                                            options.vars_yaml, [])
+            report = scrubbed(report, Scrubber(secrets))
         else:
             report = _confined_gameday(options)
         paths = write_reports(report, options.output_dir, options.project_dir)

@@ -291,3 +291,12 @@ class GamedayReport:
             **({"confinement": self.extra["confinement"]} if "confinement" in self.extra else {}),
             **({"extra": {k: v for k, v in self.extra.items() if k != "confinement"}} if self.extra else {}),
         }
+
+
+def _register() -> None:
+    from .confine.wire import register
+
+    register(GamedayReport, ModelVerdict, ScenarioResult, PartitionCount, Fix, Tried, Cost)
+
+
+_register()

@@ -64,6 +64,15 @@ class Confinement:
                 "the statement guard kept its hooks and Python models from writing files outside the sandboxes")
 
 
+def _register() -> None:
+    from .wire import register
+
+    register(Confinement)
+
+
+_register()
+
+
 def confine(rules: Rules, early: str | None = None) -> Confinement:
     """Confine this process (before any project code): namespaces, Landlock, seccomp. `early`: why
     namespace.enter() failed at the child's start (None: it entered them)."""

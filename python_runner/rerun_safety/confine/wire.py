@@ -23,13 +23,17 @@ class WireError(ValueError):
     """A message from the child that is not one of ours."""
 
 
-def _allowed() -> dict[str, type]:
-    from ..lint.findings import Finding, LintResult
-    from ..results import Cost, Fix, GamedayReport, ModelVerdict, PartitionCount, ScenarioResult, Tried
-    from . import Confinement
+# the result types a child may send, by name: registered by the modules that own them (results.py,
+# lint/findings.py, confine/__init__.py), so that this module imports none of them
+ALLOWED: dict[str, type] = {}
 
-    return {c.__name__: c for c in (GamedayReport, ModelVerdict, ScenarioResult, PartitionCount, Fix, Tried, Cost,
-                                    LintResult, Finding, Confinement)}
+
+def register(*types: type) -> None:
+    ALLOWED.update({t.__name__: t for t in types})
+
+
+def _allowed() -> dict[str, type]:
+    return ALLOWED
 
 
 def encode(value: Any) -> Any:
@@ -43,7 +47,7 @@ def encode(value: Any) -> Any:
         return {"$tuple": [encode(v) for v in value]}
     if isinstance(value, dict):
         return {"$map": [[encode(k), encode(v)] for k, v in value.items()]}
-    if dataclasses.is_dataclass(value) and not isinstance(value, type) and type(value).__name__ in _allowed():
+    if dataclasses.is_dataclass(value) and not isinstance(value, type) and ALLOWED.get(type(value).__name__) is type(value):
         return {"$dc": type(value).__name__,
                 "fields": {f.name: encode(getattr(value, f.name)) for f in dataclasses.fields(value)}}
     if isinstance(value, dt.datetime):
@@ -77,7 +81,7 @@ _SCALARS = {
 
 def decode(value: Any, allowed: dict[str, type] | None = None, text=None) -> Any:
     """The value `encode` made; `text` is applied to every string on the way (the secrets' scrubber)."""
-    allowed = _allowed() if allowed is None else allowed
+    allowed = ALLOWED if allowed is None else allowed
     if isinstance(value, str):
         return text(value) if text is not None else value
     if value is None or isinstance(value, (bool, int, float)):

@@ -60,3 +60,12 @@ class LintResult:
                         "confinement": self.confinement, "notes": list(self.notes)},
             "timings": {k: round(v, 3) for k, v in self.timings.items()},
         }
+
+
+def _register() -> None:
+    from ..confine.wire import register
+
+    register(LintResult, Finding)
+
+
+_register()

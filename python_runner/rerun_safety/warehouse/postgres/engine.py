@@ -128,10 +128,42 @@ class PostgresEngine(Engine):
     def create_snapshot(self, sources: Iterable[SourceTable]) -> Sandbox:
         sandbox = Sandbox(self.sandbox_name("snapshot"), self.sandbox_name("snapshot"))
         self._types: dict[int, bool] = {}  # type oid in the user's database -> exists in the snapshot
-        self._create_database(sandbox.location, None)
+        # from template0, not template1: nothing a DBA put into template1 (dblink, a foreign server) is
+        # inherited; the user's database's extensions are created again by the sandbox's own role
+        self._create_database(sandbox.location, "template0")
         self.sandboxes.append(sandbox)
+        self._add_extensions(sandbox)
         self.add_to_snapshot(sandbox, sources)
         return sandbox
+
+    def _add_extensions(self, sandbox: Sandbox) -> None:
+        """The extensions of the user's database, created in the snapshot as the sandboxes' role (which
+        then owns them: no function of an extension it did not create). An extension that role may not
+        create (an untrusted one: dblink, postgres_fdw, file_fdw) is left out, and the notes say so."""
+        user = PgConnection(self.params, self.user_db, read_only=True)
+        try:
+            wanted = user.fetchall("select e.extname, n.nspname from pg_extension e join pg_namespace n on "
+                                   "n.oid = e.extnamespace where e.extname <> 'plpgsql' order by 1")
+        finally:
+            user.close()
+        if not wanted:
+            return
+        snap = PgConnection(self.sandbox_params, sandbox.location)
+        left_out = []
+        try:
+            for name, schema in wanted:
+                try:
+                    snap.execute(pgsql.SQL("create schema if not exists {}").format(
+                        pgsql.Identifier(schema)).as_string(snap.raw))
+                    snap.execute(pgsql.SQL("create extension if not exists {} schema {}").format(
+                        pgsql.Identifier(name), pgsql.Identifier(schema)).as_string(snap.raw))
+                except psycopg2.Error as err:
+                    left_out.append(f"{name} ({str(err).strip().splitlines()[0]})")
+        finally:
+            snap.close()
+        if left_out:
+            self.notes.append("extensions of the target database not in the sandboxes (their role may not create "
+                              "them; a model that uses one fails there): " + "; ".join(left_out))
 
     def add_to_snapshot(self, sandbox: Sandbox, sources: Iterable[SourceTable], empty: bool = False) -> None:
         """Copy sources from the user's database into the snapshot (`empty`: their columns only)."""
