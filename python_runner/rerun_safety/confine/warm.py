@@ -1,8 +1,9 @@
-"""Imported once by the fork server of confined children (confine/__init__.py): parses a one-model project
-of the runner's own (no user code, no connection) on each installed adapter, so that dbt's per-process
-state (its own and the adapter's macros, the adapter plugin) is in memory before any child is forked. A
-child's first parse then costs what a second one does (0.3-0.4 s against 2.8 s). Nothing here starts a
-thread (parsing opens no connection), so forking the server stays safe; a failure leaves the children to warm up themselves.
+"""Imported by the confined child before its job (confine/child.py): parses a one-model project of the
+runner's own (no user code, no connection) on each installed adapter, so that dbt's per-process state (its
+own and the adapter's macros, the adapter plugin) is in memory before the project's parse, which then
+costs what a second one does (0.3-0.4 s against 2.8 s). Nothing here starts a thread (parsing opens no
+connection): Landlock and seccomp confine the calling thread and what it starts, so a thread started here
+would stay unconfined. A failure leaves the child to parse in full.
 
 The one-model projects and dbt's partial-parse state of their last parse are kept in the user's cache
 folder (`$XDG_CACHE_HOME/rerun_safety`, else `~/.cache/rerun_safety`, 0700), out of reach of the confined
@@ -107,7 +108,7 @@ def warm_up() -> list[str]:
 
 
 WARMED: list[str] = []
-try:  # an exception here would stop the fork server itself (it skips only an ImportError)
+try:  # an exception here would stop the child before its job (its preload skips any error, but not twice)
     WARMED = warm_up()
 except Exception:  # noqa: BLE001
     pass
