@@ -95,8 +95,11 @@ def _fail(err: BaseException, debug: bool) -> None:
 
 
 def _fail_unexpected(err: BaseException, debug: bool) -> None:
-    """Anything that is not a verdict exits 2 with one line (the traceback with --debug)."""
+    """Anything that is not a verdict exits 2 with one line (the traceback with --debug: the confined
+    child's, scrubbed, where the error came from there)."""
     if debug:
+        if getattr(err, "child_traceback", ""):
+            click.echo(printable(err.child_traceback), err=True)
         raise err
     text = printable(first_line(err)[:400])
     click.secho(f"rerun-safety: error: {type(err).__name__}: {text} (run with --debug for the traceback)",

@@ -140,12 +140,8 @@ class PostgresEngine(Engine):
         """The extensions of the user's database, created in the snapshot as the sandboxes' role (which
         then owns them: no function of an extension it did not create). An extension that role may not
         create (an untrusted one: dblink, postgres_fdw, file_fdw) is left out, and the notes say so."""
-        user = PgConnection(self.params, self.user_db, read_only=True)
-        try:
-            wanted = user.fetchall("select e.extname, n.nspname from pg_extension e join pg_namespace n on "
-                                   "n.oid = e.extnamespace where e.extname <> 'plpgsql' order by 1")
-        finally:
-            user.close()
+        wanted = self._user_rows("select e.extname, n.nspname from pg_extension e join pg_namespace n on "
+                                 "n.oid = e.extnamespace where e.extname <> 'plpgsql' order by 1")
         if not wanted:
             return
         snap = PgConnection(self.sandbox_params, sandbox.location)
@@ -189,12 +185,16 @@ class PostgresEngine(Engine):
     def user_relations(self) -> dict[tuple[str, str], tuple[str, str]]:
         """Every table, view and materialized view in the user's database: (schema, name) lower
         case -> as stored."""
+        return {(s.lower(), n.lower()): (s, n) for s, n in self._user_rows(
+            "select n.nspname, c.relname from pg_class c join pg_namespace n on n.oid = c.relnamespace "
+            "where c.relkind in ('r', 'v', 'm', 'p', 'f') and n.nspname not in ('pg_catalog', "
+            "'information_schema') and n.nspname not like 'pg\\_%'")}
+
+    def _user_rows(self, sql: str) -> list[tuple]:
+        """One read-only query on the user's database, on a connection of its own."""
         user = PgConnection(self.params, self.user_db, read_only=True)
         try:
-            return {(s.lower(), n.lower()): (s, n) for s, n in user.fetchall(
-                "select n.nspname, c.relname from pg_class c join pg_namespace n on n.oid = c.relnamespace "
-                "where c.relkind in ('r', 'v', 'm', 'p', 'f') and n.nspname not in ('pg_catalog', "
-                "'information_schema') and n.nspname not like 'pg\\_%'")}
+            return user.fetchall(sql)
         finally:
             user.close()
 
@@ -202,12 +202,8 @@ class PostgresEngine(Engine):
         wanted = {(str(sch).lower(), str(n).lower()): (sch, n) for sch, n in relations}
         if not wanted:
             return {}
-        user = PgConnection(self.params, self.user_db, read_only=True)
-        try:
-            rows = user.fetchall("select table_schema, table_name, column_name, data_type from "
-                                 "information_schema.columns order by ordinal_position")
-        finally:
-            user.close()
+        rows = self._user_rows("select table_schema, table_name, column_name, data_type from "
+                               "information_schema.columns order by ordinal_position")
         out: dict = {}
         for sch, table_name, col, typ in rows:
             key = wanted.get((sch.lower(), table_name.lower()))
