@@ -4,6 +4,7 @@ Python model try to write the user's files; with the statement guard switched of
 kernel alone keeps every file byte-identical, and the verdict names what was refused."""
 from __future__ import annotations
 
+import errno
 import json
 import os
 import subprocess
@@ -161,21 +162,93 @@ _STOP_PROBE = """
 import os
 from rerun_safety import confine
 confine.prestart()
-child = confine._PRESTARTED[0].proc
+child = confine._SERVERS[0].proc
 print(os.getsid(child.pid) == child.pid, os.getsid(child.pid) != os.getsid(0))
 """
 
 
-def test_the_prestarted_child_is_exec_d_in_a_session_of_its_own_and_ends_with_the_command():
-    """prestart() exec's the confined child at once (its imports overlap the command's own): a session of
-    its own (no terminal reaches it), and a command that ends without giving it a job leaves nothing
-    running (it is killed at exit)."""
+def test_the_prestarted_server_is_exec_d_in_a_session_of_its_own_and_ends_with_the_command():
+    """prestart() exec's the confined fork server at once (its imports overlap the command's own): a
+    session of its own (no terminal reaches it), and a command that ends without giving it a job leaves
+    nothing running (it ends when the command's end of its socket closes)."""
     proc = subprocess.run([sys.executable, "-c", _STOP_PROBE + "print(child.pid)"], capture_output=True,
                           text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     own_session, other_session, pid = proc.stdout.split()
     assert (own_session, other_session) == ("True", "True")
     assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
+
+
+_JOB_PROBE_MODULE = """
+import errno, os, stat
+from pathlib import Path
+
+
+def describe(tag, other, confinement=None, progress=None):
+    def attempt(fn):
+        try:
+            fn()
+            return "allowed"
+        except OSError as err:
+            return err.errno
+
+    fds = [int(n) for n in os.listdir("/proc/self/fd")]
+    sockets = sum(1 for fd in fds if _is_socket(fd))
+    shm = sorted(os.listdir("/dev/shm"))
+    Path("/dev/shm", "job_" + tag).write_text("x")
+    return {"pid": os.getpid(), "ppid": os.getppid(), "sid": os.getsid(0), "sockets": sockets, "shm": shm,
+            "parent_fds": sorted({attempt(lambda: os.close(os.open(f"/proc/{os.getppid()}/fd/{n}", os.O_RDONLY)))
+                                  for n in os.listdir(f"/proc/{os.getppid()}/fd")}),
+            "parent_mem": attempt(lambda: open(f"/proc/{os.getppid()}/mem", "rb").read(1)),
+            "other": attempt(lambda: Path(other, "planted_" + tag).write_text("x"))}
+
+
+def _is_socket(fd):
+    try:
+        return stat.S_ISSOCK(os.fstat(fd).st_mode)
+    except OSError:
+        return False
+"""
+
+_JOBS_SCRIPT = """
+import json, os, sys
+from rerun_safety import confine
+import job_probe
+work, other, elsewhere = sys.argv[1:4]
+rules = confine.Rules((work,), (), False, False)
+out = [confine.run_confined(job_probe.describe, (tag, other), rules, dict(os.environ))[0] for tag in "ab"]
+out.append(confine.run_confined(job_probe.describe, ("c", other), confine.Rules((elsewhere,), (), False, False),
+                                dict(os.environ))[0])
+print(json.dumps({"jobs": out, "servers": [[s.proc.pid, list(s.roots)] for s in confine._SERVERS]}))
+"""
+
+
+def test_jobs_fork_from_one_confined_server_each_in_a_session_and_namespace_of_its_own(tmp_path):
+    """The fork server (exec'd once, confined before it forks) forks one process per job: each in a session
+    of its own, with no socket (the server's end is closed before the job is read), unable to open the
+    server's descriptors or read its memory (Landlock's ptrace rule: the server is outside its domain), with a
+    /dev/shm of its own, and unable to write beneath the server's roots outside its own folder. A job
+    whose folder lies outside the server's roots gets a server of its own."""
+    tmp, work, other, elsewhere = (tmp_path / n for n in ("tmp", "tmp/work", "tmp/other", "elsewhere"))
+    for folder in (work, other, elsewhere):
+        folder.mkdir(parents=True)
+    (tmp_path / "job_probe.py").write_text(_JOB_PROBE_MODULE)
+    env = {**os.environ, "TMPDIR": str(tmp), "PYTHONPATH": f"{tmp_path}:{os.environ.get('PYTHONPATH', '')}"}
+    proc = subprocess.run([sys.executable, "-c", _JOBS_SCRIPT, str(work), str(other), str(elsewhere)],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    facts = json.loads(proc.stdout.strip().splitlines()[-1])
+    a, b, c = facts["jobs"]
+    servers = {roots[0]: pid for pid, roots in facts["servers"]}
+    assert servers == {str(elsewhere): c["ppid"], str(tmp.resolve()): a["ppid"]}
+    assert a["ppid"] == b["ppid"] != c["ppid"] and len({a["pid"], b["pid"], c["pid"]}) == 3
+    for job in (a, b, c):
+        assert job["sid"] == job["pid"]
+        assert job["sockets"] == 0
+        assert (job["parent_fds"], job["parent_mem"]) == ([errno.EACCES], errno.EACCES)
+        assert job["other"] in (errno.EACCES, errno.EROFS)
+    assert (a["shm"], b["shm"]) == ([], [])  # the first job's file is not in the second's /dev/shm
+    assert not list(other.iterdir())
 
 
 def test_the_warm_up_keeps_its_parse_state_in_the_cache_folder_out_of_the_work_root(tmp_path):

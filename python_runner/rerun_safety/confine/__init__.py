@@ -140,22 +140,140 @@ def check_available(unconfined: bool) -> None:
                           "protection (the reports will say so)")
 
 
-class _Child:
-    """A confined child exec'd early (prestart), so that its imports overlap the command's own; it waits
-    for its one job."""
+class _Job:
+    """One job's process, a grandchild the server forked (it is not this process's child): its pid,
+    signals by pidfd, its printed output (`stdout`), and its exit code as the server read it."""
 
-    def __init__(self):
+    def __init__(self, pid: int, stdout: int, status: int):
+        self.pid = pid
+        try:
+            self._pidfd = os.pidfd_open(pid)
+        except (ProcessLookupError, OSError):
+            self._pidfd = -1
+        self.stdout = os.fdopen(stdout, "rb")
+        self._status = status
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None and self._status >= 0 and select.select([self._status], [], [], 0)[0]:
+            self._read_status()
+        return self.returncode
+
+    def wait(self) -> int:
+        if self.returncode is None and self._status >= 0:
+            self._read_status()
+        return self.returncode
+
+    def _read_status(self) -> None:
+        data = b""
+        while chunk := os.read(self._status, 64):
+            data += chunk
+        os.close(self._status)
+        self._status = -1
+        try:
+            self.returncode = int(data)
+        except ValueError:  # the server ended before it could say (the command ends)
+            self.returncode = -signal.SIGKILL
+
+    def send_signal(self, sig: int) -> None:
+        if self._pidfd >= 0 and self.returncode is None:
+            signal.pidfd_send_signal(self._pidfd, sig)
+
+    def kill(self) -> None:
+        try:
+            self.send_signal(signal.SIGKILL)
+        except (ProcessLookupError, OSError):
+            pass
+
+    def close(self) -> None:
+        if self._pidfd >= 0:
+            os.close(self._pidfd)
+            self._pidfd = -1
+
+
+class _Server:
+    """The confined fork server: exec'd fresh (child.py --serve) in a session of its own without a terminal,
+    with an environment of BASE names only. It imports dbt and warms its parser, then confines itself
+    (user and mount namespace with every mount read-only but `roots`, Landlock's signal and abstract-socket
+    scopes, no raw or packet socket) before it forks anything, and takes jobs only on the one end of a
+    socket pair this process made and kept: nothing can reach it by a path, a port or a name, and the
+    processes it forks close their copy before they read their job. Each job's process then narrows
+    itself to the job's own rules (confine()) before any project code runs."""
+
+    def __init__(self, roots: tuple[str, ...]):
+        import json
+        import socket
+
         from .environ import base
 
-        job_read, self.job = os.pipe()
-        self.answers, answer_write = os.pipe()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-W", "ignore:resource_tracker:UserWarning", "-m", "rerun_safety.confine.child", str(job_read), str(answer_write)],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            pass_fds=(job_read, answer_write), start_new_session=True, env=base(dict(os.environ)),
-            cwd="/")
-        os.close(job_read)
-        os.close(answer_write)
+        self.roots = roots
+        self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-W", "ignore:resource_tracker:UserWarning", "-m", "rerun_safety.confine.child",
+                 "--serve", str(theirs.fileno()), json.dumps(list(roots))],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                pass_fds=(theirs.fileno(),), start_new_session=True, env=base(dict(os.environ)), cwd="/")
+        finally:
+            theirs.close()
+        self.lock = threading.Lock()
+
+    def covers(self, writable: tuple[str, ...]) -> bool:
+        from .namespace import beneath
+
+        return self.proc.poll() is None and all(
+            beneath(os.path.realpath(p), [os.path.realpath(r) for r in self.roots]) for p in writable)
+
+    def fork(self) -> tuple[_Job, int, int] | None:
+        """A new job process: (its handle, the pipe its job is written to, the pipe its answers come on);
+        None when the server is gone."""
+        import socket
+
+        job_read, job = os.pipe()
+        answers, answer_write = os.pipe()
+        output, output_write = os.pipe()
+        status, status_write = os.pipe()
+        theirs = (job_read, answer_write, output_write, status_write)
+        try:
+            with self.lock:
+                socket.send_fds(self.sock, [b"job"], list(theirs))
+                reply = self.sock.recv(64)
+            pid = int(reply)
+        except (OSError, ValueError):
+            for fd in (job, answers, output, status):
+                os.close(fd)
+            return None
+        finally:
+            for fd in theirs:
+                os.close(fd)
+        return _Job(pid, output, status), job, answers
+
+    def stop(self) -> None:
+        self.sock.close()  # the server ends when its end reads nothing more
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+class _Child:
+    """A job's process as run_confined uses it: forked by a server whose roots cover the job's writable
+    folders (the prestarted one for the usual `$TMPDIR`, else a server of the job's own)."""
+
+    def __init__(self, writable: tuple[str, ...] = ()):
+        forked = None
+        for server in list(_SERVERS):
+            if server.covers(writable):
+                forked = server.fork()
+                if forked is not None:
+                    break
+        if forked is None:
+            server = _server(_default_roots() if _covered(writable, _default_roots()) else writable)
+            forked = server.fork()
+        if forked is None:
+            raise ChildCrashed("the confined fork server ended before it took the job")
+        self.proc, self.job, self.answers = forked
         self.relay: threading.Thread | None = None
         self.text = None  # the scrubber of what the child prints, once the job is known
 
@@ -186,25 +304,48 @@ class _Child:
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait()
+        self.proc.close()
         if self.relay is not None:
             self.relay.join(timeout=2)
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
+        self.proc.stdout.close()
 
 
-_PRESTARTED: list[_Child] = []
+_SERVERS: list[_Server] = []
+_MAX_SERVERS = 2
+
+
+def _default_roots() -> tuple[str, ...]:
+    import tempfile
+
+    return (os.path.realpath(tempfile.gettempdir()),)
+
+
+def _covered(writable: tuple[str, ...], roots: tuple[str, ...]) -> bool:
+    from .namespace import beneath
+
+    return all(beneath(os.path.realpath(p), list(roots)) for p in writable)
+
+
+def _server(roots: tuple[str, ...]) -> _Server:
+    if not _SERVERS:
+        atexit.register(_stop_servers)
+    server = _Server(roots)
+    _SERVERS.insert(0, server)
+    while len(_SERVERS) > _MAX_SERVERS:
+        _SERVERS.pop().stop()
+    return server
 
 
 def prestart() -> None:
-    """Exec the confined child now, so that its imports (dbt's, ~2 s) overlap the command's own."""
-    if not _PRESTARTED:
-        _PRESTARTED.append(_Child())
-        atexit.register(_stop_unused)
+    """Exec the confined fork server now (unless one runs), so that its imports (dbt's, ~2 s) overlap the
+    command's own."""
+    if not any(s.covers(_default_roots()) for s in _SERVERS):
+        _server(_default_roots())
 
 
-def _stop_unused() -> None:
-    while _PRESTARTED:
-        _PRESTARTED.pop().stop()
+def _stop_servers() -> None:
+    while _SERVERS:
+        _SERVERS.pop().stop()
 
 
 class ChildStopped(Exception):
@@ -252,7 +393,7 @@ def run_confined(fn: Callable[..., Any], args: tuple, rules: Rules, environ: dic
 
     from ..secrets import Scrubber
 
-    child = _PRESTARTED.pop() if _PRESTARTED else _Child()
+    child = _Child(rules.writable)
     text = Scrubber(secrets)
     child.start_relay(text)
     job = {"fn": fn, "args": args, "environ": environ, "cwd": os.getcwd(), "rules": rules,

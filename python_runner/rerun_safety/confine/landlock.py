@@ -107,6 +107,38 @@ def _attr_size(abi: int) -> int:
     return 8 if abi < 4 else 16 if abi < 6 else 24
 
 
+def _add_rule(ruleset: int, kind: int, rule, what: str) -> None:
+    if _libc().syscall(_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(kind), ctypes.byref(rule), ctypes.c_uint32(0)) < 0:
+        errno = ctypes.get_errno()
+        raise LandlockError(errno, f"landlock_add_rule {what}: {os.strerror(errno)}")
+
+
+def _restrict_self(attr, abi: int, rules=None) -> None:
+    """Make a ruleset of `attr`, add its rules (`rules(ruleset)`), and enforce it on this thread."""
+    libc = _libc()
+    ruleset = libc.syscall(_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(_attr_size(abi)), ctypes.c_uint32(0))
+    if ruleset < 0:
+        errno = ctypes.get_errno()
+        raise LandlockError(errno, f"landlock_create_ruleset: {os.strerror(errno)}")
+    try:
+        if rules is not None:
+            rules(ruleset)
+        if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+            errno = ctypes.get_errno()
+            raise LandlockError(errno, f"prctl(PR_SET_NO_NEW_PRIVS): {os.strerror(errno)}")
+        if libc.syscall(_RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0)) < 0:
+            errno = ctypes.get_errno()
+            raise LandlockError(errno, f"landlock_restrict_self: {os.strerror(errno)}")
+    finally:
+        os.close(ruleset)
+
+
+def restrict_scopes() -> None:
+    """Landlock's scopes alone (ABI 6): no signal to, and no abstract Unix socket of, a process outside
+    this domain; no file or network right handled (so that this process may still mount)."""
+    _restrict_self(_RulesetAttr(0, 0, SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL), 6)
+
+
 def restrict_writes(writable: list[Path]) -> int:
     """restrict() with the file rights only (the network and scopes left as they are)."""
     return restrict(writable, tcp_ports=None, scoped=False)
@@ -119,7 +151,6 @@ def restrict(writable: list[Path], tcp_ports: tuple[int, ...] | None = (), scope
     `tcp_ports` (ABI 4; None: TCP left as it is), and (`scoped`, ABI 6) neither reach an abstract Unix
     socket nor signal a process outside this domain. Returns the ABI used. Raises LandlockError when the
     kernel refuses."""
-    libc = _libc()
     abi = abi_version()
     if abi < 1:
         raise LandlockError(0, unavailable_reason() or "Landlock is not available")
@@ -127,11 +158,8 @@ def restrict(writable: list[Path], tcp_ports: tuple[int, ...] | None = (), scope
     net = (BIND_TCP | CONNECT_TCP) if abi >= 4 and tcp_ports is not None else 0
     scopes = (SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL) if abi >= 6 and scoped else 0
     attr = _RulesetAttr(handled, net, scopes)
-    ruleset = libc.syscall(_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(_attr_size(abi)), ctypes.c_uint32(0))
-    if ruleset < 0:
-        errno = ctypes.get_errno()
-        raise LandlockError(errno, f"landlock_create_ruleset: {os.strerror(errno)}")
-    try:
+
+    def rules(ruleset: int) -> None:
         for path in writable:
             try:
                 fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
@@ -141,25 +169,11 @@ def restrict(writable: list[Path], tcp_ports: tuple[int, ...] | None = (), scope
                 # no ioctl on a device anywhere: nothing the project runs needs one, and a terminal's
                 # TIOCSTI types into the user's shell
                 rights = (handled & ~IOCTL_DEV) if os.path.isdir(path) else handled & _FILE_RIGHTS
-                rule = _PathBeneathAttr(rights, fd)
-                if libc.syscall(_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(_RULE_PATH_BENEATH),
-                                ctypes.byref(rule), ctypes.c_uint32(0)) < 0:
-                    errno = ctypes.get_errno()
-                    raise LandlockError(errno, f"landlock_add_rule {path}: {os.strerror(errno)}")
+                _add_rule(ruleset, _RULE_PATH_BENEATH, _PathBeneathAttr(rights, fd), str(path))
             finally:
                 os.close(fd)
         for port in (tcp_ports or ()) if net else ():
-            rule = _NetPortAttr(CONNECT_TCP, int(port))
-            if libc.syscall(_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(_RULE_NET_PORT),
-                            ctypes.byref(rule), ctypes.c_uint32(0)) < 0:
-                errno = ctypes.get_errno()
-                raise LandlockError(errno, f"landlock_add_rule tcp port {port}: {os.strerror(errno)}")
-        if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-            errno = ctypes.get_errno()
-            raise LandlockError(errno, f"prctl(PR_SET_NO_NEW_PRIVS): {os.strerror(errno)}")
-        if libc.syscall(_RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0)) < 0:
-            errno = ctypes.get_errno()
-            raise LandlockError(errno, f"landlock_restrict_self: {os.strerror(errno)}")
-    finally:
-        os.close(ruleset)
+            _add_rule(ruleset, _RULE_NET_PORT, _NetPortAttr(CONNECT_TCP, int(port)), f"tcp port {port}")
+
+    _restrict_self(attr, abi, rules)
     return abi

@@ -49,7 +49,7 @@ def _mount_points() -> list[tuple[str, list[str]]]:
     return out
 
 
-def _beneath(path: str, folders: list[str]) -> bool:
+def beneath(path: str, folders: list[str]) -> bool:
     return any(path == f or path.startswith(f.rstrip("/") + "/") for f in folders)
 
 
@@ -70,6 +70,15 @@ def enter() -> None:
            "mount tmpfs /dev/shm")
 
 
+def nest() -> None:
+    """In a process the fork server forked (after enter() in the server): a mount namespace of its own
+    (its lock_down() changes no other job's mounts) with a `/dev/shm` of its own (no job meets another's
+    semaphores or files there)."""
+    _check(_LIBC.unshare(_CLONE_NEWNS), "unshare the mounts")
+    _check(_LIBC.mount(b"tmpfs", b"/dev/shm", b"tmpfs", _MS_NOSUID | _MS_NODEV, b"mode=1777,size=64m"),
+           "mount tmpfs /dev/shm")
+
+
 def lock_down(writable: list[Path], network: bool = True) -> None:
     """After enter(): only the folders of `writable` (and /dev/shm) stay on writable mounts; without
     `network`, a network namespace with nothing in it."""
@@ -78,12 +87,12 @@ def lock_down(writable: list[Path], network: bool = True) -> None:
     folders = []
     for path in writable:
         real = os.path.realpath(path)
-        if os.path.exists(real) and not _beneath(real, folders):
+        if os.path.exists(real) and not beneath(real, folders):
             _check(_LIBC.mount(real.encode(), real.encode(), None, _MS_BIND | _MS_REC, None), f"bind {real}")
             folders.append(real)
     folders.append("/dev/shm")
     for point, options in _mount_points():
-        if _beneath(point, folders):
+        if beneath(point, folders):
             continue
         flags = _MS_REMOUNT | _MS_BIND | _MS_RDONLY
         for option in options:
