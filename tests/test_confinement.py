@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 import duckdb
@@ -180,7 +181,7 @@ def test_the_prestarted_server_is_exec_d_in_a_session_of_its_own_and_ends_with_t
 
 
 _JOB_PROBE_MODULE = """
-import errno, os, stat
+import errno, os, socket, stat
 from pathlib import Path
 
 
@@ -200,7 +201,10 @@ def describe(tag, other, confinement=None, progress=None):
             "parent_fds": sorted({attempt(lambda: os.close(os.open(f"/proc/{os.getppid()}/fd/{n}", os.O_RDONLY)))
                                   for n in os.listdir(f"/proc/{os.getppid()}/fd")}),
             "parent_mem": attempt(lambda: open(f"/proc/{os.getppid()}/mem", "rb").read(1)),
-            "other": attempt(lambda: Path(other, "planted_" + tag).write_text("x"))}
+            "other": attempt(lambda: Path(other, "planted_" + tag).write_text("x")),
+            "udp": attempt(lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).close()),
+            "udp6": attempt(lambda: socket.socket(socket.AF_INET6, socket.SOCK_DGRAM).close()),
+            "tcp": attempt(lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM).close())}
 
 
 def _is_socket(fd):
@@ -219,6 +223,10 @@ rules = confine.Rules((work,), (), False, False)
 out = [confine.run_confined(job_probe.describe, (tag, other), rules, dict(os.environ))[0] for tag in "ab"]
 out.append(confine.run_confined(job_probe.describe, ("c", other), confine.Rules((elsewhere,), (), False, False),
                                 dict(os.environ))[0])
+for tag, udp in (("d", False), ("e", True)):  # a warehouse's TCP port kept; UDP only where a name is resolved
+    value, how = confine.run_confined(job_probe.describe, (tag, other), confine.Rules((work,), (5432,), True, False,
+                                                                                     udp), dict(os.environ))
+    out.append({**value, "open": list(how.open)})
 print(json.dumps({"jobs": out, "servers": [[s.proc.pid, list(s.roots)] for s in confine._SERVERS]}))
 """
 
@@ -228,7 +236,8 @@ def test_jobs_fork_from_one_confined_server_each_in_a_session_and_namespace_of_i
     of its own, with no socket (the server's end is closed before the job is read), unable to open the
     server's descriptors or read its memory (Landlock's ptrace rule: the server is outside its domain), with a
     /dev/shm of its own, and unable to write beneath the server's roots outside its own folder. A job
-    whose folder lies outside the server's roots gets a server of its own."""
+    whose folder lies outside the server's roots gets a server of its own. UDP is refused where the rules say
+    the command resolved the warehouse's name."""
     tmp, work, other, elsewhere = (tmp_path / n for n in ("tmp", "tmp/work", "tmp/other", "elsewhere"))
     for folder in (work, other, elsewhere):
         folder.mkdir(parents=True)
@@ -238,7 +247,7 @@ def test_jobs_fork_from_one_confined_server_each_in_a_session_and_namespace_of_i
                           capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
     facts = json.loads(proc.stdout.strip().splitlines()[-1])
-    a, b, c = facts["jobs"]
+    a, b, c, d, e = facts["jobs"]
     servers = {roots[0]: pid for pid, roots in facts["servers"]}
     assert servers == {str(elsewhere): c["ppid"], str(tmp.resolve()): a["ppid"]}
     assert a["ppid"] == b["ppid"] != c["ppid"] and len({a["pid"], b["pid"], c["pid"]}) == 3
@@ -248,6 +257,10 @@ def test_jobs_fork_from_one_confined_server_each_in_a_session_and_namespace_of_i
         assert (job["parent_fds"], job["parent_mem"]) == ([errno.EACCES], errno.EACCES)
         assert job["other"] in (errno.EACCES, errno.EROFS)
     assert (a["shm"], b["shm"]) == ([], [])  # the first job's file is not in the second's /dev/shm
+    # seccomp: no IPv4/IPv6 datagram socket where the command resolved the warehouse's name; TCP kept
+    assert (d["udp"], d["udp6"], d["tcp"]) == (errno.EACCES, errno.EACCES, "allowed")
+    assert (e["udp"], e["udp6"], e["tcp"]) == ("allowed", "allowed", "allowed")
+    assert "UDP" not in d["open"] and "UDP" in e["open"]
     assert not list(other.iterdir())
 
 
@@ -409,6 +422,59 @@ def test_postgres_sandboxes_inherit_nothing_a_dba_put_into_template1(tmp_path, p
                for n in report["summary"]["notes"]), report["summary"]["notes"]
 
 
+def test_postgres_a_hook_that_fills_the_disk_is_stopped_at_the_sandbox_budget(tmp_path, pg_server):
+    """A hook writes ~400 MB into its sandbox (the guard off): at --max-sandbox-size 40MB the watchdog ends
+    the run's sessions, the game day stops in one line naming the sandbox and its size (exit 2), and the
+    server, production, and the cluster (no sandbox, no role left) are as they were. Without the hook the
+    run's notes say the budget and the free space it watched (the test's role is a superuser)."""
+    from support.gameday import load_report, pg_fingerprint
+    from support.reliability import CHEAP, payments_target, spawn_gameday
+
+    target = payments_target("postgres", tmp_path / "proj", server=pg_server)
+    models = target.project / "models"
+    # ~450 MB of rows (two small series joined: nothing spills to a temporary file)
+    hook = ("create table {{ this.schema }}.filler as select a, b, repeat(md5((a * b)::text), 4) as pad "
+            "from generate_series(1, 3000) a, generate_series(1, 1000) b")
+    (models / "fills_the_disk.sql").write_text(
+        "{{ config(materialized='table', post_hook=" + json.dumps(hook) + ") }}\n"
+        "select account_id from {{ ref('payments_merged') }}\n")
+    before = pg_fingerprint(pg_server, target.dbname)
+    os.environ["RERUN_SAFETY_STATEMENT_GUARD"] = "off"
+    try:
+        started = time.monotonic()
+        proc = spawn_gameday(target, tmp_path / "run", *CHEAP, "--select", "payments_merged+",
+                             "--max-sandbox-size", "40MB")
+        _, err = proc.communicate(timeout=600)
+        took = time.monotonic() - started
+    finally:
+        del os.environ["RERUN_SAFETY_STATEMENT_GUARD"]
+    assert proc.returncode == 2, err
+    lines = [ln for ln in err.splitlines() if ln.startswith("rerun-safety: error:")]
+    assert len(lines) == 1 and "past --max-sandbox-size 40.0 MB" in lines[0], err
+    assert "the sandbox database rerun_safety_" in lines[0], lines[0]
+    size = float(lines[0].split(" grew to ")[1].split(" MB")[0])
+    assert 40.0 < size < 300.0, lines[0]  # stopped well before the hook's ~400 MB
+    assert not (proc.out_dir / "report.json").exists()
+    assert pg_fingerprint(pg_server, target.dbname) == before
+    con = pg_server.connect("postgres")  # the server is up
+    with con.cursor() as cur:
+        cur.execute("select count(*) from pg_database where datname like 'rerun\\_safety\\_%'")
+        assert cur.fetchone()[0] == 0
+        cur.execute("select count(*) from pg_roles where rolname like 'rerun\\_safety\\_role\\_%'")
+        assert cur.fetchone()[0] == 0
+    con.close()
+    assert took < 300, took
+    (models / "fills_the_disk.sql").unlink()
+    proc = spawn_gameday(target, tmp_path / "run2", *CHEAP, "--select", "payments_merged")
+    _, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err
+    notes = [n for n in load_report(proc.out_dir)["summary"]["notes"] if n.startswith("disk budget:")]
+    assert len(notes) == 1 and notes[0].startswith("disk budget: each sandbox at most 10.0 GB (--max-sandbox-size), "
+                                                   "all together at most "), notes
+    free = os.statvfs(pg_server.base)
+    assert "(the server's free space, " in notes[0] and free.f_bavail > 0
+
+
 def test_postgres_profile_role_without_createrole_is_told_what_to_grant(tmp_path, pg_server):
     from support.common import create_role
     from support.reliability import CHEAP, payments_target, spawn_gameday
@@ -421,8 +487,62 @@ def test_postgres_profile_role_without_createrole_is_told_what_to_grant(tmp_path
     lines = [ln for ln in err.splitlines() if ln.strip() and not ln.startswith("rerun-safety: game day")]
     assert lines == [f"rerun-safety: error: the profile's PostgreSQL role {role} cannot create roles: a confined game "
                      "day reaches its sandboxes as a role of its own, which it creates and drops; grant it with "
-                     f"ALTER ROLE {role} CREATEROLE, or pass --unconfined to run without that protection"], err
+                     f"ALTER ROLE {role} CREATEROLE, or have a DBA create a game-day role once (`rerun-safety init "
+                     "--postgres-role NAME` prints the SQL) and set RERUN_SAFETY_PG_GAMEDAY_ROLE, or pass --unconfined "
+                     "to run without that protection"], err
     assert not proc.out_dir.exists()
+
+
+def test_postgres_a_game_day_role_a_dba_created_once_serves_a_profile_role_without_createrole(tmp_path, pg_server):
+    """The way in for a team without CREATEROLE: a DBA runs what `init --postgres-role` prints (the profile's
+    role filled in from the project's profile), the team names the role and its password in the environment;
+    the game day's sandboxes are then the role's, the run is safe, nothing of it stays, the role does (it is
+    the team's), its password reaches no report. A role that could do more (CREATEDB) is refused in one line."""
+    from support.common import create_role
+    from support.gameday import load_report
+    from support.reliability import CHEAP, payments_target, spawn_gameday
+
+    role = create_role(pg_server, attributes="login createdb")
+    target = payments_target("postgres", tmp_path / "proj", server=pg_server, role=role)
+    name, password = f"gameday_{uuid.uuid4().hex[:6]}", "pw-" + uuid.uuid4().hex
+    cli = str(Path(sys.executable).with_name("rerun-safety"))
+    before = sorted(p.relative_to(target.project) for p in target.project.rglob("*"))
+    printed = subprocess.run([cli, "init", "--postgres-role", name, "--project-dir", str(target.project),
+                              "--profiles-dir", str(target.profiles)], capture_output=True, text=True, timeout=60)
+    assert printed.returncode == 0, printed.stderr
+    assert f"GRANT {name} TO {role};" in printed.stdout and "PASSWORD 'choose-a-password'" in printed.stdout
+    assert sorted(p.relative_to(target.project) for p in target.project.rglob("*")) == before  # nothing written
+    admin = pg_server.connect()
+    admin.autocommit = True
+    with admin.cursor() as cur:
+        cur.execute(printed.stdout.replace("choose-a-password", password))
+    env = {"RERUN_SAFETY_PG_GAMEDAY_ROLE": name, "RERUN_SAFETY_PG_GAMEDAY_PASSWORD": password}
+    os.environ.update(env)
+    try:
+        proc = spawn_gameday(target, tmp_path / "run", *CHEAP, "--select", "payments_merged")
+        _, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, err
+        report = load_report(proc.out_dir)
+        assert [(m["name"], m["verdict"]) for m in report["models"]] == [("payments_merged", "safe")]
+        written = "".join(p.read_text(errors="replace") for p in proc.out_dir.iterdir() if p.is_file())
+        assert password not in written + err
+        with admin.cursor() as cur:
+            cur.execute("select count(*) from pg_roles where rolname = %s", [name])
+            assert cur.fetchone()[0] == 1  # the team's role stays
+            cur.execute("select count(*) from pg_database where datname like 'rerun\\_safety\\_%'")
+            assert cur.fetchone()[0] == 0
+            cur.execute(f'alter role "{name}" createdb')
+        proc = spawn_gameday(target, tmp_path / "run2", *CHEAP, "--select", "payments_merged")
+        _, err = proc.communicate(timeout=300)
+    finally:
+        for key in env:
+            os.environ.pop(key, None)
+    assert proc.returncode == 2, err
+    lines = [ln for ln in err.splitlines() if ln.startswith("rerun-safety: error:")]
+    assert lines == [f"rerun-safety: error: refusing the game-day role {name}: it is CREATEDB, so the project's SQL "
+                     f"could do more than its sandboxes need; create it as `rerun-safety init --postgres-role {name}` "
+                     "prints"], err
+    admin.close()
 
 
 # ------------------------------------------------------------------ secrets: every value through the environment

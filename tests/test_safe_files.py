@@ -95,3 +95,88 @@ def test_apply_puts_every_file_back_when_a_later_rename_fails(tmp_path, monkeypa
     assert [p.name for p in written] == ["a.sql", "b.sql", "c.sql"]
     assert {p.name: p.read_text() for p in (project / "models").iterdir()} == {
         "a.sql": "select a2\n", "b.sql": "select b2\n", "c.sql": "select c2\n"}
+
+
+@pytest.mark.parametrize("linked", ["target", "target/rerun_safety_lint"])
+def test_the_lints_folder_is_never_one_the_project_links_elsewhere(tmp_path, linked):
+    """The confined lint may write its dbt state under target/rerun_safety_lint: where the project ships
+    that (or target/) as a link, the lint works in a folder of its own instead of writing where it points."""
+    from rerun_safety.lint.compile import lint_session_dir
+
+    project, elsewhere, fallback = tmp_path / "project", tmp_path / "elsewhere", tmp_path / "work"
+    project.mkdir()
+    elsewhere.mkdir()
+    (project / linked).parent.mkdir(parents=True, exist_ok=True)
+    (project / linked).symlink_to(elsewhere)
+    assert lint_session_dir(project, fallback) == fallback / "session"
+    assert lint_session_dir(project, None) is None
+    assert list(elsewhere.iterdir()) == []
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    assert lint_session_dir(plain, fallback) == plain / "target" / "rerun_safety_lint"
+    assert (plain / "target" / "rerun_safety_lint").is_dir()
+
+
+_KILLED_APPLY = """
+import hashlib, os, signal, sys
+from pathlib import Path
+from rerun_safety.fix.apply import apply_fixes
+from rerun_safety.results import Fix, GamedayReport
+
+project, at = Path(sys.argv[1]), int(sys.argv[2])
+fixes = [Fix(model=n, verdict="loss", verified=True, path=f"models/{n}", patch="p", text=f"select {n[0]}2\\n",
+             before_sha256=hashlib.sha256((project / "models" / n).read_bytes()).hexdigest())
+         for n in ("a.sql", "b.sql", "c.sql")]
+report = GamedayReport(project="p", adapter="duckdb", target="dev", scenarios=("reference",), steps=1, cutoffs=(),
+                       models=(), wall_time=0.0, dbt_invocations=0, model_time=0.0, started_at="x", fixes=tuple(fixes))
+count = [0]
+
+def step(fn, writes=lambda *a, **k: True):
+    def wrapped(*args, **kwargs):
+        if writes(*args, **kwargs):
+            count[0] += 1
+            if count[0] == at:
+                os.kill(os.getpid(), signal.SIGKILL)
+        return fn(*args, **kwargs)
+    return wrapped
+
+os.open = step(os.open, lambda path, flags, *a, **k: bool(flags & os.O_CREAT))
+os.link, os.replace, os.unlink = step(os.link), step(os.replace), step(os.unlink)
+apply_fixes(report, project)
+print("finished", count[0])
+"""
+
+
+def test_a_kill_at_any_step_of_apply_leaves_the_old_files_or_the_new_ones(tmp_path):
+    """SIGKILL before each file-system step of --apply in turn (journal, temporary files, backups, renames,
+    clean-up): after the next command's recover() the project holds either every old file or every new one,
+    and nothing else (no temporary, backup or journal)."""
+    import subprocess
+    import sys
+
+    from rerun_safety.fix.apply import recover
+
+    old = {n: f"select {n[0]}\n" for n in ("a.sql", "b.sql", "c.sql")}
+    new = {n: f"select {n[0]}2\n" for n in old}
+    seen, at = [], 1
+    while True:
+        project = tmp_path / f"p{at}"
+        (project / "models").mkdir(parents=True)
+        for name, text in old.items():
+            (project / "models" / name).write_text(text)
+        proc = subprocess.run([sys.executable, "-c", _KILLED_APPLY, str(project), str(at)], capture_output=True,
+                              text=True, timeout=60)
+        if proc.returncode == 0:
+            assert proc.stdout.startswith("finished"), proc.stdout
+            break
+        assert proc.returncode == -9, proc.stderr
+        recover(project)
+        files = {p.name: p.read_text() for p in (project / "models").iterdir()}
+        assert files in (old, new), (at, files)
+        assert [p.name for p in project.iterdir()] == ["models"], at  # no journal left
+        seen.append("new" if files == new else "old")
+        at += 1
+    steps = int(proc.stdout.split()[1])
+    assert len(seen) == steps >= 12  # every step was killed once
+    assert seen[0] == "old" and seen[-1] == "new" and seen == sorted(seen, key=["old", "new"].index)
+    assert {p.name: p.read_text() for p in (project / "models").iterdir()} == new

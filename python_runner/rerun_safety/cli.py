@@ -166,8 +166,19 @@ def _child_setup(project_dir, profiles_dir, target, vars_yaml, writable: list[Pa
         output = None
     profiles_file = profiles / "profiles.yml"
     env, refused = environ.for_child(dict(os.environ), Path(project_dir).resolve(), profiles_file)
+    resolved = False
+    if output is not None and output.get("type") == "postgres":
+        from .warehouse.postgres.connection import resolved_address
+        from .warehouse.postgres.role import GAMEDAY_PASSWORD_ENV, GAMEDAY_ROLE_ENV
+
+        # the team's game-day role (init --postgres-role): the sandboxes' role, not a credential of the job
+        env.update({k: os.environ[k] for k in (GAMEDAY_ROLE_ENV, GAMEDAY_PASSWORD_ENV) if k in os.environ})
+        address = resolved_address(output)
+        if address is not None:  # the host resolved here: the child needs no UDP (DNS)
+            env.update(address)
+            resolved = True
     secrets = environ.secret_values(dict(os.environ), output)
-    return rules_for(writable, output), env, secrets, refused
+    return rules_for(writable, output, resolved), env, secrets, refused
 
 
 def _confined_gameday(options):
@@ -319,6 +330,9 @@ def main(ctx: click.Context, debug: bool) -> None:
               help="Where the reports go (default: <project>/target/rerun_safety).")
 @click.option("--threads", default=None, type=click.IntRange(1, 64),
               help="Scenarios run in this many worker processes (default: the machine's CPU count, at most 8).")
+@click.option("--max-sandbox-size", default="10GB", show_default=True,
+              help="PostgreSQL: a sandbox database may grow to this size (e.g. 500MB, 2GiB); past it, or past the "
+                   "server's free space less a margin, the game day ends its sessions and stops (exit 2).")
 @click.option("--keep-sandboxes", is_flag=True, help="Keep the sandboxes for a day (for debugging): the report's notes say where; other game days' sweeps leave them until then.")
 @click.option("--state", default=None, type=click.Path(file_okay=False),
               help="Folder of a previous manifest.json, for state: selectors (e.g. --select state:modified+).")
@@ -336,8 +350,8 @@ def main(ctx: click.Context, debug: bool) -> None:
 @_UNCONFINED
 @click.pass_context
 def gameday(ctx, project_dir, profiles_dir, target, select, exclude, vars_yaml, batch_size, steps, since, until,
-            float_tolerance, late_fraction, late_by, scenarios, output_dir, threads, keep_sandboxes, state, defer,
-            baseline, fix, apply_fixes, unconfined):
+            float_tolerance, late_fraction, late_by, scenarios, output_dir, threads, max_sandbox_size,
+            keep_sandboxes, state, defer, baseline, fix, apply_fixes, unconfined):
     """Replay every incremental model in sandboxes and diff it against a clean reference build."""
     from .confine import Confinement, prestart
 
@@ -353,13 +367,14 @@ def gameday(ctx, project_dir, profiles_dir, target, select, exclude, vars_yaml, 
     with exit_codes(debug, "interrupted by {name}; sandboxes removed"):
         if apply_fixes and not fix:
             raise ConfigError("--apply writes the fixes --fix verifies: pass --fix too")
+        _recover_apply(project_dir)
         options = GamedayOptions.build(
             project_dir=project_dir, profiles_dir=profiles_dir, target=target, select=select,
             exclude=exclude, vars_yaml=vars_yaml, steps=steps, scenarios=scenarios,
             output_dir=output_dir, threads=threads or default_threads(), keep_sandboxes=keep_sandboxes,
             batch_size=batch_size,
             since=since, until=until, float_tolerance=float_tolerance, state=state, baseline=baseline,
-            late_fraction=late_fraction, late_by=late_by, fix=fix)
+            late_fraction=late_fraction, late_by=late_by, fix=fix, max_sandbox_size=max_sandbox_size)
         if unconfined:
             from .confine.wire import scrubbed
             from .secrets import Scrubber
@@ -427,6 +442,7 @@ def lint(ctx, project_dir, profiles_dir, target, select, exclude, vars_yaml, fmt
     _preload()
     with exit_codes(ctx.obj["debug"], "lint interrupted by {name}; scratch catalog removed", handler=_lint_signal,
                     cleanup=_lint_cleanup):
+        _recover_apply(project_dir)
         result = _lint_child(kwargs, None) if unconfined else _confined_lint(kwargs)
     if fmt == "json":
         click.echo(json.dumps(result.to_dict(), indent=2))
@@ -439,17 +455,57 @@ def lint(ctx, project_dir, profiles_dir, target, select, exclude, vars_yaml, fmt
 @click.option("--project-dir", default=".", show_default=True, type=click.Path(file_okay=False))
 @click.option("--spark", is_flag=True, help="Also write the Spark shim (dbt-spark's incremental materialization "
                                            "routes partition_overwrite to the package).")
+@click.option("--postgres-role", default=None, metavar="NAME",
+              help="Print (write nothing) the SQL a DBA runs once to create a game-day role NAME, for a profile "
+                   "role that may not create roles; the game day and the lint then use it through "
+                   "RERUN_SAFETY_PG_GAMEDAY_ROLE and RERUN_SAFETY_PG_GAMEDAY_PASSWORD.")
+@_COMMON[1]
+@_COMMON[2]
 @click.pass_context
-def init(ctx, project_dir, spark):
+def init(ctx, project_dir, spark, postgres_role, profiles_dir, target):
     """Write the partition_overwrite strategy shim into a dbt project (idempotent)."""
     from .init import write_shim
 
+    if postgres_role is not None:
+        with exit_codes(ctx.obj["debug"], "init interrupted by {name}"):
+            click.echo(_postgres_role_sql(postgres_role, project_dir, profiles_dir, target), nl=False)
+        return
     with exit_codes(ctx.obj["debug"], "init interrupted by {name}"):
         written = [write_shim(Path(project_dir))]
         if spark:
             written.append(write_shim(Path(project_dir), spark=True))
     for path, changed in written:
         click.echo(f"{'wrote' if changed else 'already present:'} {path}")
+
+
+def _recover_apply(project_dir) -> None:
+    """Before the project is read: an --apply that a kill stopped is undone (fix/apply.py's journal)."""
+    from .fix.apply import recover
+
+    restored = recover(Path(project_dir))
+    if restored:
+        click.echo(f"rerun-safety: an --apply stopped before its end was undone: {restored} file(s) of the project "
+                   "put back as they were", err=True)
+
+
+def _postgres_role_sql(name: str, project_dir, profiles_dir, target) -> str:
+    """init --postgres-role: the DBA's SQL, for the profile's role where the project's profile names one."""
+    from .warehouse.postgres.role import ROLE_PREFIX, init_sql
+
+    if not name or len(name.encode()) > 63 or not name.isprintable() or name.startswith(ROLE_PREFIX):
+        raise ConfigError(f"--postgres-role '{name}': a PostgreSQL role name of 1 to 63 bytes, not starting with "
+                          f"{ROLE_PREFIX} (the game day's sweeps drop roles of that name)")
+    user = None
+    if (Path(project_dir) / "dbt_project.yml").is_file():
+        from .profiles import load_target_output, resolve_profiles_dir
+
+        try:
+            _, _, output = load_target_output(Path(project_dir).resolve(), resolve_profiles_dir(profiles_dir),
+                                              target, {})
+            user = str(output.get("user") or "") or None if output.get("type") == "postgres" else None
+        except Exception:  # noqa: BLE001 - without a profile: a placeholder for the profile's role
+            user = None
+    return init_sql(name, user)
 
 
 @main.command()

@@ -7,7 +7,8 @@ Before any project code runs it gives up, through the kernel:
 - device ioctls (a terminal's TIOCSTI), TCP but the warehouse's port, abstract Unix sockets and signals to
   processes outside its domain (Landlock ABI 4-6); the whole network where the engine needs none (a
   network namespace: DuckDB);
-- Unix sockets where the engine needs none, raw and packet sockets (seccomp.py).
+- Unix sockets where the engine needs none, UDP where it resolves no name (PostgreSQL: the command
+  resolves the host), raw and packet sockets (seccomp.py).
 Every process it starts (scenario workers, a shell a hook runs) inherits all of it. Its only channel back
 is JSON lines (wire.py), every string of them scrubbed of the run's secrets (secrets.Scrubber) before the
 command reads it; the command's own process, which never runs the project's code, writes the reports.
@@ -35,12 +36,14 @@ SYSTEM_WRITABLE = (Path("/dev/null"), Path("/dev/shm"))
 @dataclass(frozen=True)
 class Rules:
     """What a confined child may still do: write beneath `writable`; connect to `tcp_ports` (None: TCP
-    left open); keep the machine's network (`network`); open Unix sockets (`unix_sockets`)."""
+    left open); keep the machine's network (`network`); open Unix sockets (`unix_sockets`); open UDP
+    sockets (`udp`: a name to resolve; PostgreSQL's host is resolved by the command, PGHOSTADDR)."""
 
     writable: tuple[str, ...]
     tcp_ports: tuple[int, ...] | None = ()
     network: bool = True
     unix_sockets: bool = True
+    udp: bool = True
 
 
 @dataclass(frozen=True)
@@ -98,10 +101,10 @@ def confine(rules: Rules, early: str | None = None) -> Confinement:
         gaps.append(f"TCP (Landlock ABI {abi} < 4)")
     if abi < 6:
         gaps.append(f"signals to other processes and abstract Unix sockets (Landlock ABI {abi} < 6)")
-    if rules.network:
+    if rules.network and rules.udp:
         gaps.append("UDP")
     if seccomp.available():
-        seccomp.restrict_sockets(deny_unix=not rules.unix_sockets)
+        seccomp.restrict_sockets(deny_unix=not rules.unix_sockets, deny_udp=rules.network and not rules.udp)
         if rules.unix_sockets:
             gaps.append("connections to Unix sockets by path (the engine opens one)")
     else:
@@ -112,14 +115,15 @@ def confine(rules: Rules, early: str | None = None) -> Confinement:
     return Confinement(True, tuple(str(p) for p in paths), abi, tuple(gaps))
 
 
-def rules_for(writable: list[Path], output: dict | None) -> Rules:
-    """The rules of a child whose engine has this profile output (None: no connection at all)."""
+def rules_for(writable: list[Path], output: dict | None, resolved: bool = False) -> Rules:
+    """The rules of a child whose engine has this profile output (None: no connection at all).
+    `resolved`: the command resolved the warehouse's address for the child (it needs no UDP for DNS)."""
     if output is None:
-        return Rules(tuple(str(p) for p in writable), (), False, False)
+        return Rules(tuple(str(p) for p in writable), (), False, False, False)
     from ..warehouse.dialects import dialect_for
 
     ports, network, unix = dialect_for(str(output.get("type") or "")).network_needs(output)
-    return Rules(tuple(str(p) for p in writable), ports, network, unix)
+    return Rules(tuple(str(p) for p in writable), ports, network, unix, udp=not resolved)
 
 
 def statement_guard_on() -> bool:
@@ -329,6 +333,9 @@ def _covered(writable: tuple[str, ...], roots: tuple[str, ...]) -> bool:
 def _server(roots: tuple[str, ...]) -> _Server:
     if not _SERVERS:
         atexit.register(_stop_servers)
+    for gone in [s for s in _SERVERS if s.proc.poll() is not None]:
+        _SERVERS.remove(gone)
+        gone.stop()
     server = _Server(roots)
     _SERVERS.insert(0, server)
     while len(_SERVERS) > _MAX_SERVERS:

@@ -197,6 +197,9 @@ class Gameday(Replay):
                 self.engine.drop(snapshot)  # the reference sandbox holds the snapshot's tables too
             by_model = self._scenarios(pool, plan, chains, shared, branched, template, ref_errors, invocations)
             isolated = self._isolate(pool, plan, by_model, template, ref_errors, invocations)
+            over = self.engine.budget_tripped()
+            if over:
+                raise SandboxError(over)
             if o.keep_sandboxes:
                 kept = self.engine.keep()
                 plan.notes.append(f"--keep-sandboxes: {len(kept)} sandbox(es) kept for a day (a later game day's "
@@ -211,6 +214,10 @@ class Gameday(Replay):
             if pool is not None:
                 kill_pool(pool)  # before cleanup, which drops the workers' sandboxes too
                 pool = None
+            over = self.engine.budget_tripped() if self.engine is not None else None
+            if over and not isinstance(err, KeyboardInterrupt) and str(err) != over:
+                failure = SandboxError(over)  # the budget's stop, not the errors it caused, is the news
+                raise failure from err
             raise
         finally:
             try:
@@ -232,7 +239,8 @@ class Gameday(Replay):
             self.project = project = Project(o.project_dir, o.profiles_dir, o.target, o.vars_yaml, parse_dir)
         if o.fix:  # the fix search's game days parse copies of this project: from this parse's state
             self.parse_state = read_partial_parse(parse_dir / "dbt_target")
-        self.engine = engine = engine_for(project.target_output, o.work_root, self.run_id, confined=confined)
+        self.engine = engine = engine_for(project.target_output, o.work_root, self.run_id, confined=confined,
+                                          max_sandbox_size=o.max_sandbox_size)
         project.session.work_dir = engine.run_dir
         if confined and engine.confinement_gap:
             raise ConfigError(f"cannot confine the project's code: {engine.confinement_gap}; pass --unconfined "

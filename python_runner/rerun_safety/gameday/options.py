@@ -63,12 +63,15 @@ class GamedayOptions:
     fix: bool = False
     # keep each reference output's fingerprint (diff.fingerprint): what a verified fix must not change
     fingerprints: bool = False
+    # PostgreSQL: no sandbox may grow past this many bytes (warehouse/postgres/budget.py)
+    max_sandbox_size: int = 10 * 1000 ** 3
 
     @classmethod
     def build(cls, *, project_dir, profiles_dir=None, target=None, select=(), exclude=(), vars_yaml=None,
               steps=4, scenarios="all", output_dir=None, threads=1, keep_sandboxes=False,
               work_root=None, batch_size="day", since=None, until=None, float_tolerance=None, state=None,
-              baseline=None, late_fraction=None, late_by=None, fix=False) -> "GamedayOptions":
+              baseline=None, late_fraction=None, late_by=None, fix=False,
+              max_sandbox_size=None) -> "GamedayOptions":
         project_dir = Path(project_dir).resolve()
         if isinstance(scenarios, str):
             names = ALL_SCENARIOS if scenarios.strip() in ("", "all") else tuple(
@@ -103,6 +106,9 @@ class GamedayOptions:
         from ..vars import parse_vars
 
         parse_vars(vars_yaml)  # refused here, before anything starts
+        from ..warehouse.postgres.budget import parse_size
+
+        kwargs_size = parse_size(max_sandbox_size)
         out = Path(output_dir).resolve() if output_dir else project_dir / "target" / "rerun_safety"
         kwargs: dict[str, Any] = {}
         if work_root:
@@ -112,7 +118,8 @@ class GamedayOptions:
                    out, threads, keep_sandboxes, batch_size=batch, since=since_t, until=until_t,
                    float_tolerance=None if float_tolerance is None else float(float_tolerance),
                    state=str(state) if state else None, baseline=load_baseline(baseline),
-                   late_fraction=float(late_fraction), late_by=late, fix=bool(fix), fingerprints=bool(fix), **kwargs)
+                   late_fraction=float(late_fraction), late_by=late, fix=bool(fix), fingerprints=bool(fix),
+                   max_sandbox_size=kwargs_size, **kwargs)
 
 
 def load_baseline(path: Any) -> dict[str, str] | None:

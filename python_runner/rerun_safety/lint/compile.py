@@ -27,6 +27,8 @@ with the right columns and no rows.
 """
 from __future__ import annotations
 
+import os
+
 import copy
 
 import time
@@ -360,16 +362,26 @@ def _materialize(session: DbtSession, manifest, scratch: Scratch, full: dict, in
 
 def lint_session_dir(project: Path, fallback: Path | None) -> Path | None:
     """dbt's target and log paths for the lint: under the project's target/ (like `dbt compile`),
-    so that the next lint reuses dbt's partial parse; a temp dir when the project is read-only."""
+    so that the next lint reuses dbt's partial parse; a temp dir when the project is read-only, or when
+    its target/ or target/rerun_safety_lint is a link (which the project could point anywhere: the confined
+    lint may write there)."""
+    from ..errors import ConfigError
+    from ..safe_files import open_dir
+
     path = project / "target" / "rerun_safety_lint"
     try:
-        path.mkdir(parents=True, exist_ok=True)
-        probe = path / ".write_probe"
-        probe.write_text("")
-        probe.unlink()
+        fd = open_dir(project, ("target", "rerun_safety_lint"), create=True, what="the lint's folder")
+    except ConfigError:
+        return fallback / "session" if fallback is not None else None
+    try:
+        probe = ".write_probe"
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=fd))
+        os.unlink(probe, dir_fd=fd)
         return path
     except OSError:
         return fallback / "session" if fallback is not None else None
+    finally:
+        os.close(fd)
 
 
 def manifest_catalog(manifest) -> str:

@@ -224,6 +224,10 @@ class Engine(abc.ABC):
     def profile_output(self, sandbox: Sandbox) -> dict:
         """The dbt profile output that points dbt at this sandbox."""
 
+    def budget_tripped(self) -> str | None:
+        """Why the run's disk budget stopped it (PostgreSQL: budget.py), or None."""
+        return None
+
     def learn_project(self, manifest: Any) -> None:
         """What the engine needs to know of the parsed project before its sandboxes run (nothing by
         default; DuckDB: the files models read, which a confined sandbox may still open)."""

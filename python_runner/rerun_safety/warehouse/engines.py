@@ -34,10 +34,10 @@ def database_errors() -> tuple[type, ...]:
 
 
 def engine_for(target_output: dict, work_root: Path, run_id: str, attach: bool = False,
-               confined: bool = False) -> Engine:
+               confined: bool = False, max_sandbox_size: int | None = None) -> Engine:
     """`confined`: a game day confined by privilege; on PostgreSQL dbt and the runner then reach the
     sandboxes as a role of the run's own (see PostgresEngine), an in-process Spark keeps a catalog of the
-    run's own (see spark/own_catalog.py)."""
+    run's own (see spark/own_catalog.py). `max_sandbox_size`: PostgreSQL's disk budget (postgres/budget.py)."""
     kind = target_output.get("type")
     if kind == "duckdb":
         from .duckdb.engine import DuckDBEngine
@@ -46,7 +46,8 @@ def engine_for(target_output: dict, work_root: Path, run_id: str, attach: bool =
     if kind == "postgres":
         from .postgres.engine import PostgresEngine
 
-        return PostgresEngine(target_output, work_root, run_id, attach, confined=confined)
+        return PostgresEngine(target_output, work_root, run_id, attach, confined=confined,
+                              max_sandbox_size=max_sandbox_size)
     if kind == "spark":
         from .spark.engine import SparkEngine
 

@@ -21,7 +21,8 @@ from .connection import PgConnection, connect_params
 from .dialect import POSTGRES
 from ..base import KEEP_SECONDS, PREFIX, SNAPSHOT_SCHEMA, Engine, Sandbox, snapshot_table
 from .redirect import connections_to, map_database, refuse_server_files
-from .role import attached_run_role, create_run_role, drop_run_role, leftover_roles, role_name
+from .role import (attached_run_role, create_run_role, drop_run_role, leftover_roles, named_role, role_name,
+                   take_named_role)
 
 KEPT_COMMENT = "rerun_safety: kept (--keep-sandboxes) until unix time "
 
@@ -43,8 +44,11 @@ class PostgresEngine(Engine):
     dialect = POSTGRES
 
     def __init__(self, target_output: dict, work_root: Path, run_id: str, attach: bool = False,
-                 confined: bool = False):
-        """`confined`: dbt and the runner reach the sandboxes as the run's own role (see pg_role)."""
+                 confined: bool = False, max_sandbox_size: int | None = None):
+        """`confined`: dbt and the runner reach the sandboxes as the run's own role (see pg_role).
+        `max_sandbox_size`: the disk budget (budget.py) of each sandbox; None: none (the library's callers)."""
+        self.max_sandbox_size = max_sandbox_size
+        self._watchdog = None
         dbname = target_output.get("dbname") or target_output.get("database") or ""
         if dbname.startswith(PREFIX):
             # a sweep drops databases with this prefix: the user's could be taken for a leftover
@@ -63,6 +67,7 @@ class PostgresEngine(Engine):
                 self.admin.execute("select pg_advisory_lock(%s)", [_lock_key(run_id)])
             # (name, password) of the role the sandboxes are reached as; None: the profile's own
             self.role: tuple[str, str] | None = None
+            self.own_role = False  # created by this run (and dropped at its end), not the team's game-day role
             self.sandbox_params = self.params
             if confined:
                 self._take_role(attach)
@@ -77,8 +82,10 @@ class PostgresEngine(Engine):
             if self.role is None:
                 raise SandboxError("the run's PostgreSQL role is not in this worker's environment")
         else:
+            named = named_role()
             with self.admin.raw.cursor() as cur:
-                self.role = create_run_role(cur, self.run_id)
+                self.role = take_named_role(cur, named) if named else create_run_role(cur, self.run_id)
+            self.own_role = named is None
         self.sandbox_params = {k: v for k, v in self.params.items() if k not in ("user", "password")}
         self.sandbox_params.update(user=self.role[0], password=self.role[1])
         if attach:
@@ -86,11 +93,13 @@ class PostgresEngine(Engine):
         try:  # it logs in as the profile's role does (same host and port), or the run stops here
             PgConnection(self.sandbox_params, self._admin_db).close()
         except SandboxError as err:
-            with self.admin.raw.cursor() as cur:
-                drop_run_role(cur, self.role[0])
+            if self.own_role:
+                with self.admin.raw.cursor() as cur:
+                    drop_run_role(cur, self.role[0])
+            which = "roles named rerun_safety_role_*" if self.own_role else f"the game-day role {self.role[0]}"
             raise ConfigError(f"the game day's own PostgreSQL role cannot log in where the profile's does "
-                              f"({first_line(err)}): allow password (scram-sha-256) logins for roles named "
-                              "rerun_safety_role_* in pg_hba.conf, or pass --unconfined") from None
+                              f"({first_line(err)}): allow password (scram-sha-256) logins for {which} in "
+                              "pg_hba.conf, or pass --unconfined") from None
 
     def _admin_connection(self) -> PgConnection:
         last: Exception | None = None
@@ -106,6 +115,9 @@ class PostgresEngine(Engine):
     def _create_database(self, name: str, template: str | None) -> None:
         if name == self.user_db:
             raise SandboxError(f"refusing to use the user's own database {name} as a sandbox")
+        over = self.budget_tripped()
+        if over:
+            raise SandboxError(over)
         stmt = pgsql.SQL("create database {}").format(pgsql.Identifier(name))
         if template:
             stmt = pgsql.SQL("create database {} template {}").format(
@@ -126,6 +138,9 @@ class PostgresEngine(Engine):
         raise SandboxError(f"cannot create sandbox database {name}: template {template} stays in use")
 
     def create_snapshot(self, sources: Iterable[SourceTable]) -> Sandbox:
+        sources = list(sources)
+        if self.max_sandbox_size is not None and not self.attached:
+            self._start_budget(sources)
         sandbox = Sandbox(self.sandbox_name("snapshot"), self.sandbox_name("snapshot"))
         self._types: dict[int, bool] = {}  # type oid in the user's database -> exists in the snapshot
         # from template0, not template1: nothing a DBA put into template1 (dblink, a foreign server) is
@@ -135,6 +150,45 @@ class PostgresEngine(Engine):
         self._add_extensions(sandbox)
         self.add_to_snapshot(sandbox, sources)
         return sandbox
+
+    def _start_budget(self, sources: list[SourceTable]) -> None:
+        """Refuse a snapshot that does not fit; then watch the run's sandboxes (budget.py)."""
+        from . import budget
+
+        names = [[src.schema, src.identifier] for src in sources if not src.database or src.database == self.user_db]
+        user = PgConnection(self.params, self.user_db, read_only=True)
+        try:
+            with user.raw.cursor() as cur:
+                cur.execute("select coalesce(sum(pg_total_relation_size(c.oid)), 0) from pg_class c "
+                            "join pg_namespace n on n.oid = c.relnamespace "
+                            "where array[n.nspname::text, c.relname::text] = any(%s::text[][])", [names or [["", ""]]])
+                needed = int(cur.fetchone()[0])
+        finally:
+            user.close()
+        space = budget.free_space(self.admin, self.target_output)
+        budget.check_snapshot(needed, self.max_sandbox_size, space)
+        limit = f"each sandbox at most {budget.shown(self.max_sandbox_size)} (--max-sandbox-size)"
+        if space.budget() is not None:
+            self.notes.append(f"disk budget: {limit}, all together at most {budget.shown(space.budget())} (the "
+                              f"server's free space, {budget.shown(space.free)}, less a margin)")
+        else:
+            self.notes.append(f"disk budget: {limit}; the server's free space is not watched: {space.why}")
+        if self.role is not None and self.own_role:  # (a team's role is theirs to set)
+            try:
+                with self.admin.raw.cursor() as cur:
+                    cur.execute(pgsql.SQL("alter role {} set temp_file_limit = {}").format(
+                        pgsql.Identifier(self.role[0]), pgsql.Literal(f"{max(self.max_sandbox_size // 1024, 1)}kB")))
+            except psycopg2.Error:  # a superuser's setting: the watchdog alone bounds the run
+                self.notes.append("disk budget: temp_file_limit not set for the run's role (a superuser's setting); "
+                                  "the sandboxes' size is watched all the same")
+        mine = f"{PREFIX}{self.run_id}_"
+        self._watchdog = budget.Watchdog(lambda: PgConnection(self.params, self._admin_db), mine, self.run_dir,
+                                         self.max_sandbox_size, space.budget())
+
+    def budget_tripped(self) -> str | None:
+        from .budget import tripped
+
+        return tripped(self.run_dir)
 
     def _add_extensions(self, sandbox: Sandbox) -> None:
         """The extensions of the user's database, created in the snapshot as the sandboxes' role (which
@@ -388,7 +442,7 @@ class PostgresEngine(Engine):
                         failed.append(str(err))
             except SandboxError as err:
                 failed.append(str(err))
-            if self.role is not None and not failed:
+            if self.role is not None and self.own_role and not failed:
                 try:
                     with self.admin.raw.cursor() as cur:
                         drop_run_role(cur, self.role[0])
@@ -454,9 +508,10 @@ class PostgresEngine(Engine):
         removed = super().sweep()
         with self.admin.raw.cursor() as cur:
             roles = leftover_roles(cur)
+            owners = roles + ([self.role[0]] if self.role is not None and not self.own_role else [])
             cur.execute("select datname, shobj_description(oid, 'pg_database') from pg_database "
                         "where starts_with(datname, %s) and datdba in (select oid from pg_roles "
-                        "where rolname = current_user or rolname = any(%s))", [PREFIX, roles])
+                        "where rolname = current_user or rolname = any(%s))", [PREFIX, owners])
             rows = cur.fetchall()
         by_run: dict[str, list[str]] = {}
         for name, comment in rows:
@@ -500,6 +555,9 @@ class PostgresEngine(Engine):
                 self.admin.execute("select pg_advisory_unlock(%s)", [key])
 
     def close(self) -> None:
+        if getattr(self, "_watchdog", None) is not None:
+            self._watchdog.stop()
+            self._watchdog = None
         try:
             if getattr(self, "admin", None) is not None:
                 self.admin.close()

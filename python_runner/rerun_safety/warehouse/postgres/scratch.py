@@ -8,7 +8,8 @@ from ...errors import ConfigError
 from ..scratch import SCRATCH_PREFIX, Scratch, TargetProfile, create_batch, quoted_ident, create_statements, first_line, write_profile
 from .dialect import POSTGRES
 from .connection import connect_params
-from .role import create_run_role, drop_run_role, leftover_roles, may_create_roles, role_name
+from .role import (create_run_role, drop_run_role, leftover_roles, may_create_roles, named_role, role_name,
+                   take_named_role)
 
 
 def pg_lock_key(run_id: str) -> int:
@@ -56,12 +57,13 @@ class PostgresScratch(Scratch):
         self.refusal = ""
         self.admin = None
         self.role: tuple[str, str] | None = None  # (name, password) of the run's own role
+        self.own_role = False  # created by this lint (dropped at its end), not the team's game-day role
         try:
             self.admin = self._admin()
             with self.admin.cursor() as cur:
                 cur.execute("select pg_advisory_lock(%s)", [pg_lock_key(run_id)])
             self.swept = self._sweep()
-            if own_role and self._may_create_roles():
+            if own_role and (named_role() is not None or self._may_create_roles()):
                 self._take_role()
             elif own_role:
                 self.mode += (f" (as the profile's role {tp.output.get('user')}, which may not create a role of the "
@@ -98,14 +100,17 @@ class PostgresScratch(Scratch):
         when the new role cannot log in where the profile's does (pg_hba.conf)."""
         import psycopg2
 
+        named = named_role()
         with self.admin.cursor() as cur:
-            self.role = create_run_role(cur, LINT_ROLE_RUN + self.run_id,
-                                        purpose="a confined lint compiles in its scratch database")
+            self.role = take_named_role(cur, named) if named else create_run_role(
+                cur, LINT_ROLE_RUN + self.run_id, purpose="a confined lint compiles in its scratch database")
+        self.own_role = named is None
         try:
             psycopg2.connect(**self._dsn(self.admin.info.dbname)).close()
         except psycopg2.Error as err:
-            with self.admin.cursor() as cur:
-                drop_run_role(cur, self.role[0])
+            if self.own_role:
+                with self.admin.cursor() as cur:
+                    drop_run_role(cur, self.role[0])
             self.role = None
             raise ConfigError(f"the lint's own PostgreSQL role cannot log in where the profile's does "
                               f"({first_line(err)}): allow password (scram-sha-256) logins for roles named "
@@ -238,7 +243,7 @@ class PostgresScratch(Scratch):
             with self.admin.cursor() as cur:
                 if self.created:
                     cur.execute(f"drop database if exists {self._quoted(self.dbname)} with (force)")
-                if self.role:
+                if self.role and self.own_role:
                     drop_run_role(cur, self.role[0])
         finally:
             try:
