@@ -82,11 +82,11 @@ def free_space(admin, output: dict) -> FreeSpace:
     host = str(output.get("host") or "")
     if host and not host.startswith("/") and host not in ("localhost", "127.0.0.1", "::1"):
         return FreeSpace(None, None, directory, f"the server runs on {host}, not on this machine")
-    if not (Path(directory) / "PG_VERSION").exists() and not os.path.isdir(directory):
+    if not os.path.isdir(directory):
         return FreeSpace(None, None, directory, f"its data directory {directory} is not on this machine's files")
     try:
         st = os.statvfs(directory)
-    except OSError as err:
+    except OSError as err:  # (a folder of the server's user: this user may not look inside)
         return FreeSpace(None, None, directory, f"cannot read the free space of {directory} ({err.strerror})")
     return FreeSpace(st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize, directory)
 

@@ -155,13 +155,14 @@ class PostgresEngine(Engine):
         """Refuse a snapshot that does not fit; then watch the run's sandboxes (budget.py)."""
         from . import budget
 
-        names = [[src.schema, src.identifier] for src in sources if not src.database or src.database == self.user_db]
+        local = [src for src in sources if not src.database or src.database == self.user_db]
         user = PgConnection(self.params, self.user_db, read_only=True)
         try:
             with user.raw.cursor() as cur:
-                cur.execute("select coalesce(sum(pg_total_relation_size(c.oid)), 0) from pg_class c "
-                            "join pg_namespace n on n.oid = c.relnamespace "
-                            "where array[n.nspname::text, c.relname::text] = any(%s::text[][])", [names or [["", ""]]])
+                cur.execute("select coalesce(sum(pg_total_relation_size(c.oid)), 0) from pg_class c where c.oid in "
+                            "(select c2.oid from pg_class c2 join pg_namespace n on n.oid = c2.relnamespace "
+                            "join unnest(%s::text[], %s::text[]) as s(nsp, rel) on n.nspname = s.nsp and "
+                            "c2.relname = s.rel)", [[src.schema for src in local], [src.identifier for src in local]])
                 needed = int(cur.fetchone()[0])
         finally:
             user.close()
