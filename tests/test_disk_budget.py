@@ -11,14 +11,14 @@ from support.gameday import run_cli
 
 
 @pytest.mark.parametrize("text, size", [("500MB", 500_000_000), ("2GiB", 2 * 1024 ** 3), ("10GB", 10 ** 10),
-                                        ("1.5 gb", 1_500_000_000), ("1048576", 1024 ** 2), (None, 10 ** 10)])
+                                        ("1.5 gb", 1_500_000_000), ("33554432", 32 * 1024 ** 2), (None, 10 ** 10)])
 def test_sizes_as_users_write_them(text, size):
     assert parse_size(text) == size
 
 
-@pytest.mark.parametrize("text", ["10 parsecs", "-5GB", "1kB", "GB", "1e9"])
+@pytest.mark.parametrize("text", ["10 parsecs", "-5GB", "1kB", "31MB", "GB", "1e9"])
 def test_a_size_that_is_not_one_is_refused_in_words(text):
-    with pytest.raises(ConfigError, match=r"--max-sandbox-size .* is not a size of at least 1 MiB"):
+    with pytest.raises(ConfigError, match=r"--max-sandbox-size .* is not a size of at least 32 MB \(an empty"):
         parse_size(text)
 
 
@@ -43,4 +43,5 @@ def test_a_bad_max_sandbox_size_is_one_line_and_exit_2(tmp_path):
     code, out, err = run_cli(["gameday", "--project-dir", str(tmp_path), "--max-sandbox-size", "lots"])
     assert code == 2
     assert err.strip().splitlines() == ["rerun-safety: error: --max-sandbox-size 'lots' is not a size of at "
-                                        "least 1 MiB: use e.g. 500MB, 10GB, 2GiB"]
+                                        "least 32 MB (an empty PostgreSQL database takes about 8 MB): use e.g. "
+                                        "500MB, 10GB, 2GiB"]

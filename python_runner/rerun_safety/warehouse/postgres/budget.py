@@ -22,6 +22,7 @@ from pathlib import Path
 from ...errors import ConfigError
 
 DEFAULT_MAX_SANDBOX_SIZE = 10 * 1000 ** 3
+MIN_SIZE = 32 * 1000 ** 2
 TRIPPED_FILE = "disk_budget_tripped"
 _UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000 ** 2, "mb": 1000 ** 2, "mib": 1024 ** 2,
           "g": 1000 ** 3, "gb": 1000 ** 3, "gib": 1024 ** 3, "t": 1000 ** 4, "tb": 1000 ** 4, "tib": 1024 ** 4}
@@ -35,8 +36,9 @@ def parse_size(text: str | int | None) -> int:
         return text
     found = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", str(text))
     unit = found.group(2).lower() if found else ""
-    if not found or unit not in _UNITS or float(found.group(1)) * _UNITS[unit] < 1024 ** 2:
-        raise ConfigError(f"--max-sandbox-size '{text}' is not a size of at least 1 MiB: use e.g. 500MB, 10GB, 2GiB")
+    if not found or unit not in _UNITS or float(found.group(1)) * _UNITS[unit] < MIN_SIZE:
+        raise ConfigError(f"--max-sandbox-size '{text}' is not a size of at least 32 MB (an empty PostgreSQL database "
+                          "takes about 8 MB): use e.g. 500MB, 10GB, 2GiB")
     return int(float(found.group(1)) * _UNITS[unit])
 
 
