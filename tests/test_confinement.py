@@ -185,7 +185,7 @@ import errno, os, socket, stat
 from pathlib import Path
 
 
-def describe(tag, other, confinement=None, progress=None):
+def describe(tag, other, port=None, confinement=None, progress=None):
     def attempt(fn):
         try:
             fn()
@@ -204,7 +204,16 @@ def describe(tag, other, confinement=None, progress=None):
             "other": attempt(lambda: Path(other, "planted_" + tag).write_text("x")),
             "udp": attempt(lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).close()),
             "udp6": attempt(lambda: socket.socket(socket.AF_INET6, socket.SOCK_DGRAM).close()),
-            "tcp": attempt(lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM).close())}
+            "tcp": attempt(lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM).close()),
+            "host_port": attempt(lambda: socket.create_connection(("127.0.0.1", port), 2).close()) if port else None,
+            "own_port": attempt(_own_port) if port else None}
+
+
+def _own_port():
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        socket.create_connection(server.getsockname(), 2).close()
 
 
 def _is_socket(fd):
@@ -227,6 +236,13 @@ for tag, udp in (("d", False), ("e", True)):  # a warehouse's TCP port kept; UDP
     value, how = confine.run_confined(job_probe.describe, (tag, other), confine.Rules((work,), (5432,), True, False,
                                                                                      udp), dict(os.environ))
     out.append({**value, "open": list(how.open)})
+import socket
+listener = socket.socket()
+listener.bind(("127.0.0.1", 0))
+listener.listen()
+value, how = confine.run_confined(job_probe.describe, ("f", other, listener.getsockname()[1]),  # a Spark session's
+                                  confine.Rules((work,), None, False, False, loopback=True), dict(os.environ))
+out.append({**value, "open": list(how.open)})
 print(json.dumps({"jobs": out, "servers": [[s.proc.pid, list(s.roots)] for s in confine._SERVERS]}))
 """
 
@@ -237,7 +253,7 @@ def test_jobs_fork_from_one_confined_server_each_in_a_session_and_namespace_of_i
     server's descriptors or read its memory (Landlock's ptrace rule: the server is outside its domain), with a
     /dev/shm of its own, and unable to write beneath the server's roots outside its own folder. A job
     whose folder lies outside the server's roots gets a server of its own. UDP is refused where the rules say
-    the command resolved the warehouse's name."""
+    the command resolved the warehouse's name; a loopback of its own reaches none of the machine's ports."""
     tmp, work, other, elsewhere = (tmp_path / n for n in ("tmp", "tmp/work", "tmp/other", "elsewhere"))
     for folder in (work, other, elsewhere):
         folder.mkdir(parents=True)
@@ -247,7 +263,7 @@ def test_jobs_fork_from_one_confined_server_each_in_a_session_and_namespace_of_i
                           capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
     facts = json.loads(proc.stdout.strip().splitlines()[-1])
-    a, b, c, d, e = facts["jobs"]
+    a, b, c, d, e, f = facts["jobs"]
     servers = {roots[0]: pid for pid, roots in facts["servers"]}
     assert servers == {str(elsewhere): c["ppid"], str(tmp.resolve()): a["ppid"]}
     assert a["ppid"] == b["ppid"] != c["ppid"] and len({a["pid"], b["pid"], c["pid"]}) == 3
@@ -261,6 +277,8 @@ def test_jobs_fork_from_one_confined_server_each_in_a_session_and_namespace_of_i
     assert (d["udp"], d["udp6"], d["tcp"]) == (errno.EACCES, errno.EACCES, "allowed")
     assert (e["udp"], e["udp6"], e["tcp"]) == ("allowed", "allowed", "allowed")
     assert "UDP" not in d["open"] and "UDP" in e["open"]
+    # a loopback of its own (a Spark session's JVM and gateway): its own ports, never the machine's
+    assert (f["own_port"], f["host_port"], f["open"]) == ("allowed", errno.ECONNREFUSED, [])
     assert not list(other.iterdir())
 
 

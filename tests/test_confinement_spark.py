@@ -49,6 +49,9 @@ def test_a_confined_session_game_day_runs_on_its_own_catalog_and_leaves_the_user
         f"writes a file outside the sandbox (refused there by the kernel): {user / 'export'}; hook: ")
     assert report["confinement"]["confined"] is True
     notes = report["summary"]["notes"]
+    # a network namespace with only its own loopback (the JVM and its gateway), no Unix socket: nothing open
+    confined = [n for n in notes if n.startswith("confined by the kernel (Linux Landlock ABI ")]
+    assert len(confined) == 1 and "NOT confined" not in confined[0], notes
     assert f"Spark (method: session) ran on the run's own copy of the catalog ({user / 'metastore_db'}): the " \
            "user's tables were read where they are, and nothing but the run folder could be written" in notes
     # Spark's own log stays off the terminal: the failed tasks' stacks are not printed

@@ -37,13 +37,15 @@ SYSTEM_WRITABLE = (Path("/dev/null"), Path("/dev/shm"))
 class Rules:
     """What a confined child may still do: write beneath `writable`; connect to `tcp_ports` (None: TCP
     left open); keep the machine's network (`network`); open Unix sockets (`unix_sockets`); open UDP
-    sockets (`udp`: a name to resolve; PostgreSQL's host is resolved by the command, PGHOSTADDR)."""
+    sockets (`udp`: a name to resolve; PostgreSQL's host is resolved by the command, PGHOSTADDR); without
+    the network, keep a loopback of its own (`loopback`)."""
 
     writable: tuple[str, ...]
     tcp_ports: tuple[int, ...] | None = ()
     network: bool = True
     unix_sockets: bool = True
     udp: bool = True
+    loopback: bool = False  # without `network`: a 127.0.0.1 of its own (a Spark session's JVM and gateway)
 
 
 @dataclass(frozen=True)
@@ -88,10 +90,13 @@ def confine(rules: Rules, early: str | None = None) -> Confinement:
     try:
         if early is not None:
             raise namespace.NamespaceError(0, early)
-        namespace.lock_down(paths, network=rules.network)
+        namespace.lock_down(paths, network=rules.network, loopback=rules.loopback)
     except namespace.NamespaceError as err:
         gaps.append(f"file metadata outside the work root (modes, owners, times, flags), /dev/shm"
                     f"{'' if rules.network else ' and the network'} ({err.strerror})")
+    if rules.loopback and not rules.network:
+        # the engine's processes bind where they reach each other: its own loopback (Spark's driver)
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     abi = restrict([*paths, *SYSTEM_WRITABLE], tcp_ports=rules.tcp_ports)
     if abi < 5:
         gaps.append(f"device ioctls such as a terminal's (Landlock ABI {abi} < 5)")
@@ -123,7 +128,8 @@ def rules_for(writable: list[Path], output: dict | None, resolved: bool = False)
     from ..warehouse.dialects import dialect_for
 
     ports, network, unix = dialect_for(str(output.get("type") or "")).network_needs(output)
-    return Rules(tuple(str(p) for p in writable), ports, network, unix, udp=not resolved)
+    return Rules(tuple(str(p) for p in writable), ports, network, unix, udp=not resolved,
+                 loopback=ports is None and not network)
 
 
 def statement_guard_on() -> bool:

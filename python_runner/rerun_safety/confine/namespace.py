@@ -3,7 +3,8 @@ namespace of its own (unprivileged: no setuid helper), where every mount but the
 remounted read-only, so that no file outside them can change its mode, owner, times, extended attributes
 or flags (chmod, chown, utimes, setxattr, chattr: EROFS); `/dev/shm` becomes a tmpfs of its own (its
 POSIX semaphores work, the machine's shared memory is out of reach). `network=False` adds a network
-namespace with nothing in it (DuckDB needs no network): no TCP, UDP or abstract socket leaves it.
+namespace with nothing in it (DuckDB needs no network; a Spark session only its own loopback): no TCP, UDP
+or abstract socket leaves it.
 
 enter() needs a process with one thread (the kernel refuses a user namespace to a threaded one): the
 confined child calls it first thing, lock_down() once it knows its job."""
@@ -79,11 +80,31 @@ def nest() -> None:
            "mount tmpfs /dev/shm")
 
 
-def lock_down(writable: list[Path], network: bool = True) -> None:
+def _loopback_up() -> None:
+    """Bring up `lo` in this (new) network namespace: its processes reach each other over 127.0.0.1, and
+    nothing else (a namespace of its own has no other interface, no route out)."""
+    import fcntl
+    import socket
+    import struct
+
+    siocgifflags, siocsifflags, iff_up = 0x8913, 0x8914, 0x1
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        try:
+            request = struct.pack("16sh14x", b"lo", 0)
+            flags = struct.unpack("16sh14x", fcntl.ioctl(sock.fileno(), siocgifflags, request))[1]
+            fcntl.ioctl(sock.fileno(), siocsifflags, struct.pack("16sh14x", b"lo", flags | iff_up))
+        except OSError as err:
+            raise NamespaceError(err.errno, f"bring up lo: {err.strerror}") from None
+
+
+def lock_down(writable: list[Path], network: bool = True, loopback: bool = False) -> None:
     """After enter(): only the folders of `writable` (and /dev/shm) stay on writable mounts; without
-    `network`, a network namespace with nothing in it."""
+    `network`, a network namespace with nothing in it (`loopback`: but its own 127.0.0.1, where an engine's
+    processes talk to each other: a Spark session's JVM and its Python gateway)."""
     if not network:
         _check(_LIBC.unshare(_CLONE_NEWNET), "unshare the network")
+        if loopback:
+            _loopback_up()
     folders = []
     for path in writable:
         real = os.path.realpath(path)

@@ -232,8 +232,9 @@ class Dialect(str):
 
     def network_needs(self, output: dict) -> tuple[tuple[int, ...] | None, bool, bool]:
         """What the confined game day's network may reach for this profile output (confine/): the TCP
-        ports it connects to (None: TCP left open, said in the reports), whether it keeps the machine's
-        network at all, and whether it opens a Unix socket (a server's socket folder as its host)."""
+        ports it connects to (None: TCP left open, said in the reports; without the machine's network: any
+        port of a loopback of its own), whether it keeps the machine's network at all, and whether it opens
+        a Unix socket (a server's socket folder as its host)."""
         return None, True, True
 
 

@@ -35,8 +35,9 @@ class SparkDialect(Dialect):
                 return (int(output.get("port") or 10000),), True, False
             except (TypeError, ValueError):
                 return (10000,), True, False
-        # a session: the JVM and its Python gateway talk over TCP ports of their choosing
-        return None, True, True
+        # a session: the JVM and its Python gateway talk over TCP ports of their choosing, on a loopback of
+        # the confined process's own (no other network)
+        return None, False, False
 
     def row_hash(self, parts: Sequence[str]) -> str:
         if not parts:
