@@ -175,3 +175,32 @@ def test_a_pickle_in_every_pipe_it_reaches_runs_nothing(tmp_path):
     lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("rerun-safety: error:")]
     assert lines and "the confined process sent an answer that is not JSON" in lines[0], proc.stderr
     assert not (tmp_path / "out" / "report.json").exists()
+
+
+def test_the_profiles_variables_reach_dbt_as_its_secrets_and_the_projects_code_not_at_all(tmp_path):
+    """The child reads a copy of the profile whose strings are env_var() references to the runner's own
+    variables (DBT_ENV_SECRET_ for secrets, which dbt masks): a credential-shaped variable the profile names
+    is not in the child's environment under its own name, so a model that renders it gets the default, and
+    the notes name it; the game day itself runs on the profile as the user wrote it."""
+    p = _with_model(tmp_path, "reads_env", "")
+    (p["project"] / "models" / "reads_env.py").unlink()
+    (p["project"] / "models" / "reads_env.sql").write_text(
+        "{{ config(materialized='table') }}\n"
+        "{% if execute %}{{ exceptions.raise_compiler_error('SEEN=' ~ env_var('RS_WAREHOUSE_KEY_PATH', 'absent')) }}"
+        "{% endif %}\n"
+        "select 1 as x\n")
+    profiles = p["project"] / "profiles.yml"
+    path = str(p["user"] / "prod.duckdb")
+    text = profiles.read_text()
+    assert f"path: {path}" in text
+    profiles.write_text(text.replace(f"path: {path}", "path: \"{{ env_var('RS_WAREHOUSE_KEY_PATH') }}\""))
+    proc = _gameday(p, tmp_path / "out", {"RS_WAREHOUSE_KEY_PATH": path})
+    assert proc.returncode == 1, proc.stderr
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    models = {m["name"]: m for m in report["models"]}
+    assert models["events_merged"]["verdict"] == "safe"  # the profile's path rendered in the copy
+    text = json.dumps(models["reads_env"])
+    assert "SEEN=absent" in text and path not in text, text
+    assert any(n.startswith("environment: the project's code names") and n.endswith(": RS_WAREHOUSE_KEY_PATH")
+               for n in report["summary"]["notes"]), report["summary"]["notes"]
+    assert not [f for f in Path(os.environ.get("TMPDIR", "/tmp"), f"rerun_safety-{os.getuid()}").glob(".profile_*")]

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import sys
 from dataclasses import replace
@@ -152,20 +153,29 @@ _UNCONFINED = click.option(
          "says so.")
 
 
-def _child_setup(project_dir, profiles_dir, target, vars_yaml, writable: list[Path]):
+def _child_setup(project_dir, profiles_dir, target, vars_yaml, writable: list[Path], copy_dir: Path | None = None):
     """What a confined child of this project gets: its rules (the engine's network needs, from the
-    profile), its environment, and the secrets its answers are scrubbed of."""
+    profile), its environment, the secrets its answers are scrubbed of, the names its project's code
+    referenced and did not get, and the profiles folder it reads. With `copy_dir`: the profile's output
+    written there as one profile file whose every string is an env_var() reference (its secrets as
+    DBT_ENV_SECRET_ variables, which dbt masks), so the child gets no variable of the user's profile under
+    its own name: a credential-shaped one that the project's code also names is refused."""
     from .confine import environ, rules_for
     from .profiles import load_target_output, resolve_profiles_dir
     from .vars import parse_vars
 
     profiles = resolve_profiles_dir(profiles_dir)
     try:
-        _, _, output = load_target_output(Path(project_dir).resolve(), profiles, target, parse_vars(vars_yaml))
+        profile_name, target_name, output = load_target_output(Path(project_dir).resolve(), profiles, target,
+                                                               parse_vars(vars_yaml))
     except Exception:  # noqa: BLE001 - the child meets the same mistake and says it in its own words
         output = None
     profiles_file = profiles / "profiles.yml"
-    env, refused = environ.for_child(dict(os.environ), Path(project_dir).resolve(), profiles_file)
+    copied = output is not None and copy_dir is not None
+    env, refused = environ.for_child(dict(os.environ), Path(project_dir).resolve(), profiles_file,
+                                     profile_copied=copied)
+    if copied:
+        env.update(_profile_copy(copy_dir, profile_name, target_name, output))
     resolved = False
     if output is not None and output.get("type") == "postgres":
         from .warehouse.postgres.connection import resolved_address
@@ -178,7 +188,35 @@ def _child_setup(project_dir, profiles_dir, target, vars_yaml, writable: list[Pa
             env.update(address)
             resolved = True
     secrets = environ.secret_values(dict(os.environ), output)
-    return rules_for(writable, output, resolved), env, secrets, refused
+    return (rules_for(writable, output, resolved), env, secrets, refused,
+            str(copy_dir) if copied else profiles_dir)
+
+
+def _profile_copy(folder: Path, profile_name: str, target_name: str, output: dict) -> dict[str, str]:
+    """profiles.yml in `folder` (0700, created here) with the one output the run uses, its strings
+    env_var() references; returns the variables they name."""
+    import yaml
+
+    from .safe_files import open_dir, write_file
+    from .secrets import SECRET_ENV_PREFIX, secrets_through_env
+
+    values: dict[str, str] = {}
+    copy = secrets_through_env(output, values, prefix=SECRET_ENV_PREFIX + "USER_")
+    folder.mkdir(mode=0o700)
+    fd = open_dir(folder, (), create=False, what="the run's profile folder")
+    try:
+        write_file(fd, "profiles.yml", yaml.safe_dump({profile_name: {"target": target_name,
+                                                                      "outputs": {target_name: copy}}}),
+                   str(folder))
+    finally:
+        os.close(fd)
+    return values
+
+
+def _profile_folder(work_root: Path) -> Path:
+    import secrets
+
+    return work_root / f".profile_{secrets.token_hex(6)}"
 
 
 def _confined_gameday(options):
@@ -190,13 +228,18 @@ def _confined_gameday(options):
     check_available(False)
     work_root = private_work_root(options.work_root)
     check_writable_dir(options.output_dir, "the output directory")
-    rules, env, secrets, refused = _child_setup(options.project_dir, options.profiles_dir, options.target,
-                                                options.vars_yaml, [work_root])
-    from .report.terminal import TerminalProgress
+    copy_dir = _profile_folder(work_root)
+    try:
+        rules, env, secrets, refused, profiles_dir = _child_setup(
+            options.project_dir, options.profiles_dir, options.target, options.vars_yaml, [work_root], copy_dir)
+        from .report.terminal import TerminalProgress
 
-    with TerminalProgress() as progress:
-        report, _ = run_confined(_gameday_child, (replace(options, work_root=work_root), refused), rules, env,
-                                 secrets, progress=progress, stop_name=_stop_name)
+        with TerminalProgress() as progress:
+            report, _ = run_confined(_gameday_child, (replace(options, work_root=work_root, profiles_dir=profiles_dir),
+                                                      refused), rules, env, secrets, progress=progress,
+                                     stop_name=_stop_name)
+    finally:
+        shutil.rmtree(copy_dir, ignore_errors=True)
     return report
 
 
@@ -248,9 +291,14 @@ def _confined_lint(kwargs: dict):
         session = lint_session_dir(project, None)
         if session is not None:
             writable.append(session)
-    rules, env, secrets, _ = _child_setup(kwargs["project_dir"], kwargs["profiles_dir"], kwargs["target"],
-                                          kwargs["vars_yaml"], writable)
-    result, _ = run_confined(_lint_child, (kwargs, work_root), rules, env, secrets, stop_name=_stop_name)
+    copy_dir = _profile_folder(work_root)
+    try:
+        rules, env, secrets, _, profiles_dir = _child_setup(kwargs["project_dir"], kwargs["profiles_dir"],
+                                                            kwargs["target"], kwargs["vars_yaml"], writable, copy_dir)
+        result, _ = run_confined(_lint_child, ({**kwargs, "profiles_dir": profiles_dir}, work_root), rules, env,
+                                 secrets, stop_name=_stop_name)
+    finally:
+        shutil.rmtree(copy_dir, ignore_errors=True)
     return result
 
 
@@ -277,8 +325,8 @@ def _gameday_child(options, refused, confinement, progress):
         signal.signal(sig, _on_stop_signal)
     report = _run_gameday(replace(options, confinement=confinement), progress)
     if refused:
-        note = ("environment: the project's code names credential-shaped variables the profile does not use; "
-                "the game day did not pass them on: " + ", ".join(refused))
+        note = ("environment: the project's code names credential-shaped variables; the game day did not pass "
+                "them on (its copy of the profile holds what dbt needs, as dbt secrets): " + ", ".join(refused))
         report = replace(report, notes=(*report.notes, note))
     return report
 
@@ -382,8 +430,8 @@ def gameday(ctx, project_dir, profiles_dir, target, select, exclude, vars_yaml, 
             with TerminalProgress() as progress:
                 report = _run_gameday(replace(options, confinement=Confinement(False)), progress)
             # the same scrubber as a confined run's answers pass
-            _, _, secrets, _ = _child_setup(options.project_dir, options.profiles_dir, options.target,
-                                            options.vars_yaml, [])
+            _, _, secrets, _, _ = _child_setup(options.project_dir, options.profiles_dir, options.target,
+                                               options.vars_yaml, [])
             report = scrubbed(report, Scrubber(secrets))
         else:
             report = _confined_gameday(options)

@@ -31,6 +31,7 @@ from .landlock import LandlockError, abi_version, restrict, restrict_writes, una
 # written by any process that runs: /dev/null, and POSIX semaphores of multiprocessing (the scenario
 # workers' queues), which live in /dev/shm (a tmpfs of the confined namespace's own)
 SYSTEM_WRITABLE = (Path("/dev/null"), Path("/dev/shm"))
+JOB_TMP_PREFIX = ".job_tmp_"
 
 
 @dataclass(frozen=True)
@@ -114,8 +115,12 @@ def confine(rules: Rules, early: str | None = None) -> Confinement:
             gaps.append("connections to Unix sockets by path (the engine opens one)")
     else:
         gaps.append("Unix, raw and packet sockets (no seccomp filter for this architecture)")
-    # temporary files of the libraries (and a JVM's) go where writing is allowed
-    os.environ["TMPDIR"] = str(paths[0])
+    # temporary files of the libraries (and a JVM's) go where writing is allowed: a folder of the job's own
+    # there, removed at its end (a failed Python model's file that dbt leaves is not left to the user)
+    try:
+        os.environ["TMPDIR"] = tempfile.mkdtemp(prefix=JOB_TMP_PREFIX, dir=str(paths[0]))
+    except OSError:
+        os.environ["TMPDIR"] = str(paths[0])
     tempfile.tempdir = None
     return Confinement(True, tuple(str(p) for p in paths), abi, tuple(gaps))
 

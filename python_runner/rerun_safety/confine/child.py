@@ -109,6 +109,7 @@ def _run_job(job_fd: int, answer_fd: int, early: str | None) -> None:
         answer = {"kind": "ok", "value": value, "confinement": confinement}
     except BaseException as err:  # noqa: BLE001 - everything goes back to the command's process
         answer = _error(err, stop_name)
+    _remove_job_tmp()
     try:
         send(answer)
     except Exception as err:  # noqa: BLE001 - a result that does not encode: its type and first line
@@ -118,6 +119,17 @@ def _run_job(job_fd: int, answer_fd: int, early: str | None) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
+
+
+def _remove_job_tmp() -> None:
+    """The job's own temporary folder (confine() made it), with what the libraries left in it."""
+    import shutil
+
+    from . import JOB_TMP_PREFIX
+
+    folder = os.environ.get("TMPDIR", "")
+    if os.path.basename(folder).startswith(JOB_TMP_PREFIX):
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _confine_server(roots: list[str]) -> None:

@@ -69,18 +69,20 @@ def _skipped(folders: tuple[str, ...]) -> bool:
     return any(f.startswith(".") or f in ("target", "logs", "node_modules", "venv", "__pycache__") for f in folders)
 
 
-def for_child(environ: dict[str, str], project_dir: Path, profiles_file: Path | None) -> tuple[dict, tuple]:
+def for_child(environ: dict[str, str], project_dir: Path, profiles_file: Path | None,
+              profile_copied: bool = False) -> tuple[dict, tuple]:
     """(the child's environment, the credential-shaped names the project's code referenced and was
-    refused). A variable the profile references is passed whatever it is called; one only the project's
-    code references is passed unless it is credential-shaped."""
+    refused). A variable only the project's code references is passed unless it is credential-shaped. One
+    the profile references is passed whatever it is called, unless the child reads a copy of the profile
+    (`profile_copied`: its values in variables of the runner's own), which needs none of them."""
     by_profile = referenced([profiles_file]) if profiles_file is not None and profiles_file.is_file() else set()
     by_project = referenced([project_dir])
     env = base(environ)
     refused = []
-    for name in sorted(by_profile | by_project):
+    for name in sorted(by_project if profile_copied else by_profile | by_project):
         if name not in environ:
             continue
-        if name in by_profile or not is_credential(name):
+        if (name in by_profile and not profile_copied) or not is_credential(name):
             env[name] = environ[name]
         else:
             refused.append(name)
