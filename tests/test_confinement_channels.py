@@ -166,8 +166,11 @@ def test_a_python_model_finds_every_door_closed(tmp_path):
 
 
 def test_a_pickle_in_every_pipe_it_reaches_runs_nothing(tmp_path):
+    import time
+
     marker = tmp_path / "unpickled_by_the_command"
     p = _with_model(tmp_path, "tamper", f"MARKER = {str(marker)!r}\n" + _TAMPER)
+    started = time.time() - 1
     proc = _gameday(p, tmp_path / "out")
     assert not marker.exists()
     # the answer channel held a line that is not JSON: the run ends as a crash of its confined process
@@ -175,6 +178,9 @@ def test_a_pickle_in_every_pipe_it_reaches_runs_nothing(tmp_path):
     lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("rerun-safety: error:")]
     assert lines and "the confined process sent an answer that is not JSON" in lines[0], proc.stderr
     assert not (tmp_path / "out" / "report.json").exists()
+    # the job was killed at the line: its temporary folder (dbt's Python model file in it) is gone all the same
+    root = Path(os.environ.get("TMPDIR", "/tmp"), f"rerun_safety-{os.getuid()}")
+    assert not [f for f in root.glob(".job_tmp_*") if f.stat().st_mtime > started], list(root.iterdir())
 
 
 def test_the_profiles_variables_reach_dbt_as_its_secrets_and_the_projects_code_not_at_all(tmp_path):

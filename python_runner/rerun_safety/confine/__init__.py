@@ -118,7 +118,7 @@ def confine(rules: Rules, early: str | None = None) -> Confinement:
     # temporary files of the libraries (and a JVM's) go where writing is allowed: a folder of the job's own
     # there, removed at its end (a failed Python model's file that dbt leaves is not left to the user)
     try:
-        os.environ["TMPDIR"] = tempfile.mkdtemp(prefix=JOB_TMP_PREFIX, dir=str(paths[0]))
+        os.environ["TMPDIR"] = tempfile.mkdtemp(prefix=f"{JOB_TMP_PREFIX}{os.getpid()}_", dir=str(paths[0]))
     except OSError:
         os.environ["TMPDIR"] = str(paths[0])
     tempfile.tempdir = None
@@ -439,6 +439,7 @@ def run_confined(fn: Callable[..., Any], args: tuple, rules: Rules, environ: dic
             raise
     finally:
         child.stop()
+        _remove_job_tmp(rules, child.proc.pid)
     if answer is None:
         raise ChildCrashed("the game day's confined process ended without an answer (exit code "
                            f"{child.proc.returncode})")
@@ -450,6 +451,17 @@ def run_confined(fn: Callable[..., Any], args: tuple, rules: Rules, environ: dic
     if kind == "error":
         raise child_error(answer)
     raise ChildCrashed("the game day's confined process sent an answer that is not one of the runner's")
+
+
+def _remove_job_tmp(rules: Rules, pid: int) -> None:
+    """What a job killed before its end left of its temporary folder (confine() names it by its pid)."""
+    import shutil
+
+    if not rules.writable:
+        return
+    for folder in Path(rules.writable[0]).glob(f"{JOB_TMP_PREFIX}{pid}_*"):
+        if not folder.is_symlink():
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def _receive(child: _Child, progress, text) -> dict | None:
