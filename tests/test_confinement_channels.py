@@ -28,7 +28,7 @@ from support.gameday import hostile_project, run_cli, sha256_of
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Landlock is Linux's")
 
 _PROBE = '''
-import errno, fcntl, json, os, signal, socket, termios
+import errno, fcntl, json, os, signal, socket, struct, termios
 from pathlib import Path
 
 def attempt(fn):
@@ -61,6 +61,13 @@ def model(dbt, session):
     out["chmod"] = attempt(lambda: os.chmod(user_file, 0o666))
     out["utime"] = attempt(lambda: os.utime(user_file, (0, 0)))
     out["xattr"] = attempt(lambda: os.setxattr(user_file, "user.rerun", b"x"))
+    held = os.open(user_file, os.O_RDONLY)
+    try:  # chattr +i: FS_IOC_GETFLAGS, then FS_IOC_SETFLAGS with FS_IMMUTABLE_FL
+        flags = struct.unpack("i", fcntl.ioctl(held, 0x80086601, struct.pack("i", 0)))[0]
+        out["chattr"] = attempt(lambda: fcntl.ioctl(held, 0x40086602, struct.pack("i", flags | 0x10)))
+    except OSError as err:
+        out["chattr"] = "no flags here: " + str(err.errno)
+    os.close(held)
     out["shm"] = attempt(lambda: Path("/dev/shm/rerun_safety_probe_" + facts["tag"]).write_text("x"))
     if out:
         raise RuntimeError("PROBE" + json.dumps(out, sort_keys=True) + "EBORP")
@@ -154,7 +161,7 @@ def test_a_python_model_finds_every_door_closed(tmp_path):
     assert found["unix"] == errno.EACCES  # seccomp: no Unix socket for an engine that needs none
     assert found["signal"] == errno.EPERM  # Landlock's signal scope
     assert found["ioctl"] == errno.EACCES  # Landlock's IOCTL_DEV (ENOTTY if the ioctl reached the device)
-    assert (found["chmod"], found["utime"], found["xattr"]) == (errno.EROFS,) * 3
+    assert (found["chmod"], found["utime"], found["xattr"], found["chattr"]) == (errno.EROFS,) * 4
     assert found["shm"] == "allowed" and not Path(f"/dev/shm/rerun_safety_probe_{tag}").exists()
     after = os.stat(user_file)
     assert (after.st_mode, after.st_mtime_ns, after.st_atime_ns) == (before.st_mode, before.st_mtime_ns,

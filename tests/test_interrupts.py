@@ -89,20 +89,13 @@ def test_sigkill_then_next_run_sweeps(request, tmp_path, engine, at_phase):
     assert leftover_databases(target.server) == []
 
 
-def _is_fork_server(pid: int) -> bool:
-    try:
-        return b"forkserver" in Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return False
-
-
 def test_sigkill_of_the_command_alone_lets_the_confined_game_day_clean_up(duck, tmp_path):
     """The command's process killed -9 (its confined game day and workers live on): the game day sees its
     command gone, ends as on SIGTERM and removes its sandboxes; nothing is left for a sweep."""
     r = _interrupt(duck, tmp_path, signal.SIGKILL, "scenario", "--threads", "2", *SMALL)
     assert r["code"] == -signal.SIGKILL
     assert len(r["workers"]) >= 3, r["workers"]  # the fork server, the game day, its workers
-    assert wait_until(lambda: not any(alive(p) for p in r["workers"] if not _is_fork_server(p)), 60)
+    assert wait_until(lambda: not any(alive(p) for p in r["workers"]), 60)  # the server too: its command is gone
     assert wait_until(lambda: leftover_folders(tmp_path) == [], 30), leftover_folders(tmp_path)
     assert duck.fingerprint() == r["before"]
 
@@ -251,3 +244,53 @@ def test_ctrl_c_during_diff_is_one_line_and_exit_130(big_duckdb, share):
     assert proc.returncode == 130, (proc.returncode, out, err)
     assert len(lines) == 1 and lines[0].startswith("rerun-safety: ") and "interrupted by SIGINT" in lines[0], err
     assert out == ""
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _started(pid: int) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def test_a_sigterm_to_make_test_leaves_no_session_no_game_day_and_no_jvm(tmp_path):
+    """`make test` (tests/_shards.py) stopped by a CI timeout's SIGTERM while its second session runs a
+    confined Spark game day (a JVM below the fork server's job) and its first has ended: it exits 143 and,
+    within a minute, no process it started is left (the sessions, the command, the fork server, the job, the
+    JVM)."""
+    import subprocess
+    import sys
+
+    from support.spark import require_spark
+
+    require_spark()
+    root = Path(__file__).resolve().parent.parent
+    proc = subprocess.Popen([sys.executable, "tests/_shards.py", "-q", "-k",
+                             "test_a_confined_session_game_day_runs_on_its_own_catalog"],
+                            cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                            env={**os.environ, "TMPDIR": str(tmp_path)})
+
+    def jvm() -> bool:  # the game day's: a JVM below the fork server (the fixture's own Spark comes first)
+        servers = [p for p in children(proc.pid) if "rerun_safety.confine.child --serve" in _cmdline(p)]
+        return any(_cmdline(p).split(" ")[0].endswith("java") for s in servers for p in children(s))
+
+    try:
+        assert wait_until(jvm, 240), "no JVM started below the game day's fork server"
+        below = {pid: _started(pid) for pid in children(proc.pid)}
+        kinds = " ".join(_cmdline(p) for p in below)
+        # the second session (the first matched nothing and ended), the command, its fork server, the job, the JVM
+        assert len(below) >= 5 and "pytest" in kinds and "--serve" in kinds and "java" in kinds, kinds
+        os.kill(proc.pid, signal.SIGTERM)
+        assert proc.wait(timeout=120) == 143
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    left = lambda: [p for p, t in below.items() if t is not None and _started(p) == t and alive(p)]  # noqa: E731
+    assert wait_until(lambda: not left(), 60), left()

@@ -177,23 +177,18 @@ def _child_setup(project_dir, profiles_dir, target, vars_yaml, writable: list[Pa
     if copied:
         env.update(_profile_copy(copy_dir, profile_name, target_name, output))
     resolved = False
-    if output is not None and output.get("type") == "postgres":
-        from .warehouse.postgres.connection import resolved_address
-        from .warehouse.postgres.role import GAMEDAY_PASSWORD_ENV, GAMEDAY_ROLE_ENV
+    if output is not None:
+        from .warehouse.dialects import dialect_for
 
-        # the team's game-day role (init --postgres-role): the sandboxes' role, not a credential of the job
-        env.update({k: os.environ[k] for k in (GAMEDAY_ROLE_ENV, GAMEDAY_PASSWORD_ENV) if k in os.environ})
-        address = resolved_address(output)
-        if address is not None:  # the host resolved here: the child needs no UDP (DNS)
-            env.update(address)
-            resolved = True
+        more, resolved = dialect_for(str(output.get("type") or "")).child_environment(output, dict(os.environ))
+        env.update(more)
     secrets = environ.secret_values(dict(os.environ), output)
     return (rules_for(writable, output, resolved), env, secrets, refused,
             str(copy_dir) if copied else profiles_dir)
 
 
 def _profile_copy(folder: Path, profile_name: str, target_name: str, output: dict) -> dict[str, str]:
-    """profiles.yml in `folder` (0700, created here) with the one output the run uses, its strings
+    """profiles.yml in `folder` (0700, _profile_folder's) with the one output the run uses, its strings
     env_var() references; returns the variables they name."""
     import yaml
 
@@ -202,7 +197,6 @@ def _profile_copy(folder: Path, profile_name: str, target_name: str, output: dic
 
     values: dict[str, str] = {}
     copy = secrets_through_env(output, values, prefix=SECRET_ENV_PREFIX + "USER_")
-    folder.mkdir(mode=0o700)
     fd = open_dir(folder, (), create=False, what="the run's profile folder")
     try:
         write_file(fd, "profiles.yml", yaml.safe_dump({profile_name: {"target": target_name,
@@ -213,10 +207,27 @@ def _profile_copy(folder: Path, profile_name: str, target_name: str, output: dic
     return values
 
 
-def _profile_folder(work_root: Path) -> Path:
+_PROFILE_PREFIX = ".profile_"
+
+
+@contextlib.contextmanager
+def _profile_folder(work_root: Path):
+    """A folder for the run's copy of the profile, locked while the command lives (a kill leaves it to the
+    next command, which removes every such folder no live command holds), removed at the end."""
     import secrets
 
-    return work_root / f".profile_{secrets.token_hex(6)}"
+    from .warehouse.base import lock_is_free, make_locked_dir
+
+    for old in work_root.glob(f"{_PROFILE_PREFIX}*"):
+        if old.is_dir() and not old.is_symlink() and lock_is_free(old):
+            shutil.rmtree(old, ignore_errors=True)
+    folder = work_root / f"{_PROFILE_PREFIX}{secrets.token_hex(6)}"
+    lock = make_locked_dir(folder)
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+        lock.close()
 
 
 def _confined_gameday(options):
@@ -228,8 +239,7 @@ def _confined_gameday(options):
     check_available(False)
     work_root = private_work_root(options.work_root)
     check_writable_dir(options.output_dir, "the output directory")
-    copy_dir = _profile_folder(work_root)
-    try:
+    with _profile_folder(work_root) as copy_dir:
         rules, env, secrets, refused, profiles_dir = _child_setup(
             options.project_dir, options.profiles_dir, options.target, options.vars_yaml, [work_root], copy_dir)
         from .report.terminal import TerminalProgress
@@ -238,8 +248,6 @@ def _confined_gameday(options):
             report, _ = run_confined(_gameday_child, (replace(options, work_root=work_root, profiles_dir=profiles_dir),
                                                       refused), rules, env, secrets, progress=progress,
                                      stop_name=_stop_name)
-    finally:
-        shutil.rmtree(copy_dir, ignore_errors=True)
     return report
 
 
@@ -291,14 +299,11 @@ def _confined_lint(kwargs: dict):
         session = lint_session_dir(project, None)
         if session is not None:
             writable.append(session)
-    copy_dir = _profile_folder(work_root)
-    try:
+    with _profile_folder(work_root) as copy_dir:
         rules, env, secrets, _, profiles_dir = _child_setup(kwargs["project_dir"], kwargs["profiles_dir"],
                                                             kwargs["target"], kwargs["vars_yaml"], writable, copy_dir)
         result, _ = run_confined(_lint_child, ({**kwargs, "profiles_dir": profiles_dir}, work_root), rules, env,
                                  secrets, stop_name=_stop_name)
-    finally:
-        shutil.rmtree(copy_dir, ignore_errors=True)
     return result
 
 
@@ -550,7 +555,9 @@ def _postgres_role_sql(name: str, project_dir, profiles_dir, target) -> str:
         try:
             _, _, output = load_target_output(Path(project_dir).resolve(), resolve_profiles_dir(profiles_dir),
                                               target, {})
-            user = str(output.get("user") or "") or None if output.get("type") == "postgres" else None
+            from .warehouse.dialects import dialect_for
+
+            user = dialect_for(str(output.get("type") or "")).login_user(output)
         except Exception:  # noqa: BLE001 - without a profile: a placeholder for the profile's role
             user = None
     return init_sql(name, user)

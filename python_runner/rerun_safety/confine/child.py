@@ -118,7 +118,18 @@ def _run_job(job_fd: int, answer_fd: int, early: str | None) -> None:
         answers.close()
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(0)
+    _end_group()
+
+
+def _end_group() -> None:
+    """End this job with every process of its group (it has a session of its own): what its engine left
+    running (a Spark session's JVM, which outlives its Python gateway when something else holds its
+    stdin) ends with it, not detached from everything."""
+    try:
+        if os.getpgid(0) == os.getpid():  # (a group of its own: never its caller's)
+            os.killpg(0, signal.SIGKILL)
+    finally:
+        os._exit(0)
 
 
 def _remove_job_tmp() -> None:
@@ -199,6 +210,10 @@ def serve(control_fd: int, roots: list[str]) -> None:
             if fd in running:
                 pid, status = running.pop(fd)
                 _, code = os.waitpid(pid, 0)
+                try:  # what the job left in its group (killed -9, it could not end them itself)
+                    os.killpg(pid, signal.SIGKILL)
+                except OSError:
+                    pass
                 try:
                     os.write(status, str(os.waitstatus_to_exitcode(code)).encode())
                 except OSError:

@@ -230,6 +230,16 @@ class Dialect(str):
         """A profile output dbt can parse a project with, without a connection (None: not warmed)."""
         return None
 
+    def child_environment(self, output: dict, environ) -> tuple[dict[str, str], bool]:
+        """What a confined child of this engine needs in its environment beyond the profile's copy (from
+        the command's `environ`), and whether the command resolved the warehouse's address for it (it then
+        needs no UDP for a name server)."""
+        return {}, False
+
+    def login_user(self, output: dict) -> str | None:
+        """The role the profile logs in as, where the engine has roles (init --postgres-role names it)."""
+        return None
+
     def network_needs(self, output: dict) -> tuple[tuple[int, ...] | None, bool, bool]:
         """What the confined game day's network may reach for this profile output (confine/): the TCP
         ports it connects to (None: TCP left open, said in the reports; without the machine's network: any

@@ -25,33 +25,6 @@ def connect_params(target: dict) -> dict:
     return params
 
 
-def resolved_address(output: dict) -> dict[str, str] | None:
-    """What a confined child's environment needs so that libpq resolves no name there (no UDP for DNS):
-    PGHOSTADDR, the first address of the host (libpq still checks TLS against the host's name); {} where
-    nothing needs resolving (an address, a socket folder); None where libpq must resolve itself (several
-    hosts, a PGHOSTADDR of the job's own, a name this machine does not resolve)."""
-    import ipaddress
-    import os
-    import socket
-
-    host = str(output.get("host") or "")
-    if not host or host.startswith("/"):
-        return {}
-    if "," in host or os.environ.get("PGHOSTADDR"):
-        return None
-    try:
-        ipaddress.ip_address(host)
-        return {}
-    except ValueError:
-        pass
-    try:
-        port = int(output.get("port") or 5432)
-        found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except (OSError, ValueError, TypeError, UnicodeError):
-        return None
-    return {"PGHOSTADDR": str(found[0][4][0])} if found else None
-
-
 def _one_statement(text: str) -> None:
     """psycopg2 sends a query in the simple protocol, which runs every statement in it: a read-only
     connection sends one (read as the server reads it, standard_conforming_strings being on) or none."""

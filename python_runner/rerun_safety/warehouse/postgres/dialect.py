@@ -50,6 +50,34 @@ def _null_hash(i: int) -> int:
     return v - 2**64 if v >= 2**63 else v
 
 
+def resolved_address(output: dict) -> dict[str, str] | None:
+    """What a confined child's environment needs so that libpq resolves no name there (no UDP for DNS):
+    PGHOSTADDR, the first address of the host (libpq still checks TLS against the host's name); {} where
+    nothing needs resolving (an address, a socket folder); None where libpq must resolve itself (several
+    hosts, a PGHOSTADDR of the job's own, a name this machine does not resolve)."""
+    import ipaddress
+    import os
+    import socket
+
+    host = str(output.get("host") or "")
+    if not host or host.startswith("/"):
+        return {}
+    if "," in host or os.environ.get("PGHOSTADDR"):
+        return None
+    try:
+        ipaddress.ip_address(host)
+        return {}
+    except ValueError:
+        pass
+    try:
+        port = int(output.get("port") or 5432)
+        found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (OSError, ValueError, TypeError, UnicodeError):
+        return None
+    return {"PGHOSTADDR": str(found[0][4][0])} if found else None
+
+
+
 class PostgresDialect(Dialect):
     row_addresses = True  # ctid
     concurrent_sides = True
@@ -170,6 +198,19 @@ class PostgresDialect(Dialect):
     def warm_output(self) -> dict | None:
         return {"type": "postgres", "host": "127.0.0.1", "port": 5432, "user": "warm", "password": "",
                 "dbname": "warm", "schema": "warm", "threads": 1}
+
+    def child_environment(self, output: dict, environ) -> tuple[dict[str, str], bool]:
+        from .role import GAMEDAY_PASSWORD_ENV, GAMEDAY_ROLE_ENV
+
+        # the team's game-day role (init --postgres-role): the sandboxes' role, not a credential of the job
+        env = {k: environ[k] for k in (GAMEDAY_ROLE_ENV, GAMEDAY_PASSWORD_ENV) if k in environ}
+        address = resolved_address(output)
+        if address is None:
+            return env, False
+        return {**env, **address}, True  # PGHOSTADDR: libpq resolves no name in the child
+
+    def login_user(self, output: dict) -> str | None:
+        return str(output.get("user") or "") or None
 
     def network_needs(self, output: dict) -> tuple[tuple[int, ...] | None, bool, bool]:
         host = str(output.get("host") or "")

@@ -170,8 +170,9 @@ class PostgresEngine(Engine):
         budget.check_snapshot(needed, self.max_sandbox_size, space)
         limit = f"each sandbox at most {budget.shown(self.max_sandbox_size)} (--max-sandbox-size)"
         if space.budget() is not None:
-            self.notes.append(f"disk budget: {limit}, all together at most {budget.shown(space.budget())} (the "
-                              f"server's free space, {budget.shown(space.free)}, less a margin)")
+            # (no numbers of the free space: the same run twice gives the same report)
+            self.notes.append(f"disk budget: {limit}, all of them together at most the server's free space less a "
+                              "margin (10 %, at least 1 GB)")
         else:
             self.notes.append(f"disk budget: {limit}; the server's free space is not watched: {space.why}")
         if self.role is not None and self.own_role:  # (a team's role is theirs to set)
