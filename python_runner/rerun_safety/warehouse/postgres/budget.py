@@ -181,3 +181,45 @@ class Watchdog:
         self._stop.set()
         self._thread.join(timeout=5)
 
+
+
+def start(engine, sources) -> Watchdog:
+    """A PostgresEngine's budget before its snapshot: the sources' size checked (check_snapshot), the
+    budget in its notes, temp_file_limit on the run's own role, the watchdog started."""
+    import psycopg2
+    from psycopg2 import sql as pgsql
+
+    from ..base import PREFIX
+    from .connection import PgConnection
+
+    local = [src for src in sources if not src.database or src.database == engine.user_db]
+    user = PgConnection(engine.params, engine.user_db, read_only=True)
+    try:
+        with user.raw.cursor() as cur:
+            cur.execute("select coalesce(sum(pg_total_relation_size(c.oid)), 0) from pg_class c where c.oid in "
+                        "(select c2.oid from pg_class c2 join pg_namespace n on n.oid = c2.relnamespace "
+                        "join unnest(%s::text[], %s::text[]) as s(nsp, rel) on n.nspname = s.nsp and "
+                        "c2.relname = s.rel)", [[src.schema for src in local], [src.identifier for src in local]])
+            needed = int(cur.fetchone()[0])
+    finally:
+        user.close()
+    max_size = engine.max_sandbox_size
+    space = free_space(engine.admin, engine.target_output)
+    check_snapshot(needed, max_size, space)
+    limit = f"each sandbox at most {shown(max_size)} (--max-sandbox-size)"
+    if space.budget() is not None:
+        # (no numbers of the free space: the same run twice gives the same report)
+        engine.notes.append(f"disk budget: {limit}, all of them together at most the server's free space less a "
+                            "margin (10 %, at least 1 GB)")
+    else:
+        engine.notes.append(f"disk budget: {limit}; the server's free space is not watched: {space.why}")
+    if engine.role is not None and engine.own_role:  # (a team's role is theirs to set)
+        try:
+            with engine.admin.raw.cursor() as cur:
+                cur.execute(pgsql.SQL("alter role {} set temp_file_limit = {}").format(
+                    pgsql.Identifier(engine.role[0]), pgsql.Literal(f"{max(max_size // 1024, 1)}kB")))
+        except psycopg2.Error:  # a superuser's setting: the watchdog alone bounds the run
+            engine.notes.append("disk budget: temp_file_limit not set for the run's role (a superuser's setting); "
+                                "the sandboxes' size is watched all the same")
+    return Watchdog(lambda: PgConnection(engine.params, engine._admin_db), f"{PREFIX}{engine.run_id}_",
+                    engine.run_dir, max_size, space.budget())

@@ -153,39 +153,9 @@ class PostgresEngine(Engine):
 
     def _start_budget(self, sources: list[SourceTable]) -> None:
         """Refuse a snapshot that does not fit; then watch the run's sandboxes (budget.py)."""
-        from . import budget
+        from .budget import start
 
-        local = [src for src in sources if not src.database or src.database == self.user_db]
-        user = PgConnection(self.params, self.user_db, read_only=True)
-        try:
-            with user.raw.cursor() as cur:
-                cur.execute("select coalesce(sum(pg_total_relation_size(c.oid)), 0) from pg_class c where c.oid in "
-                            "(select c2.oid from pg_class c2 join pg_namespace n on n.oid = c2.relnamespace "
-                            "join unnest(%s::text[], %s::text[]) as s(nsp, rel) on n.nspname = s.nsp and "
-                            "c2.relname = s.rel)", [[src.schema for src in local], [src.identifier for src in local]])
-                needed = int(cur.fetchone()[0])
-        finally:
-            user.close()
-        space = budget.free_space(self.admin, self.target_output)
-        budget.check_snapshot(needed, self.max_sandbox_size, space)
-        limit = f"each sandbox at most {budget.shown(self.max_sandbox_size)} (--max-sandbox-size)"
-        if space.budget() is not None:
-            # (no numbers of the free space: the same run twice gives the same report)
-            self.notes.append(f"disk budget: {limit}, all of them together at most the server's free space less a "
-                              "margin (10 %, at least 1 GB)")
-        else:
-            self.notes.append(f"disk budget: {limit}; the server's free space is not watched: {space.why}")
-        if self.role is not None and self.own_role:  # (a team's role is theirs to set)
-            try:
-                with self.admin.raw.cursor() as cur:
-                    cur.execute(pgsql.SQL("alter role {} set temp_file_limit = {}").format(
-                        pgsql.Identifier(self.role[0]), pgsql.Literal(f"{max(self.max_sandbox_size // 1024, 1)}kB")))
-            except psycopg2.Error:  # a superuser's setting: the watchdog alone bounds the run
-                self.notes.append("disk budget: temp_file_limit not set for the run's role (a superuser's setting); "
-                                  "the sandboxes' size is watched all the same")
-        mine = f"{PREFIX}{self.run_id}_"
-        self._watchdog = budget.Watchdog(lambda: PgConnection(self.params, self._admin_db), mine, self.run_dir,
-                                         self.max_sandbox_size, space.budget())
+        self._watchdog = start(self, sources)
 
     def budget_tripped(self) -> str | None:
         from .budget import tripped
