@@ -9,18 +9,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1] / "python_runner" / "rerun_safety"
 
 
-def _modules() -> dict[str, Path]:
+def _modules(root: Path = ROOT) -> dict[str, Path]:
     out = {}
-    for path in ROOT.rglob("*.py"):
-        parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+    for path in root.rglob("*.py"):
+        parts = list(path.relative_to(root.parent).with_suffix("").parts)
         if parts[-1] == "__init__":
             parts = parts[:-1]
         out[".".join(parts)] = path
     return out
 
 
-def import_graph() -> dict[str, set[str]]:
-    mods = _modules()
+def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
+    mods = _modules(root)
     graph: dict[str, set[str]] = {}
     for name, path in mods.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
@@ -95,6 +95,41 @@ def test_the_graph_sees_function_level_imports_and_package_inits():
 
 def test_no_import_circle():
     assert cycles(import_graph()) == []
+
+
+def rooms(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The graph between the package's rooms: a top-level module or folder (`warehouse`, `clock`) each."""
+    def room(module: str) -> str:
+        return ".".join(module.split(".")[:2])
+
+    out: dict[str, set[str]] = {}
+    for module, deps in graph.items():
+        out.setdefault(room(module), set()).update(room(d) for d in deps if room(d) != room(module))
+    return out
+
+
+def test_no_loop_between_folders():
+    """Modules may form no circle, and neither may the folders they are in: warehouse -> project ->
+    warehouse is a loop even when no two modules import each other (imports in functions included)."""
+    assert cycles(rooms(import_graph())) == []
+
+
+def test_the_folder_check_finds_a_planted_loop(tmp_path):
+    pkg = tmp_path / "pkg"
+    files = {"low/a.py": "X = 1\n", "low/c.py": "def f():\n    from ..high.b import g\n",
+             "high/b.py": "from ..low.a import X\n", "__init__.py": ""}
+    for name, text in files.items():
+        (pkg / name).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / name).write_text(text)
+    graph = import_graph(pkg)
+    assert cycles(graph) == []  # no two modules import each other...
+    assert cycles(rooms(graph)) == [["pkg.high", "pkg.low"]]  # ...but the folders do
+
+
+def test_the_engine_layer_imports_nothing_above_it():
+    """warehouse/ is beneath every feature: it reads errors, secrets and the Thrift helper, nothing else."""
+    assert rooms(import_graph())["rerun_safety.warehouse"] <= {
+        "rerun_safety.errors", "rerun_safety.secrets", "rerun_safety.thrift"}
 
 
 def test_only_the_cli_and_the_fix_search_read_the_game_day():

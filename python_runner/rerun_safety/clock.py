@@ -23,8 +23,7 @@ from sqlglot.tokens import TokenType
 
 from .warehouse.dialects import dialect_for
 
-CLOCK_SCHEMA = "rerun_safety_clock"
-CLOCK_TABLE = "clock"
+from .warehouse.base import CLOCK_SCHEMA, CLOCK_TABLE  # noqa: F401 - the clock's public names
 
 # What each clock read becomes: the function returning the timestamp (naive), the timestamp with
 # time zone, the date, or the time of day.

@@ -107,7 +107,7 @@ def parse_side(text: str, target: dict | None, dialect_hint: str | None = None) 
                           "pass --project-dir/--profiles-dir or use path/to/file.duckdb:schema.table")
     kind = str(target.get("type") or "")
     reader = reader_for(kind)
-    catalog, schema, name = _parts(text, kind, text)
+    catalog, schema, name = _parts(text, dialect_for(kind), text)
     location = reader.location(target, catalog, text)
     return SideSpec(text, kind, location, None, schema or target.get("schema") or dialect_for(kind).default_schema, name)
 
@@ -165,7 +165,7 @@ def run_diff(left: str, right: str, *, key: tuple[str, ...] = (), partition_by: 
     engine = engines.pop()
     key = tuple(k for part in key for k in part.split(",") if k.strip()) if key else ()
     key = tuple(k.strip() for k in key)
-    cond = parse_where(where, engine)
+    cond = parse_where(where, dialect_for(engine))
     with ExitStack() as stack:
         opened = reader_for(engine).open_sides([(s.location, s.schema, s.name) for s in specs], cond,
                                                target_output or {}, stack)

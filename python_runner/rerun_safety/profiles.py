@@ -7,7 +7,7 @@ from pathlib import Path
 import yaml
 
 from .errors import ConfigError
-from .warehouse.dialects import ENGINES
+from .warehouse.dialects import engines
 
 
 def resolve_profiles_dir(profiles_dir: str | None) -> Path:
@@ -69,7 +69,7 @@ def load_target_output(project_dir: Path, profiles_dir: Path, target: str | None
     except Exception as err:  # dbt raises its own error types for bad YAML or Jinja
         first = str(err).strip().splitlines()
         raise ConfigError(f"could not read profile '{profile_name}': {' '.join(first[:2])}") from None
-    if output.get("type") not in ENGINES:
+    if output.get("type") not in engines():
         raise ConfigError(f"adapter '{output.get('type')}' of target '{target_name}' is not supported "
-                          f"(supported: {', '.join(ENGINES)})")
+                          f"(supported: {', '.join(engines())})")
     return profile_name, target_name, output

@@ -14,27 +14,13 @@ from .dbt_invoke import DbtSession
 from .errors import ConfigError
 from .profiles import load_target_output, resolve_profiles_dir
 from .vars import parse_vars
+from .warehouse.base import SourceTable  # noqa: F401 - the project's inputs (defined beneath the engines)
 
 # dbt-duckdb `external`: a file written by the model, read back through a view
 JUDGED_MATERIALIZATIONS = ("table", "incremental", "view", "materialized_view", "external")
 # What dbt and its adapters build themselves; any other materialization is the project's own
 BUILTIN_MATERIALIZATIONS = frozenset({"table", "view", "incremental", "ephemeral", "materialized_view", "external",
                                       "snapshot", "seed", "test", "unit", "dynamic_table", "function"})
-
-
-@dataclass(frozen=True)
-class SourceTable:
-    unique_id: str
-    name: str  # "source_name.table_name"
-    database: str | None
-    schema: str
-    identifier: str
-    time_column: str | None
-    time_origin: str | None  # event_time | loaded_at_field | meta | rerun_safety.yml | vars
-    seed: bool = False  # a timed seed: loaded by `dbt seed`, then replayed like a source
-    external: str | None = None  # dbt-duckdb `external_location`, as dbt renders it (a file read)
-    load_column: str | None = None  # when rows were loaded, beside the event time: drives `late`
-    kind: str | None = None  # as rerun_safety.yml declares it (INPUT_KINDS); None: found from config and data
 
 
 @dataclass(frozen=True)

@@ -85,9 +85,9 @@ def warm_up() -> list[str]:
     except Exception:  # noqa: BLE001 - no home: warm up without the cache
         cache = None
     try:
-        from ..warehouse.dialects import ENGINES, dialect_for
+        from ..warehouse.dialects import dialect_for, engines
 
-        for adapter in ENGINES:
+        for adapter in engines():
             output = dialect_for(adapter).warm_output()
             if output is None:
                 continue

@@ -172,7 +172,7 @@ def copy_read_by_name(engine, project: Project, plan, snapshot, profiles_for) ->
     is named in a run note (`plan.compile_failures`). `profiles_for(sandbox)`: the profiles folder of a
     sandbox."""
     models = [m for m in plan.build if m.language == "sql" and m.resource_type == "model" and not plain(m.raw_code)]
-    if not models or not hasattr(engine, "add_to_snapshot"):
+    if not models:
         return ByName()
     user = engine.user_relations()
     databases = engine.database_names

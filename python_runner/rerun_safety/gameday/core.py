@@ -16,6 +16,7 @@ from .by_name import ByName, copy_read_by_name
 from .judge import failed
 from .lineage import computed_columns, key_candidates
 from ..dbt_invoke import StatementWatch, scrub_dbt_environment, scrub_note
+from ..confine import statement_guard_on
 from ..errors import ConfigError, RerunSafetyError, SandboxError, first_line
 from .options import GamedayOptions  # noqa: F401 - the public import path
 from .plan import Lateness, Plan, ReferenceFacts, ScenarioJob, make_plan, partition_column
@@ -240,7 +241,7 @@ class Gameday(Replay):
         if o.fix:  # the fix search's game days parse copies of this project: from this parse's state
             self.parse_state = read_partial_parse(parse_dir / "dbt_target")
         self.engine = engine = engine_for(project.target_output, o.work_root, self.run_id, confined=confined,
-                                          max_sandbox_size=o.max_sandbox_size)
+                                          max_sandbox_size=o.max_sandbox_size, statement_guard=statement_guard_on())
         project.session.work_dir = engine.run_dir
         if confined and engine.confinement_gap:
             raise ConfigError(f"cannot confine the project's code: {engine.confinement_gap}; pass --unconfined "
@@ -297,7 +298,7 @@ class Gameday(Replay):
         with cost.spent("copies"):
             snapshot = engine.create_snapshot([*plan.timed_sources, *plan.static_sources])
         self._read_by_name = copy_read_by_name(engine, self.project, plan, snapshot, self._profiles_dir)
-        plan.notes.extend(getattr(engine, "notes", []))  # what the snapshot could not copy as it is
+        plan.notes.extend(engine.notes)  # what the snapshot could not copy as it is
         if plan.seeds:
             self._seed(plan, snapshot)
         with engine.connect(snapshot) as con:

@@ -258,7 +258,7 @@ class Plan:
     def drop_absent_hook_sources(self, engine: Any) -> None:
         """A declared source that only a hook names (no model reads it) is copied if the target holds
         it; if not (the hook creates it, or the name is a coincidence), there is nothing to copy."""
-        if not self.from_hooks or not hasattr(engine, "user_relations"):
+        if not self.from_hooks:
             return
         present = engine.user_relations()
         absent = [s for s in self.static_sources if s.unique_id in self.from_hooks

@@ -97,6 +97,7 @@ def _worker_init(gameday_class, options, run_id: str, parent_pid: int | None = N
     from .plan import make_plan
     from ..project import Project
     from ..warehouse.base import PREFIX
+    from ..confine import statement_guard_on
     from ..warehouse.engines import engine_for
 
     if parent_pid is not None:
@@ -106,7 +107,8 @@ def _worker_init(gameday_class, options, run_id: str, parent_pid: int | None = N
     gd.project = Project(options.project_dir, options.profiles_dir, options.target, options.vars_yaml, work,
                          manifest=load_manifest(Path(manifest).read_bytes()) if manifest is not None else None)
     gd.engine = engine_for(gd.project.target_output, options.work_root, run_id, attach=True,
-                           confined=options.confinement is not None and options.confinement.confined)
+                           confined=options.confinement is not None and options.confinement.confined,
+                           statement_guard=statement_guard_on())
     gd.engine.learn_project(gd.project.manifest)
     _WORKER["gameday"] = gd
     _WORKER["plan"] = make_plan(gd.project, options.select, options.exclude, options.state)

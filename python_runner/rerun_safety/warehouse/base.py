@@ -12,16 +12,13 @@ import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 import sqlglot
 from sqlglot import exp
 
 from ..errors import ConfigError, SandboxError
 from .dialect import Dialect
-
-if TYPE_CHECKING:  # the diff imports this module without the project's parsing (yaml, dbt)
-    from ..project import SourceTable
 
 # Every sandbox (file, folder or database) starts with this, so a later run can find leftovers.
 PREFIX = "rerun_safety_sbx_"
@@ -31,6 +28,26 @@ PARSE_PREFIX = "rerun_safety_parse_"
 NEW_PREFIX = ".rerun_safety_new_"
 SNAPSHOT_SCHEMA = "rerun_safety_snapshot"
 REFERENCE_SCHEMA = "rerun_safety_reference"
+# The simulated clock's schema and table in every sandbox (clock.py writes its SQL through the dialect).
+CLOCK_SCHEMA = "rerun_safety_clock"
+CLOCK_TABLE = "clock"
+
+
+@dataclass(frozen=True)
+class SourceTable:
+    """An input of the project (a dbt source, or a timed seed) that a snapshot copies."""
+
+    unique_id: str
+    name: str  # "source_name.table_name"
+    database: str | None
+    schema: str
+    identifier: str
+    time_column: str | None
+    time_origin: str | None  # event_time | loaded_at_field | meta | rerun_safety.yml | vars
+    seed: bool = False  # a timed seed: loaded by `dbt seed`, then replayed like a source
+    external: str | None = None  # dbt-duckdb `external_location`, as dbt renders it (a file read)
+    load_column: str | None = None  # when rows were loaded, beside the event time: drives `late`
+    kind: str | None = None  # as rerun_safety.yml declares it (INPUT_KINDS); None: found from config and data
 
 
 @dataclass(frozen=True)
@@ -183,8 +200,13 @@ class Engine(abc.ABC):
 
     dialect: Dialect
 
-    def __init__(self, target_output: dict, work_root: Path, run_id: str, attach: bool = False):
-        """`attach`: a worker process joining a run that its parent owns (and holds the lock of)."""
+    def __init__(self, target_output: dict, work_root: Path, run_id: str, attach: bool = False,
+                 statement_guard: bool = True):
+        """`attach`: a worker process joining a run that its parent owns (and holds the lock of).
+        `statement_guard`: the engine's own refusals of statements that reach files or the server (the
+        second line of confinement; off only in tests that prove the kernel's line holds alone)."""
+        self.statement_guard = statement_guard
+        self.notes: list[str] = []  # what the snapshot could not copy as it is, one line each (a run note)
         self.target_output = dict(target_output)
         self.work_root = Path(work_root)
         self.run_id = run_id
@@ -205,6 +227,21 @@ class Engine(abc.ABC):
     @abc.abstractmethod
     def create_snapshot(self, sources: Iterable[SourceTable]) -> Sandbox:
         """Copy the sources' tables from the user's target (read-only) into a new sandbox."""
+
+    @abc.abstractmethod
+    def add_to_snapshot(self, sandbox: Sandbox, sources: Iterable[SourceTable], empty: bool = False) -> None:
+        """Copy more sources into a snapshot made already (`empty`: their columns only, no rows)."""
+
+    @property
+    def database_names(self) -> set[str]:
+        """The names (lower case) of the databases a source may name and a sandbox reads: the target's
+        own, and those its profile attaches."""
+        return set()
+
+    def user_relations(self) -> dict[tuple[str, str], tuple[str, str]]:
+        """Every table and view of the user's target, read-only: (schema, name) lower case -> as stored
+        ({} where none can be listed)."""
+        return {}
 
     @abc.abstractmethod
     def clone(self, source: Sandbox, role: str, read_only: tuple[str, ...] = ()) -> Sandbox:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 import duckdb
 import sqlglot
@@ -14,10 +14,8 @@ from sqlglot import exp
 from ...errors import ConfigError, SandboxError
 from .dialect import DUCKDB
 from .session import release_duckdb
-from ..base import SNAPSHOT_SCHEMA, Connection, Engine, Sandbox, ident, snapshot_table, table
+from ..base import SNAPSHOT_SCHEMA, Connection, Engine, Sandbox, SourceTable, ident, snapshot_table, table
 
-if TYPE_CHECKING:
-    from ...project import SourceTable
 
 
 class DuckDBConnection(Connection):
@@ -92,7 +90,8 @@ class DuckDBConnection(Connection):
 class DuckDBEngine(Engine):
     dialect = DUCKDB
 
-    def __init__(self, target_output: dict, work_root: Path, run_id: str, attach: bool = False):
+    def __init__(self, target_output: dict, work_root: Path, run_id: str, attach: bool = False,
+                 statement_guard: bool = True):
         path = str(target_output.get("path") or "")
         if path.startswith("md:") or path.startswith("motherduck:"):
             raise ConfigError(f"DuckDB target path '{path}' is a MotherDuck database, which the game day "
@@ -116,7 +115,7 @@ class DuckDBEngine(Engine):
             # sandboxes are created and swept there: the user's file could be taken for a leftover
             raise SandboxError(f"refusing to run: DuckDB file {self.user_path} is inside the runner's work "
                                f"root {Path(work_root).resolve()}, where sandboxes are created and removed")
-        super().__init__(target_output, work_root, run_id, attach)
+        super().__init__(target_output, work_root, run_id, attach, statement_guard)
 
     def _path(self, role: str) -> Path:
         return self.run_dir / role / f"{self.stem}.duckdb"
@@ -289,9 +288,7 @@ class DuckDBEngine(Engine):
                    "config": {CONFIG_KEY: {"directories": [str(Path(sandbox.location).parent.resolve()), *read_dirs],
                                            "paths": [*paths, *[f"{p}.wal" for p in paths], *read_files],
                                            "early_settings": early}}}
-        from ...confine import statement_guard_on
-
-        if statement_guard_on():
+        if self.statement_guard:
             out["plugins"] = [*(out.get("plugins") or []), confine]
         return out
 

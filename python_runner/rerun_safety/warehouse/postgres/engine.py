@@ -15,11 +15,10 @@ import psycopg2
 from psycopg2 import sql as pgsql
 
 from ...errors import ConfigError, SandboxError, first_line
-from ...project import SourceTable
 from ...secrets import password_of
 from .connection import PgConnection, connect_params
 from .dialect import POSTGRES
-from ..base import KEEP_SECONDS, PREFIX, SNAPSHOT_SCHEMA, Engine, Sandbox, snapshot_table
+from ..base import KEEP_SECONDS, PREFIX, SNAPSHOT_SCHEMA, Engine, Sandbox, SourceTable, snapshot_table
 from .redirect import connections_to, map_database, refuse_server_files
 from .role import (attached_run_role, create_run_role, drop_run_role, leftover_roles, named_role, role_name,
                    take_named_role)
@@ -44,7 +43,7 @@ class PostgresEngine(Engine):
     dialect = POSTGRES
 
     def __init__(self, target_output: dict, work_root: Path, run_id: str, attach: bool = False,
-                 confined: bool = False, max_sandbox_size: int | None = None):
+                 confined: bool = False, max_sandbox_size: int | None = None, statement_guard: bool = True):
         """`confined`: dbt and the runner reach the sandboxes as the run's own role (see pg_role).
         `max_sandbox_size`: the disk budget (budget.py) of each sandbox; None: none (the library's callers)."""
         self.max_sandbox_size = max_sandbox_size
@@ -57,7 +56,7 @@ class PostgresEngine(Engine):
         self.user_db = target_output.get("dbname") or target_output.get("database")
         if not self.user_db:
             raise ConfigError("the Postgres target has no dbname")
-        super().__init__(target_output, work_root, run_id, attach)
+        super().__init__(target_output, work_root, run_id, attach, statement_guard)
         self.params = connect_params(target_output)
         try:
             self.admin = self._admin_connection()
@@ -74,7 +73,6 @@ class PostgresEngine(Engine):
         except BaseException:
             self._abandon()  # a run that cannot connect leaves no run folder
             raise
-        self.notes: list[str] = []  # what the snapshot could not copy as it is, one line each
 
     def _take_role(self, attach: bool) -> None:
         if attach:
@@ -455,9 +453,7 @@ class PostgresEngine(Engine):
 
     def sql_rewriter(self, sandbox: Sandbox):
         user_db, target = self.user_db, sandbox.location
-        from ...confine import statement_guard_on
-
-        if not statement_guard_on():
+        if not self.statement_guard:
             return lambda sql: map_database(sql, user_db, target)
         return lambda sql: refuse_server_files(map_database(sql, user_db, target))
 

@@ -24,12 +24,12 @@ from typing import Any, Callable, Iterable
 
 from ...errors import ConfigError, SandboxError
 from ...errors import first_line as _first_line
-from ...project import SourceTable
 from . import own_catalog
 from .dialect import SPARK
 # the connection and the name mapping, importable from here as before
 from .connection import SEP, SparkConnection, map_bare_schema, map_schemas  # noqa: F401
-from ..base import PREFIX, SNAPSHOT_SCHEMA, Engine, Sandbox, ident, is_kept, lock_is_free, snapshot_table
+from ..base import (CLOCK_SCHEMA, CLOCK_TABLE, PREFIX, SNAPSHOT_SCHEMA, Engine, Sandbox, SourceTable, ident, is_kept,
+                    lock_is_free, snapshot_table)
 
 # the backends, importable from here as before (dbt_invoke, the tests, the benchmarks)
 from .backends import (CLOSE_TIMEOUT_S, SessionBackend, ThriftBackend, Backend,  # noqa: F401
@@ -41,15 +41,14 @@ class SparkEngine(Engine):
     dialect = SPARK
 
     def __init__(self, target_output: dict, work_root: Path, run_id: str, attach: bool = False,
-                 confined: bool = False):
+                 confined: bool = False, statement_guard: bool = True):
         """`confined`: a game day confined by privilege; an in-process Spark then keeps its catalog and
         files in the run folder (own_catalog.py)."""
         self.method = str(target_output.get("method") or "")
         schema = str(target_output.get("schema") or "")
         if schema.lower().startswith(PREFIX):
             raise SandboxError(f"refusing to run: the target schema '{schema}' starts with the sandbox prefix '{PREFIX}'")
-        super().__init__(target_output, work_root, run_id, attach)
-        from ...clock import CLOCK_SCHEMA
+        super().__init__(target_output, work_root, run_id, attach, statement_guard)
         from ..base import REFERENCE_SCHEMA
 
         # the names the runner's own SQL uses, known from the start: text naming them is pointed
@@ -57,7 +56,6 @@ class SparkEngine(Engine):
         self.schemas: set[str] = {REFERENCE_SCHEMA, SNAPSHOT_SCHEMA, CLOCK_SCHEMA, "rerun_safety_prehook",
                                   *([schema.lower()] if schema else [])}
         self._original_schema: dict[str, str] = {}
-        self.notes: list[str] = []
         self.backend: Backend | None = None
         own = confined and self.method == "session"
         self._gap = own_catalog.gap(self._parameters()) if own else None
@@ -191,8 +189,6 @@ class SparkEngine(Engine):
 
     def _clone(self, src: SparkConnection, dst: SparkConnection, source: Sandbox, sandbox: Sandbox,
                read_only: tuple[str, ...]) -> None:
-        from ... import clock
-
         run = dst._raw
         old, new = self.prefix(source), self.prefix(sandbox)
         shared = {s.lower() for s in read_only}
@@ -210,8 +206,8 @@ class SparkEngine(Engine):
             text = run(f"show create table {src._q(schema, name)}")[1][0][0]
             body = re.split(r"\bAS\s", text, maxsplit=1, flags=re.IGNORECASE)[-1]
             run(f"create view {dst._q(schema, name)} as {body.replace(old, new)}")
-        if clock.CLOCK_SCHEMA in src.databases():
-            for statement in clock.function_sql("spark"):
+        if CLOCK_SCHEMA in src.databases():
+            for statement in self.dialect.clock_functions(CLOCK_SCHEMA, CLOCK_TABLE):
                 dst.execute(statement)
 
     def drop(self, sandbox: Sandbox) -> None:
