@@ -288,7 +288,8 @@ def test_a_change_of_what_a_clean_build_produces_is_refused():
         if side_rows is not None:  # a relation m's hook writes, as the clean build left it
             side.relations.append(SideRelation("audit", "totals", "s0", False, ("model.p.m",), False,
                                                fingerprint=Fingerprint(side_rows, "7", ())))
-        return SimpleNamespace(plan=SimpleNamespace(fingerprints={"model.p.m": fingerprint}, side=side))
+        return SimpleNamespace(plan=SimpleNamespace(facts=SimpleNamespace(fingerprints={"model.p.m": fingerprint},
+                                                                          side=side)))
 
     before = Fingerprint(10, "5", (("a", "2"), ("b", "3")))
     first = built(before)

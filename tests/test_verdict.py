@@ -1,6 +1,7 @@
 """Pure logic: what a difference means, and who is the root cause."""
 import datetime as dt
 from dataclasses import replace
+from types import SimpleNamespace
 
 import pytest
 
@@ -106,7 +107,7 @@ class _Models:
 class _Plan:
     def __init__(self, names, computed):
         self.project = _Models(names)
-        self.computed_columns = computed
+        self.facts = SimpleNamespace(computed_columns=computed)  # what the reference's SQL taught
 
 
 def test_contaminated_only_where_the_isolation_showed_it():

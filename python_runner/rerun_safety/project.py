@@ -427,6 +427,14 @@ class Project:
                 del self.sources[uid]
         return aliases
 
+    def add_read_by_name(self, found) -> None:
+        """Inputs the compiled SQL reads by name (gameday/by_name.ByName: its inputs, and the models that
+        read each), known from then on as sources those models read (again in a worker: idempotent)."""
+        for src in found.inputs:
+            self.sources.setdefault(src.unique_id, src)
+            for uid in found.readers[src.unique_id]:
+                self.read_by_name.setdefault(uid, set()).add(src.unique_id)
+
     def sources_of(self, uid: str) -> tuple[str, ...]:
         """The sources a model reads: through source(), and by name (see by_name)."""
         m = self.models.get(uid)

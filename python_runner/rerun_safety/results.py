@@ -2,19 +2,68 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from typing import Any
 
-# Worst first. A model's verdict is the worst of its scenarios' verdicts.
-# `untested`: the model's inputs received no new rows in any replayed batch, so nothing was exercised.
-# `side_effect`: the model's own output matches, but what its hooks write elsewhere does not.
-VERDICT_ORDER = ("error", "nondeterministic", "loss", "duplicates", "drift", "side_effect", "untested", "safe",
-                 "skipped")
-UNSAFE = frozenset({"error", "nondeterministic", "loss", "duplicates", "drift", "side_effect"})
+class Verdict(StrEnum):
+    """What a scenario (and a model, the worst of its scenarios) is judged; worst first. A `str`, so the
+    reports write its word and a verdict read back from one compares equal."""
+
+    ERROR = "error"
+    NONDETERMINISTIC = "nondeterministic"
+    LOSS = "loss"
+    DUPLICATES = "duplicates"
+    DRIFT = "drift"
+    # the model's own output matches, but what its hooks write elsewhere does not
+    SIDE_EFFECT = "side_effect"
+    # the model's inputs received no new rows in any replayed batch, so nothing was exercised
+    UNTESTED = "untested"
+    SAFE = "safe"
+    SKIPPED = "skipped"
+
+    @classmethod
+    def of(cls, word: "str | Verdict") -> "Verdict | None":
+        """The verdict a report's word names (None: not one, e.g. from a newer report)."""
+        try:
+            return cls(word)
+        except ValueError:
+            return None
+
+    @property
+    def rank(self) -> int:
+        """Position in the order, worst is 0."""
+        return _ORDER.index(self)
+
+    @property
+    def unsafe(self) -> bool:
+        """A defect a team acts on: the output (or what the hooks write) differs, or it did not build."""
+        return self in UNSAFE
+
+    @property
+    def row_defect(self) -> bool:
+        """Rows lost, copied or changed against the reference (what a fix of the write path can cure)."""
+        return self in (Verdict.LOSS, Verdict.DUPLICATES, Verdict.DRIFT)
+
+    @property
+    def matched(self) -> bool:
+        """The output matched the reference (judged safe, or nothing arrived to test it)."""
+        return self in (Verdict.SAFE, Verdict.UNTESTED)
+
+    @property
+    def passed(self) -> bool:
+        return self is Verdict.SAFE
+
+
+_ORDER = tuple(Verdict)
+VERDICT_ORDER = tuple(v.value for v in Verdict)
+UNSAFE = frozenset({Verdict.ERROR, Verdict.NONDETERMINISTIC, Verdict.LOSS, Verdict.DUPLICATES, Verdict.DRIFT,
+                    Verdict.SIDE_EFFECT})
 
 
 def _verdict_rank(verdict: str) -> int:
-    """Position in VERDICT_ORDER (worst is 0); an unknown verdict ranks after all known ones."""
-    return VERDICT_ORDER.index(verdict) if verdict in VERDICT_ORDER else len(VERDICT_ORDER)
+    """Position in the order (worst is 0); an unknown word ranks after all known ones."""
+    found = Verdict.of(verdict)
+    return found.rank if found is not None else len(_ORDER)
 
 
 def sort_worst_first(models) -> list:
@@ -22,11 +71,11 @@ def sort_worst_first(models) -> list:
     return sorted(models, key=lambda m: (_verdict_rank(m.verdict), not m.root_cause, m.name))
 
 
-def worst(verdicts) -> str:
-    vs = [v for v in verdicts if v]
+def worst(verdicts) -> Verdict:
+    vs = [Verdict(v) for v in verdicts if v]
     if not vs:
-        return "skipped"
-    return min(vs, key=VERDICT_ORDER.index)
+        return Verdict.SKIPPED
+    return min(vs, key=_ORDER.index)
 
 
 @dataclass(frozen=True)
@@ -41,7 +90,7 @@ class PartitionCount:
 @dataclass(frozen=True)
 class ScenarioResult:
     name: str
-    verdict: str
+    verdict: Verdict
     reference_rows: int = 0
     rows: int = 0
     extra_rows: int = 0
@@ -60,6 +109,9 @@ class ScenarioResult:
     # batch; the half-committed batch; the backfilled batch; the late rows); None where no step
     # decides (reference, determinism) or the model has no timed input
     input_rows: int | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "verdict", Verdict(self.verdict))
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -81,7 +133,7 @@ class ScenarioResult:
 class ModelVerdict:
     name: str
     unique_id: str
-    verdict: str
+    verdict: Verdict
     root_cause: bool
     contaminated_by: tuple[str, ...]
     materialized: str
@@ -97,6 +149,9 @@ class ModelVerdict:
     audit_columns: tuple[str, ...] = ()
     # why a model that differs is neither a root cause nor shown contaminated ('' otherwise)
     inconclusive: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "verdict", Verdict(self.verdict))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -144,7 +199,7 @@ class Fix:
     `path` against the user's file), or none, with what was tried."""
 
     model: str
-    verdict: str
+    verdict: Verdict
     verified: bool
     candidate: str = ""  # the verified candidate's name ("" when none was verified)
     description: str = ""
@@ -241,11 +296,11 @@ class GamedayReport:
         """Models the baseline called unsafe that are judged safe now."""
         if self.baseline is None:
             return ()
-        return tuple(m for m in self.models if m.verdict == "safe" and self.baseline.get(m.name) in UNSAFE)
+        return tuple(m for m in self.models if m.verdict.passed and self.baseline.get(m.name) in UNSAFE)
 
     @property
     def unsafe(self) -> tuple[ModelVerdict, ...]:
-        return tuple(m for m in self.models if m.verdict in UNSAFE)
+        return tuple(m for m in self.models if m.verdict.unsafe)
 
     @property
     def root_causes(self) -> tuple[ModelVerdict, ...]:

@@ -33,6 +33,7 @@ from ..cadence import SECONDS
 from .jinja import INCREMENTAL_BLOCK, close_bracket, literal, set_config, top_items
 from .relations import hook_candidates, this_moved
 from .target import Candidate, SideTable, Target
+from ..results import Verdict
 
 __all__ = ["Candidate", "SideTable", "Target", "candidates", "set_config", "this_moved", "watermarks", "tiebroken",
            "ordered_aggregates", "widened", "day_valued"]
@@ -198,7 +199,7 @@ def _overwrite(t: Target, marks: list[Watermark]) -> list[Candidate]:
         "align the window", f"the incremental window starts at the start of its {g} (date_trunc('{g}', ...)): "
         "a partition is replaced only with all of its rows",
         _rewrite_all(t.raw, marks, lambda m: f"date_trunc('{g}', {m.expr})"))
-    if t.verdict != "loss" or not t.lookback or not any(widened(m.expr, t.lookback) for m in marks):
+    if t.verdict != Verdict.LOSS or not t.lookback or not any(widened(m.expr, t.lookback) for m in marks):
         return [aligned]
     wider = Candidate(
         "align and widen the window", f"the incremental window reaches back {t.lookback}, from the start of that "
@@ -216,9 +217,9 @@ def candidates(t: Target) -> tuple[list[Candidate], str]:
         return [Candidate("move the read of this", "the CTE that reads {{ this }} moved inside the "
                           "is_incremental() branch: the first build (and a full refresh) no longer reads the "
                           "relation it creates", moved)], ""
-    if t.verdict == "side_effect":
+    if t.verdict == Verdict.SIDE_EFFECT:
         return hook_candidates(t)
-    if t.verdict == "nondeterministic":
+    if t.verdict == Verdict.NONDETERMINISTIC:
         return _tiebreaks(t)
     if t.materialized != "incremental":
         return [], f"no candidate for a {t.materialized} model with this defect ({t.verdict})"
@@ -228,7 +229,7 @@ def candidates(t: Target) -> tuple[list[Candidate], str]:
     out: list[Candidate] = []
     if strategy in OVERWRITES and marks and t.granularity:
         out = _overwrite(t, marks)
-    elif t.verdict == "loss" and marks and (variants := _windows(t, marks)):
+    elif t.verdict == Verdict.LOSS and marks and (variants := _windows(t, marks)):
         for text, what in variants:
             if unkeyed:  # the window is what differs between these: the most likely key only
                 out += [_keyed(t, text, k, what + f", and rows read again replace themselves by {', '.join(k)}")
@@ -236,12 +237,12 @@ def candidates(t: Target) -> tuple[list[Candidate], str]:
             else:
                 out.append(Candidate("re-read the window", what + f" ({strategy} on {', '.join(t.key)} replaces "
                                      "rows read again)", text))
-    elif t.verdict in ("duplicates", "drift", "loss") and unkeyed:
+    elif t.verdict in (Verdict.DUPLICATES, Verdict.DRIFT, Verdict.LOSS) and unkeyed:
         out = [_keyed(t, t.raw, k, "dbt deletes the rows of the keys a run reads again before inserting them")
                for k in t.keys[:2]]
     if out:
         return out[:3], ""
-    if unkeyed and not t.keys and t.verdict in ("duplicates", "drift", "loss"):
+    if unkeyed and not t.keys and t.verdict in (Verdict.DUPLICATES, Verdict.DRIFT, Verdict.LOSS):
         return [], ("no candidate: no key holds its clean build's output unique (its configured or tested key, a "
                     "column named like an id, or one with its time column); declare one with a `unique` test")
     if not marks:

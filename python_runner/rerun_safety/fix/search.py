@@ -25,7 +25,7 @@ from ..errors import RerunSafetyError, first_line
 from ..gameday.core import Gameday
 from ..gameday.options import GamedayOptions
 from ..partial_parse import write_partial_parse
-from ..results import UNSAFE, Fix, GamedayReport, ModelVerdict, Tried
+from ..results import UNSAFE, Fix, GamedayReport, ModelVerdict, Tried, Verdict
 from ..warehouse.base import PARSE_PREFIX, make_locked_dir
 from .candidates import candidates
 from .jinja import sets_config
@@ -223,16 +223,16 @@ def _rounds(first: Gameday, report: GamedayReport, searches: list[_Search]) -> N
 def _late_batches(first: Gameday, uid: str) -> int:
     """The most batches a row of the model's inputs arrived after its time's batch."""
     plan = first.plan
-    return max((plan.late_batches.get(s.unique_id, 0) for s in plan.inputs_of(plan.project.models[uid])), default=0)
+    return max((plan.facts.late_batches.get(s.unique_id, 0) for s in plan.inputs_of(plan.project.models[uid])), default=0)
 
 
 def _lookback(first: Gameday, uid: str) -> str | None:
     """One batch more than the most batches a row of the model's inputs arrived late: what a window
     must re-read so that a half-committed batch and late rows are read again."""
     plan = first.plan
-    if plan is None or plan.timeline is None:
+    if plan is None or plan.facts.timeline is None:
         return None
-    batch, n = plan.timeline.batch, _late_batches(first, uid) + 1
+    batch, n = plan.facts.timeline.batch, _late_batches(first, uid) + 1
     return f"{batch.months * n} months" if batch.months else duration(batch.delta.total_seconds() * n)
 
 
@@ -247,12 +247,12 @@ def _target(first: Gameday, mv: ModelVerdict, text: str) -> Target:
     plan, uid = first.plan, mv.unique_id
     m = first.project.models[uid]
     pk = m.partition_key if isinstance(m.partition_key, dict) else {}
-    side = tuple(SideTable(r.name, r.columns) for r in (plan.side.relations if plan.side else ())
+    side = tuple(SideTable(r.name, r.columns) for r in (plan.facts.side.relations if plan.facts.side else ())
                  if uid in r.writers and r.columns)
     return Target(mv.name, mv.verdict, text, m.materialized, m.strategy, tuple(m.key),
-                  tuple(c for c, _ in plan.reference_columns.get(uid, ())),
-                  keys=tuple(plan.unique_keys.get(uid, ())),
-                  column_types=tuple(plan.reference_columns.get(uid, ())),
+                  tuple(c for c, _ in plan.facts.reference_columns.get(uid, ())),
+                  keys=tuple(plan.facts.unique_keys.get(uid, ())),
+                  column_types=tuple(plan.facts.reference_columns.get(uid, ())),
                   granularity=str(pk.get("granularity") or "") or None, lookback=_lookback(first, mv.unique_id),
                   late=_late_batches(first, mv.unique_id) > 0, side=side, dialect=str(first.engine.dialect))
 
@@ -332,7 +332,7 @@ def _judge(first: Gameday, report: GamedayReport, second: Gameday, again: Gameda
     if why:
         return why, []
     for uid in below:
-        a, b = first.plan.fingerprints.get(uid), second.plan.fingerprints.get(uid)
+        a, b = first.plan.facts.fingerprints.get(uid), second.plan.facts.fingerprints.get(uid)
         if a is None or b is None:
             continue
         volatile = before[uid].nondeterministic_columns if uid in before else ()
@@ -358,8 +358,8 @@ def _then(second: Gameday, again: GamedayReport, search: _Search, cand: Candidat
 def _side_changed(first: Gameday, second: Gameday, below: list[str]) -> str:
     """Why a relation the models' hooks write holds other rows after a clean build of the changed
     project ('' when each holds what it held in the first game day's)."""
-    after = {r.label: r for r in (second.plan.side.relations if second.plan.side else ())}
-    for rel in first.plan.side.relations if first.plan.side else ():
+    after = {r.label: r for r in (second.plan.facts.side.relations if second.plan.facts.side else ())}
+    for rel in first.plan.facts.side.relations if first.plan.facts.side else ():
         if rel.fingerprint is None or not set(rel.writers) & set(below):
             continue
         now = after.get(rel.label)
@@ -376,24 +376,24 @@ def _not_safe(was: ModelVerdict | None, now: ModelVerdict) -> str:
     """Why a model of the changed project is not shown safe ('' when it is): each scenario must be
     `safe`, or `untested` where the first game day did not exercise it either (a sparse input whose
     half-committed batch holds no rows, say): what no replay can show is not held against a fix."""
-    if now.verdict == "safe":
+    if now.verdict == Verdict.SAFE:
         return ""
     # scenarios the first game day did not exercise: untested there, or no input rows in its deciding step
     # (its verdict came from the runs around it)
-    idle = {s.name for s in (was.scenarios if was else ()) if s.verdict == "untested" or s.input_rows == 0}
+    idle = {s.name for s in (was.scenarios if was else ()) if s.verdict == Verdict.UNTESTED or s.input_rows == 0}
     for s in sorted(now.scenarios, key=lambda x: x is not now.worst_scenario):
-        if s.verdict == "safe" or (s.verdict == "untested" and s.name in idle):
+        if s.verdict == Verdict.SAFE or (s.verdict == Verdict.UNTESTED and s.name in idle):
             continue
-        if s.verdict == "untested":
+        if s.verdict == Verdict.UNTESTED:
             return f"is untested in {s.name}, which the first game day exercised"
         stays = was is not None and was.verdict == now.verdict
         return f"{'stays' if stays else 'is'} {now.verdict}{_where(now)}"
-    return "" if now.verdict == "untested" else f"is {now.verdict}"
+    return "" if now.verdict == Verdict.UNTESTED else f"is {now.verdict}"
 
 
 def _where(m: ModelVerdict) -> str:
     s = m.worst_scenario
-    if s is None or s.verdict == "safe":
+    if s is None or s.verdict == Verdict.SAFE:
         return ""
     parts = [f"{n:,} {what}" for n, what in ((s.extra_rows, "extra"), (s.missing_rows, "missing"),
                                               (s.duplicate_keys, "dup keys"), (s.changed_rows, "changed")) if n]

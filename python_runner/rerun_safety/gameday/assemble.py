@@ -11,13 +11,14 @@ from .plan import Plan
 from .scenarios import scenario as scenario_kind
 from .timeline import late_delay
 from ..project import Project
-from ..results import VERDICT_ORDER, GamedayReport, ModelVerdict
+from ..results import VERDICT_ORDER, GamedayReport, ModelVerdict, Verdict
 from .verdict import Isolation, differs, root_causes, verdict_of
 
 
 def build_report(options: GamedayOptions, project: Project, plan: Plan, by_model, isolated: Isolation,
-                 invocations, started: float, started_at: str) -> GamedayReport:
-    """The frozen report: verdicts per model, root causes and contamination, notes."""
+                 invocations, started: float, started_at: str, notes=(), side_found=None) -> GamedayReport:
+    """The frozen report: verdicts per model, root causes and contamination, notes (`notes`: the run's
+    notes so far, in the order found; `side_found`: scenario -> the side relations that differ)."""
     verdicts = {uid: {s: r.verdict for s, r in rs.items()} for uid, rs in by_model.items()}
     parents = {m.unique_id: plan.parents_in_judged(m) for m in plan.judged}
     # a model reading a relation that another model's hook writes inherits that side effect
@@ -30,7 +31,7 @@ def build_report(options: GamedayOptions, project: Project, plan: Plan, by_model
     names = {m.unique_id: m.name for m in plan.judged}
     for uid, ws in writers.items():
         for scenario, v in verdicts[uid].items():
-            bad = sorted(names[w] for w in ws if differs(verdicts.get(w, {}).get(scenario, "safe")))
+            bad = sorted(names[w] for w in ws if differs(verdicts.get(w, {}).get(scenario, Verdict.SAFE)))
             if differs(v) and bad:
                 isolated.unshown_in(uid, scenario, f"its relation is also written by a hook of {', '.join(bad)}, "
                                                    "which differs too: no replay can tell whose difference it is")
@@ -48,11 +49,11 @@ def build_report(options: GamedayOptions, project: Project, plan: Plan, by_model
             materialized=m.materialized, strategy=m.strategy, key=m.key,
             parents=tuple(names[p] for p in parents[uid]), scenarios=scen, reason=reason,
             notes=tuple(_model_notes(plan, m, reads.get(uid), scen)), nondeterministic_columns=volatile,
-            audit_columns=plan.audit_columns.get(uid, ()), inconclusive=inconclusive.get(uid, "")))
+            audit_columns=plan.facts.audit_columns.get(uid, ()), inconclusive=inconclusive.get(uid, "")))
     models.sort(key=lambda mv: (VERDICT_ORDER.index(mv.verdict), not mv.root_cause, mv.name))
-    assert plan.timeline
-    t = plan.timeline
-    run_notes = _run_notes(options, plan, names)
+    assert plan.facts.timeline
+    t = plan.facts.timeline
+    run_notes = _run_notes(options, plan, names, notes, side_found or {})
     return GamedayReport(
         project=project.name, adapter=project.adapter, target=project.target_name,
         scenarios=options.scenarios, steps=t.steps,
@@ -66,32 +67,32 @@ def build_report(options: GamedayOptions, project: Project, plan: Plan, by_model
                   if options.confinement is not None else {})},
         batch_size=t.batch.label, notes=tuple(run_notes), baseline=options.baseline)
 
-def _run_notes(options: GamedayOptions, plan: Plan, names: dict[str, str]) -> list[str]:
+def _run_notes(options: GamedayOptions, plan: Plan, names: dict[str, str], notes, side_found) -> list[str]:
     """What the reader of the whole run should know: the schedule, how inputs arrive, what was left out,
     how the project's code was confined."""
-    t = plan.timeline
+    t = plan.facts.timeline
     run_notes = [f"simulated schedule: {t.steps} {t.batch.label} batches from {t.bounds[0]} to {t.end} "
                  f"(the first build holds everything before {t.bounds[0]}); each run sees the clock at the "
-                 "end of its batch", *plan.notes]
+                 "end of its batch", *notes]
     if options.confinement is not None and not options.confinement.confined:
         run_notes.insert(0, options.confinement.note())  # first: nothing but parsing kept production safe
 
     for src in plan.inputs:
         if src.load_column:
             run_notes.append(f"{src.name}: rows arrive by their load time ({src.load_column}) in every scenario; "
-                             f"{plan.late_rows.get(src.unique_id, 0)} of them after a later batch than their event time")
+                             f"{plan.facts.late_rows.get(src.unique_id, 0)} of them after a later batch than their event time")
         elif any(scenario_kind(s).late_arrivals for s in options.scenarios):
-            run_notes.append(f"late: {plan.late_rows.get(src.unique_id, 0)} rows of {src.name} arrive after a later "
+            run_notes.append(f"late: {plan.facts.late_rows.get(src.unique_id, 0)} rows of {src.name} arrive after a later "
                              f"batch than their event time ({plan.late.fraction:.0%} of its rows delayed by "
                              f"{late_delay(plan).label})")
     run_notes += plan.input_notes()
-    if plan.audit_columns:
+    if plan.facts.audit_columns:
         run_notes.append("audit columns, which only stamp the run's clock (now(), current_timestamp, run_started_at), "
                          "left out of the comparison (compare_audit_columns: true in rerun_safety.yml or a model's "
                          "meta.rerun_safety compares them): " + ", ".join(
-                             f"{names[u]}.{c}" for u in sorted(plan.audit_columns, key=names.get)
-                             for c in plan.audit_columns[u]))
-    for scenario, found in sorted(plan.side_found.items()):
+                             f"{names[u]}.{c}" for u in sorted(plan.facts.audit_columns, key=names.get)
+                             for c in plan.facts.audit_columns[u]))
+    for scenario, found in sorted(side_found.items()):
         for f in found:
             if not f["writers"]:
                 run_notes.append(f"side effect in {scenario}: {f['relation']} differs from the reference run and "
@@ -106,27 +107,27 @@ def _run_notes(options: GamedayOptions, plan: Plan, names: dict[str, str]) -> li
 
 def _model_notes(plan: Plan, m, reads: tuple[set, set] | None, scenarios=()) -> list[str]:
     notes = []
-    if plan.empty_first.get(m.unique_id):
-        notes.append(plan.empty_first[m.unique_id])
+    if plan.facts.empty_first.get(m.unique_id):
+        notes.append(plan.facts.empty_first[m.unique_id])
     if reads and reads[0]:
         notes.append(f"reads the clock ({', '.join(sorted(reads[0]))}): each run saw the end of its batch")
     # a loss no larger than the rows that arrive late is put down to them (the partial scenario has
     # its own cause: a half-committed batch)
-    late_rows = sum(plan.late_rows.get(s.unique_id, 0) for s in plan.inputs_of(m)
+    late_rows = sum(plan.facts.late_rows.get(s.unique_id, 0) for s in plan.inputs_of(m)
                     if s.load_column or any(scenario_kind(x.name).late_arrivals for x in scenarios))
-    lossy = [s for s in scenarios if s.verdict == "loss" and not scenario_kind(s.name).half_committed
+    lossy = [s for s in scenarios if s.verdict == Verdict.LOSS and not scenario_kind(s.name).half_committed
              and 0 < s.missing_rows <= late_rows]
     if lossy:
         s = lossy[0]
         notes.append(f"dropped {s.missing_rows} rows in {s.name}, where rows arrive late (by load time, not in "
                      "event-time order): filter on the load time, or re-read a lookback at least as long as the "
                      "lateness with a keyed strategy")
-    if m.strategy == "microbatch" and any(s.verdict == "loss" for s in scenarios):
+    if m.strategy == "microbatch" and any(s.verdict == Verdict.LOSS for s in scenarios):
         node = plan.project.manifest.nodes.get(m.unique_id)
         size = node.config.get("batch_size") if node is not None else None
         back = node.config.get("lookback", 1) if node is not None else 1
         notes.append(f"microbatch: each run rebuilds the {size} batches from {back} before the run's own up to the "
-                     f"run's time (batch_size {size}, lookback {back}); on a {plan.timeline.batch.label} schedule "
+                     f"run's time (batch_size {size}, lookback {back}); on a {plan.facts.timeline.batch.label} schedule "
                      "the batches in between may never be rebuilt, or rows landing later miss theirs: the lookback "
                      "must cover the time between runs and the lateness")
     unsimulated = sorted(reads[1]) if reads else []
@@ -151,9 +152,9 @@ def _clock_reads(invocations) -> dict[str, tuple[set, set]]:
 def _side_readers(project: Project, plan: Plan) -> dict[str, set[str]]:
     """Model -> the models whose hooks write a relation it reads as a source."""
     out: dict[str, set[str]] = {}
-    if plan.side is None:
+    if plan.facts.side is None:
         return out
-    by_relation = {(r.schema.lower(), r.name.lower()): set(r.writers) for r in plan.side.relations if r.writers}
+    by_relation = {(r.schema.lower(), r.name.lower()): set(r.writers) for r in plan.facts.side.relations if r.writers}
     for m in plan.judged:
         for s in project.sources_of(m.unique_id):
             src = project.sources[s]

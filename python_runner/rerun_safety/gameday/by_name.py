@@ -164,16 +164,16 @@ def declared_unread(project: Project, plan, user_relations) -> list[SourceTable]
             if uid not in known and not s.external and (s.schema.lower(), s.identifier.lower()) in user_relations]
 
 
-def copy_read_by_name(engine, project: Project, plan, snapshot, profiles_for) -> ByName:
+def copy_read_by_name(engine, project: Project, plan, snapshot, profiles_for) -> tuple[Any, list[str]]:
     """Compile every built SQL model in the snapshot (declared sources present, empty) but the `plain` ones,
     find what it reads by name, and copy that into the snapshot with its rows; the plan takes it as an input. A model whose
     Jinja queries other models of the project while it compiles (`run_query` on a package's manifest
     table, say) is compiled again where its upstream models are built; one that still does not compile
-    is named in a run note (`plan.compile_failures`). `profiles_for(sandbox)`: the profiles folder of a
-    sandbox."""
+    is named in a run note (`compile_failures`). `profiles_for(sandbox)`: the profiles folder of a
+    sandbox. The plan that reads them, and the run notes."""
     models = [m for m in plan.build if m.language == "sql" and m.resource_type == "model" and not plain(m.raw_code)]
     if not models:
-        return ByName()
+        return plan, []
     user = engine.user_relations()
     databases = engine.database_names
     probes = [s for s in declared_unread(project, plan, user) if not s.database or s.database.lower() in databases]
@@ -188,18 +188,17 @@ def copy_read_by_name(engine, project: Project, plan, snapshot, profiles_for) ->
         for s in probes:
             con.drop_relation(s.schema, s.identifier)
     engine.add_to_snapshot(snapshot, found.inputs)
-    plan.add_read_by_name(found)
-    if found.inputs:
-        plan.notes.append(found.note(project))
-    plan.compile_failures = {project.models[u].name: message for u, message in sorted(failed.items())}
+    failures = {project.models[u].name: message for u, message in sorted(failed.items())}
+    plan = plan.reading_by_name(found).learned(compile_failures=failures)
+    notes = [found.note(project)] if found.inputs else []
     if failed:
-        plan.notes.append(
+        notes.append(
             "models that did not compile in the game day's copy of the inputs, even with their upstream models "
             "built there, so the relations they read by name (not through source() or ref()) are not known: "
-            + "; ".join(f"{name} (dbt: {message})" for name, message in plan.compile_failures.items())
+            + "; ".join(f"{name} (dbt: {message})" for name, message in failures.items())
             + "; an input only they read is not replayed, and their verdicts cover the inputs found through "
             "source() and ref()")
-    return found
+    return plan, notes
 
 
 def _compile(engine, project: Project, sandbox, profiles_dir: str, models: list[Model]) -> tuple[dict, dict]:

@@ -8,36 +8,30 @@ import uuid
 from dataclasses import replace
 
 from .. import clock
-from ..diff.fingerprint import fingerprint, unique_keys
-
-from . import cost, order_only, side_effects
-from .assemble import build_report
-from .by_name import ByName, copy_read_by_name
-from .judge import failed
-from .lineage import computed_columns, key_candidates
-from ..dbt_invoke import StatementWatch, scrub_dbt_environment, scrub_note
 from ..confine import statement_guard_on
+from ..dbt_invoke import StatementWatch, scrub_dbt_environment, scrub_note
 from ..errors import ConfigError, RerunSafetyError, SandboxError, first_line
-from .options import GamedayOptions  # noqa: F401 - the public import path
-from .plan import Lateness, Plan, ReferenceFacts, ScenarioJob, make_plan, partition_column
-from .preflight import check_columns, check_config
-from .rebuild import frozen_ids, order_sensitive
-from .replay import SIDE_KEY, Replay
-from ..project import Project
-from ..results import GamedayReport, ScenarioResult
-from ..warehouse.base import Engine, Sandbox
-from ..warehouse.engines import engine_for
 from ..partial_parse import read_partial_parse
-from ..warehouse.base import (PARSE_PREFIX, REFERENCE_SCHEMA, SNAPSHOT_SCHEMA, check_writable_dir,
-                              make_locked_dir, private_work_root, snapshot_table, table)
-from .runs import branches, row_counts, node_errors, sharing_first_build
-from .scenarios import count_runs, scenario_steps
+from ..project import Project
+from ..results import GamedayReport, ScenarioResult, Verdict
+from ..warehouse.base import (PARSE_PREFIX, SNAPSHOT_SCHEMA, Engine, Sandbox, check_writable_dir, make_locked_dir,
+                              private_work_root, snapshot_table)
+from ..warehouse.engines import engine_for
+from . import cost, reference, side_effects
+from .assemble import build_report
+from .by_name import copy_read_by_name
+from .judge import failed
+from .options import GamedayOptions  # noqa: F401 - the public import path
+from .plan import Lateness, Plan, ScenarioJob, make_plan
+from .preflight import check_config
+from .replay import JobResult, Replay
+from .runs import branches, node_errors, sharing_first_build
 from .scenarios import chains as scenario_chains
+from .scenarios import count_runs, scenario_steps
 from .scenarios import scenario as scenario_kind
 from .timeline import cut_slice, plan_timeline
 from .verdict import Isolation, differs, levels
 from .workers import kill_pool, run_parallel, start_pool
-
 
 class _NoProgress:
     def start(self, total: int, description: str) -> None: ...
@@ -57,17 +51,19 @@ class Gameday(Replay):
         self.project: Project | None = None
         self._clocks: dict[str, dt.datetime] = {}  # sandbox -> the time its clock row holds
         self._shared: list[Sandbox] = []  # sandboxes scenarios clone (the shared first build), dropped at the end
-        self._read_by_name = ByName()
+        self.notes: list[str] = []  # about the whole run, in the order found (the report's run notes)
+        self.invocations: list = []  # dbt's results, one per invocation (the report's cost split)
         self.parse_state: bytes | None = None  # dbt's partial-parse state after the parse (with options.fix)
         self._job_cost: dict[str, float] = {}  # what the scenario jobs spent, per phase (cost.py)
         # statements timed in the reference build, stopped past a limit in the scenarios after it
         self.watch = StatementWatch()
 
-    # ---------------------------------------------------------------- scenarios
-    def _build_reference(self, plan: Plan, snapshot: Sandbox) -> tuple[Sandbox, dict[str, str], list]:
+    # ---------------------------------------------------------------- the reference
+    def _build_reference(self, plan: Plan, snapshot: Sandbox) -> tuple[Plan, Sandbox, dict[str, str], list]:
         """Full refresh on all data; keep its outputs in the reference schema of a template that
-        every scenario clones, then drop the built relations so no scenario can inherit them."""
-        assert self.engine and plan.timeline
+        every scenario clones, then drop the built relations so no scenario can inherit them. The plan
+        with what the reference taught (reference.py)."""
+        assert self.engine and plan.facts.timeline
         with cost.spent("copies"):
             sb = self.engine.clone(snapshot, "reference")
         profiles = self._profiles_dir(sb)
@@ -75,96 +71,18 @@ class Gameday(Replay):
         with self.engine.connect(sb) as con:
             side, existing = side_effects.before_reference(con, plan, self.project.manifest)
         self.watch.limit_s = None
-        res = self._dbt(plan, sb, profiles, scenario_steps("reference", plan.timeline)[0])
+        res = self._dbt(plan, sb, profiles, scenario_steps("reference", plan.facts.timeline)[0])
         self.watch.limit_s = self.watch.limit_from_reference()
         self.progress.advance("reference: full refresh")
         errors = node_errors(res, plan)
-        compiled = self._trace_time_columns(plan, res)
-        plan.audit_columns = self._audit_columns(plan, compiled)
-        plan.computed_columns = {m.unique_id: computed_columns(compiled[m.unique_id], self.engine.dialect)
-                                 for m in plan.judged if m.unique_id in compiled and m.language == "sql"}
-        plan.order_sensitive = order_sensitive(plan, compiled, self.engine.dialect)
-        plan.frozen = frozen_ids(plan)
-        plan.unordered = order_only.unordered_in_results(res.raw, plan, self.engine.dialect)
+        plan = reference.learn_from_sql(plan, res, self.project.compare_audit_columns, self.engine.dialect)
         with self.engine.connect(sb) as con:
-            con.create_schema(REFERENCE_SCHEMA)
-            with con.catalog_cached():
-                typed = {m.unique_id: con.columns(m.schema, m.identifier) for m in plan.judged
-                         if m.unique_id not in errors and con.relation_kind(m.schema, m.identifier)}
-            built = {u: [c for c, _ in cols] for u, cols in typed.items()}
-            for m in plan.judged:
-                if m.unique_id in built:
-                    check_columns(m, built[m.unique_id])
-                    con.copy_table(m.schema, m.identifier, REFERENCE_SCHEMA, plan.ref_names[m.unique_id])
-                elif m.unique_id not in errors:
-                    errors[m.unique_id] = "the reference build did not create it"
-            plan.reference_rows.update(row_counts(con, {u: table(REFERENCE_SCHEMA, plan.ref_names[u]) for u in built}))
-            if self.options.fingerprints:
-                self._fingerprint(con, plan, typed)
+            plan = reference.keep_outputs(con, plan, errors, self.options)
             side_effects.after_reference(con, plan, side, existing)
             if self.options.fingerprints:  # what a fixed hook's clean build must reproduce (fix/)
-                for rel in side.relations:
-                    rel.columns = tuple(con.columns(REFERENCE_SCHEMA, rel.ref_name))
-                    rel.fingerprint = fingerprint(con, table(REFERENCE_SCHEMA, rel.ref_name), rel.columns,
-                                                  self.options.float_tolerance)
+                side_effects.fingerprint_relations(con, side, self.options.float_tolerance)
             con.drop_relations([(m.schema, m.identifier) for m in reversed(plan.build)])
-        plan.side = side
-        return sb, errors, [res]
-
-    def _fingerprint(self, con, plan: Plan, typed: dict[str, list[tuple[str, str]]]) -> None:
-        """Each reference output's columns and fingerprint over those compared (not its audit or
-        ignored columns): what a candidate fix's reference must reproduce (fix/)."""
-        def tolerance(m):
-            return m.float_tolerance if m.float_tolerance is not None else self.options.float_tolerance
-
-        for m in plan.judged:
-            if m.unique_id not in typed:
-                continue
-            skip = {c.lower() for c in (*m.ignore_columns, *plan.audit_columns.get(m.unique_id, ()))}
-            columns = [(c, t) for c, t in typed[m.unique_id] if c.lower() not in skip]
-            plan.reference_columns[m.unique_id] = tuple(typed[m.unique_id])
-            ref = table(REFERENCE_SCHEMA, plan.ref_names[m.unique_id])
-            plan.fingerprints[m.unique_id] = fingerprint(con, ref, columns, tolerance(m))
-            if m.incremental:  # the keys a keyed strategy could use (fix/): its time column, its inputs', typed
-                times = [plan.time_columns.get(m.unique_id, ""), *(s.time_column or "" for s in plan.inputs_of(m)),
-                         *(c for c, t in typed[m.unique_id] if t.lower().startswith(("date", "timestamp")))]
-                plan.unique_keys[m.unique_id] = unique_keys(con, ref, key_candidates(
-                    m.key, [c for c, _ in typed[m.unique_id]], times))
-
-    def _audit_columns(self, plan: Plan, compiled: dict[str, str]) -> dict[str, tuple[str, ...]]:
-        """The columns of each judged model that only stamp the run's clock (lineage.audit_columns), but
-        where the project or the model asks to compare them (compare_audit_columns)."""
-        from .lineage import audit_columns
-
-        out = {}
-        for m in plan.judged:
-            compare = m.compare_audit_columns if m.compare_audit_columns is not None else self.project.compare_audit_columns
-            if m.unique_id in compiled and m.language == "sql" and not compare:
-                found = tuple(c for c in audit_columns(compiled[m.unique_id], self.engine.dialect, plan.timeline.end)
-                              if c.lower() not in {i.lower() for i in m.ignore_columns})
-                if found:
-                    out[m.unique_id] = found
-        return out
-
-    def _trace_time_columns(self, plan: Plan, res) -> dict[str, str]:
-        """The time column of each model without an event_time or partition_key config, traced
-        through its compiled SQL from its inputs' time columns, for the per-day counts."""
-        from .lineage import output_time_column
-
-        compiled = {}
-        for r in getattr(res.raw, "results", None) or ():
-            node = getattr(r, "node", None)
-            if node is not None and getattr(node, "compiled_code", None):
-                compiled[node.unique_id] = node.compiled_code
-        known: dict[str, str] = {s.identifier.lower(): s.time_column for s in plan.inputs if s.time_column}
-        for m in plan.build:
-            column = partition_column(m)
-            if column is None and m.unique_id in compiled and m.language == "sql":
-                column = output_time_column(compiled[m.unique_id], self.engine.dialect, known)
-            if column:
-                plan.time_columns[m.unique_id] = column
-                known[m.identifier.lower()] = column
-        return compiled
+        return plan.learned(side=side), sb, errors, [res]
 
     # ---------------------------------------------------------------- main
     def run(self) -> GamedayReport:
@@ -184,32 +102,10 @@ class Gameday(Replay):
         failure: BaseException | None = None
         try:
             plan, chains = self._prepare(parse_dir, confined)
-            self.plan = plan
-            pool = self._start_workers(plan, chains)
-            snapshot = self._snapshot(plan)
-            branched = branches(chains, self.engine, plan.timeline)
-            gone = {b for bs in branched.values() for b, _ in bs}  # (they run in the job they branch from)
-            chains = [c for c in chains if c not in gone]
-            shared = sharing_first_build(chains, self.engine, plan.timeline)
-            self.progress.start(1 + sum(self._runs(c, branched, plan) for c in chains) - max(len(shared) - 1, 0),
-                                "game day")
-            template, ref_errors, invocations = self._build_reference(plan, snapshot)
-            with cost.spent("copies"):
-                self.engine.drop(snapshot)  # the reference sandbox holds the snapshot's tables too
-            by_model = self._scenarios(pool, plan, chains, shared, branched, template, ref_errors, invocations)
-            isolated = self._isolate(pool, plan, by_model, template, ref_errors, invocations)
-            over = self.engine.budget_tripped()
-            if over:
-                raise SandboxError(over)
-            if o.keep_sandboxes:
-                kept = self.engine.keep()
-                plan.notes.append(f"--keep-sandboxes: {len(kept)} sandbox(es) kept for a day (a later game day's "
-                                  f"sweep removes them after that): {', '.join(kept)}")
-            with cost.spent("reports"):
-                report = build_report(self.options, self.project, plan, by_model, isolated, invocations, started,
-                                      started_at)
+            pool = self._start_workers(chains)
+            report = self._stages(pool, plan, chains, started, started_at)
             return replace(report, cost=cost.cost_of(report.wall_time, cost.add(cost.take(), self._job_cost),
-                                                     invocations))
+                                                     [*self.invocations]))
         except BaseException as err:
             failure = err
             if pool is not None:
@@ -232,6 +128,33 @@ class Gameday(Replay):
                 shutil.rmtree(parse_dir, ignore_errors=True)
                 parse_lock.close()
 
+    def _stages(self, pool, plan: Plan, chains: list[str], started: float, started_at: str) -> GamedayReport:
+        """Snapshot, reference, scenarios, isolation, report (`self.plan` is the plan each stage made)."""
+        o = self.options
+        snapshot, plan = self._snapshot(plan)
+        branched = branches(chains, self.engine, plan.facts.timeline)
+        gone = {b for bs in branched.values() for b, _ in bs}  # (they run in the job they branch from)
+        chains = [c for c in chains if c not in gone]
+        shared = sharing_first_build(chains, self.engine, plan.facts.timeline)
+        self.progress.start(1 + sum(self._runs(c, branched, plan) for c in chains) - max(len(shared) - 1, 0),
+                            "game day")
+        plan, template, ref_errors, self.invocations = self._build_reference(plan, snapshot)
+        self.plan = plan
+        with cost.spent("copies"):
+            self.engine.drop(snapshot)  # the reference sandbox holds the snapshot's tables too
+        by_model, side_found = self._scenarios(pool, plan, chains, shared, branched, template, ref_errors)
+        isolated = self._isolate(pool, plan, by_model, template, ref_errors)
+        over = self.engine.budget_tripped()
+        if over:
+            raise SandboxError(over)
+        if o.keep_sandboxes:
+            kept = self.engine.keep()
+            self.notes.append(f"--keep-sandboxes: {len(kept)} sandbox(es) kept for a day (a later game day's "
+                              f"sweep removes them after that): {', '.join(kept)}")
+        with cost.spent("reports"):
+            return build_report(o, self.project, plan, by_model, isolated, self.invocations, started, started_at,
+                                notes=self.notes, side_found=side_found)
+
     def _prepare(self, parse_dir, confined: bool) -> tuple[Plan, list[str]]:
         """Parse the project, open the engine (sweeping what dead runs left), plan; the scenario chains."""
         o = self.options
@@ -248,14 +171,15 @@ class Gameday(Replay):
                               "to run without that protection (the reports will say so)")
         engine.learn_project(project.manifest)
         engine.sweep()
-        plan = make_plan(project, o.select, o.exclude, o.state, columns_of=self._user_columns)
+        self.plan = plan = make_plan(project, o.select, o.exclude, o.state, columns_of=self._user_columns,
+                                     late=Lateness(o.late_fraction, o.late_by))
+        self.notes = list(plan.notes)
         if ignored:
-            plan.notes.append(ignored)
+            self.notes.append(ignored)
         if confined and engine.unconfined_part:
-            plan.notes.append(f"not confined by the game day: {engine.unconfined_part}")
+            self.notes.append(f"not confined by the game day: {engine.unconfined_part}")
         check_config(plan.build, project.target_output, project.target_name)
-        plan.late = Lateness(o.late_fraction, o.late_by)
-        return plan, self._chains(plan)
+        return plan, self._chains()
 
     def _user_columns(self, sources) -> dict[str, list[tuple[str, str]]]:
         """Source id -> its columns in the user's target (read-only), for the hints of a missing time column."""
@@ -263,7 +187,7 @@ class Gameday(Replay):
         found = self.engine.user_columns([(s.schema, s.identifier) for s in sources])
         return {s.unique_id: found.get((s.schema, s.identifier), []) for s in sources}
 
-    def _chains(self, plan: Plan) -> list[str]:
+    def _chains(self) -> list[str]:
         """The scenarios to replay, as chains sharing a sandbox ("replay+backfill"); the late scenario
         is left out (with a note) without a share of late rows."""
         o = self.options
@@ -272,7 +196,7 @@ class Gameday(Replay):
         chains = ["+".join(c) for c in scenario_chains(scenarios)]
         if dropped:
             self.options = replace(o, scenarios=tuple(s for s in o.scenarios if s not in dropped))
-            plan.notes.append("late: not run; --late-fraction/--late-by make a share of the rows of inputs "
+            self.notes.append("late: not run; --late-fraction/--late-by make a share of the rows of inputs "
                               "without a load time arrive late (inputs with one arrive by it in every scenario)")
             if not chains:  # nothing would run but the reference: never "safe to run twice"
                 raise ConfigError("--scenarios late runs nothing without --late-fraction or --late-by (inputs "
@@ -280,25 +204,28 @@ class Gameday(Replay):
                                   "other scenarios")
         return chains
 
-    def _start_workers(self, plan: Plan, chains: list[str]):
+    def _start_workers(self, chains: list[str]):
         """Worker processes for two or more chains (None: the scenarios run here)."""
         threads = self.options.threads
         if threads > 1 and len(chains) > 1 and not self.engine.parallel_ok:
-            plan.notes.append(f"--threads {threads}: scenarios ran one after another, in the one Spark of "
+            self.notes.append(f"--threads {threads}: scenarios ran one after another, in the one Spark of "
                               "this process (method: session; its catalog admits one process)")
         elif threads > 1 and len(chains) > 1:
             # workers start now: their start-up overlaps the snapshot and the reference build
             return start_pool(self, min(threads, len(chains)))
         return None
 
-    def _snapshot(self, plan: Plan) -> Sandbox:
+    def _snapshot(self, plan: Plan) -> tuple[Sandbox, Plan]:
         """The inputs copied read-only from the user's target, the clock set up, the schedule planned."""
         engine, o = self.engine, self.options
-        plan.drop_absent_hook_sources(engine)
+        if plan.from_hooks:
+            plan, note = plan.without_absent_hook_sources(engine.user_relations())
+            self.notes += [note] if note else []
         with cost.spent("copies"):
             snapshot = engine.create_snapshot([*plan.timed_sources, *plan.static_sources])
-        self._read_by_name = copy_read_by_name(engine, self.project, plan, snapshot, self._profiles_dir)
-        plan.notes.extend(engine.notes)  # what the snapshot could not copy as it is
+        plan, notes = copy_read_by_name(engine, self.project, plan, snapshot, self._profiles_dir)
+        self.notes += notes
+        self.notes.extend(engine.notes)  # what the snapshot could not copy as it is
         if plan.seeds:
             self._seed(plan, snapshot)
         with engine.connect(snapshot) as con:
@@ -307,50 +234,49 @@ class Gameday(Replay):
                 con.execute(statement)
             if o.since or o.until:
                 cut_slice(con, plan, o.since, o.until)
-            plan.timeline = plan_timeline(con, plan, o.batch_size, o.steps)
-        plan.judge_exercise()
-        return snapshot
+            plan, notes = plan_timeline(con, plan, o.batch_size, o.steps)
+        self.notes += notes
+        return snapshot, plan
 
     @staticmethod
     def _runs(chain: str, branched: dict[str, list[tuple[str, int]]], plan: Plan) -> int:
         """The runs of a chain's job: its last scenario's (which continues the others) and those of the
         scenarios branching from it after their steps in common."""
-        assert plan.timeline
-        return (count_runs([chain.split("+")[-1]], plan.timeline)
-                + sum(count_runs([b], plan.timeline, after=k) for b, k in branched.get(chain, ())))
+        assert plan.facts.timeline
+        return (count_runs([chain.split("+")[-1]], plan.facts.timeline)
+                + sum(count_runs([b], plan.facts.timeline, after=k) for b, k in branched.get(chain, ())))
 
     def _scenarios(self, pool, plan: Plan, chains: list[str], shared: list[str],
-                   branched: dict[str, list[tuple[str, int]]], template: Sandbox, ref_errors: dict[str, str],
-                   invocations: list) -> dict[str, dict[str, ScenarioResult]]:
-        """Every chain replayed (in the workers, with two or more), judged: model -> scenario -> result."""
+                   branched: dict[str, list[tuple[str, int]]], template: Sandbox, ref_errors: dict[str, str]
+                   ) -> tuple[dict[str, dict[str, ScenarioResult]], dict[str, list]]:
+        """Every chain replayed (in the workers, with two or more), judged: model -> scenario -> result;
+        and scenario -> the side relations that differ."""
         by_model: dict[str, dict[str, ScenarioResult]] = {m.unique_id: {} for m in plan.judged}
         for m in plan.judged:
             uid = m.unique_id
-            rows = plan.reference_rows.get(uid, 0)
+            rows = plan.facts.reference_rows.get(uid, 0)
             by_model[uid]["reference"] = (
                 failed(plan, uid, "reference", ref_errors[uid]) if uid in ref_errors else
-                ScenarioResult("reference", "safe", reference_rows=rows, rows=rows))
+                ScenarioResult("reference", Verdict.SAFE, reference_rows=rows, rows=rows))
         start = None
         if shared:
             start, first = self._first_build(plan, template)
-            invocations.append(first)
-        facts = ReferenceFacts.of(plan, self._read_by_name)
-        jobs = [self._job(facts, c, template, ref_errors, start=start if c in shared else None,
+            self.invocations.append(first)
+        jobs = [self._job(plan, c, template, ref_errors, start=start if c in shared else None,
                           branches=tuple(branched.get(c, ())))
                 for c in sorted(chains, key=lambda n: -self._runs(n, branched, plan))]
         side_found: dict[str, list] = {}
-        for judged, results in self._execute(pool, plan, jobs).values():
-            invocations += results
-            side_found.update(judged.pop(SIDE_KEY, {}))
-            for scenario, rs in judged.items():
+        for job in self._execute(pool, plan, jobs).values():
+            self.invocations += job.results
+            side_found.update(job.side_found)
+            for scenario, rs in job.judged.items():
                 for uid, r in rs.items():
                     by_model[uid][scenario] = r
-        plan.side_found = side_found
         if not self.options.keep_sandboxes:
             with cost.spent("copies"):
                 for sb in self._shared:
                     self.engine.drop(sb)
-        return by_model
+        return by_model, side_found
 
     def _cleanup(self, failure: BaseException | None) -> None:
         """Remove the run's sandboxes. When that fails after an error (a Spark that ran out of
@@ -365,25 +291,26 @@ class Gameday(Replay):
                      else f"{type(failure).__name__}: {first_line(failure)}")
             raise SandboxError(f"{cause}; then {err}") from failure
 
-    def _job(self, facts: ReferenceFacts, chain: str, template: Sandbox, ref_errors: dict[str, str],
+    def _job(self, plan: Plan, chain: str, template: Sandbox, ref_errors: dict[str, str],
              isolate: dict | None = None, start: dict | None = None,
              branches: tuple[tuple[str, int], ...] = ()) -> ScenarioJob:
         key = chain if not isolate else f"{chain} (isolation {isolate['level'] + 1})"
-        return ScenarioJob(key, chain, template, ref_errors, facts, self.watch.limit_s, isolate, start, branches)
+        return ScenarioJob(key, chain, template, ref_errors, plan.detached(), self.watch.limit_s, isolate, start,
+                           branches)
 
-    def _execute(self, pool, plan: Plan, jobs: list[ScenarioJob]) -> dict[str, tuple]:
+    def _execute(self, pool, plan: Plan, jobs: list[ScenarioJob]) -> dict[str, JobResult]:
         """The jobs in worker processes (two or more, with a pool), else here, on this plan."""
         if pool is not None and len(jobs) > 1:
             done = run_parallel(pool, jobs, self.progress)
         else:
             done = {j.key: self.run_scenario(j.scenario, plan, j.template, j.ref_errors, isolate=j.isolate,
                                              start=j.start, branches=j.branches) for j in jobs}
-        for judged, _ in done.values():
-            cost.add(judged.pop(cost.COST_KEY, {}), self._job_cost)
+        for job in done.values():
+            cost.add(job.cost, self._job_cost)
         return done
 
     def _isolate(self, pool, plan: Plan, by_model: dict[str, dict[str, ScenarioResult]], template: Sandbox,
-                 ref_errors: dict[str, str], invocations: list) -> Isolation:
+                 ref_errors: dict[str, str]) -> Isolation:
         """A model that differs below a differing parent is replayed again with its broken
         ancestors kept right (rebuilt in full, or their reference output): if it still differs while
         its parents match, the defect is its own; if it matches, its difference came from them (shown).
@@ -391,10 +318,9 @@ class Gameday(Replay):
         not show either: see `Isolation`."""
         parents = {m.unique_id: plan.parents_in_judged(m) for m in plan.judged}
         ancestors = {m.unique_id: plan.project.ancestors([m.unique_id]) for m in plan.judged}
-        facts = ReferenceFacts.of(plan, self._read_by_name)
         jobs: list[ScenarioJob] = []
         for scenario in [s for s in self.options.scenarios if not scenario_kind(s).baseline]:
-            bad = {u for u, rs in by_model.items() if differs(rs.get(scenario, ScenarioResult(scenario, "safe")).verdict)}
+            bad = {u for u, rs in by_model.items() if differs(rs.get(scenario, ScenarioResult(scenario, Verdict.SAFE)).verdict)}
             # A table or view is rebuilt from its parents at the end of every scenario, at the same
             # clock as the reference: with right parents it is right, unless it is nondeterministic,
             # which the determinism scenario shows. Only incremental models keep state of their own.
@@ -407,17 +333,17 @@ class Gameday(Replay):
                 broken = sorted({a for u in level for a in ancestors[u] if a in bad})
                 models = sorted(set(level) | {a for u in level for a in ancestors[u]})
                 judge = sorted(set(level) | {p for u in level for p in parents[u]})
-                jobs.append(self._job(facts, scenario, template, ref_errors,
+                jobs.append(self._job(plan, scenario, template, ref_errors,
                                       {"broken": broken, "models": models, "judge": judge,
                                        "candidates": level, "level": len(jobs)}))
         out = Isolation()
         if not jobs:
             return out
-        self.progress.start(count_runs([j.scenario for j in jobs], plan.timeline), "isolation")
+        self.progress.start(count_runs([j.scenario for j in jobs], plan.facts.timeline), "isolation")
         candidates_of = {j.key: j.isolate["candidates"] for j in jobs if j.isolate}
-        for key, (judged, results) in self._execute(pool, plan, jobs).items():
-            invocations += results
-            for scenario, rs in judged.items():
+        for key, job in self._execute(pool, plan, jobs).items():
+            self.invocations += job.results
+            for scenario, rs in job.judged.items():
                 for uid in candidates_of[key]:
                     if uid in rs:
                         out.add(plan, uid, scenario, rs, parents[uid])

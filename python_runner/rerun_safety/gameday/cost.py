@@ -9,7 +9,7 @@ process that did it (with --threads 2 two worker processes work at once, so the 
 - judging: comparing outputs with the reference (the diff), side relations included;
 - reports: assembling the report.
 Timed here with `spent(phase)` in the process that does the work; a scenario's share travels back with
-its verdicts (COST_KEY) from a worker process, and the invocations carry their own times.
+its verdicts (replay.JobResult.cost) from a worker process, and the invocations carry their own times.
 """
 from __future__ import annotations
 
@@ -17,8 +17,6 @@ import time
 from contextlib import contextmanager
 
 from ..results import Cost
-
-COST_KEY = "__cost__"  # a scenario job's entry of what it spent (see Replay.run_scenario)
 
 _spent: dict[str, float] = {}
 

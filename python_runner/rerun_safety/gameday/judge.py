@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..diff import diff_relations
-from ..results import ScenarioResult
+from ..results import ScenarioResult, Verdict
 from ..warehouse.base import REFERENCE_SCHEMA, Connection
 from . import order_only, side_effects
 from .plan import Plan, partition_column
@@ -36,18 +36,18 @@ def judge_one(con: Connection, name: str, plan: Plan, m, errors: dict[str, str],
     uid = m.unique_id
     if uid in ref_errors:
         return (failed(plan, uid, name, ref_errors[uid]) if scenario_kind(name).baseline else
-                ScenarioResult(name, "skipped", message=f"reference build failed: {ref_errors[uid]}"))
+                ScenarioResult(name, Verdict.SKIPPED, message=f"reference build failed: {ref_errors[uid]}"))
     if uid in errors:
         return failed(plan, uid, name, errors[uid])
     # not built, or not in every run: never shown safe
     if not con.relation_kind(m.schema, m.identifier) or uid in (skipped or {}):
         why = (skipped or {}).get(uid) or "not built in this scenario (an upstream model failed)"
-        return ScenarioResult(name, "untested", message=why)
+        return ScenarioResult(name, Verdict.UNTESTED, message=why)
     tol = m.float_tolerance if m.float_tolerance is not None else float_tolerance
-    ignored = (*m.ignore_columns, *plan.audit_columns.get(uid, ()))
+    ignored = (*m.ignore_columns, *plan.facts.audit_columns.get(uid, ()))
     d = diff_relations(con, (REFERENCE_SCHEMA, plan.ref_names[uid]), (m.schema, m.identifier),
                        key=m.key, ignore_columns=ignored, where=current_versions(m, con.dialect),
-                       partition_column=plan.time_columns.get(uid) or partition_column(m),
+                       partition_column=plan.facts.time_columns.get(uid) or partition_column(m),
                        column_detail=scenario_kind(name).reorders, float_tolerance=tol)
     r = replace(scenario_result(name, d), input_rows=plan.decisive_rows(m, name))
     r = order_only.judge(con, plan, m, r, lambda a, b: diff_relations(
@@ -55,9 +55,9 @@ def judge_one(con: Connection, name: str, plan: Plan, m, errors: dict[str, str],
         float_tolerance=tol))
     # (a snapshot of a table that never changes is exercised by every run: each is a rerun
     # of the same input, which must open no version)
-    if r.verdict == "safe" and (m.incremental or m.custom) and not scenario_kind(name).reorders \
-            and not plan.exercised.get(uid, True):
-        r = replace(r, verdict="untested", message=plan.untested_reason(m))
-    elif r.verdict == "safe" and (m.incremental or m.custom) and (why := plan.unexercised(m, name)):
-        r = replace(r, verdict="untested", message=f"{name}: {why}")
+    if r.verdict == Verdict.SAFE and (m.incremental or m.custom) and not scenario_kind(name).reorders \
+            and not plan.facts.exercised.get(uid, True):
+        r = replace(r, verdict=Verdict.UNTESTED, message=plan.untested_reason(m))
+    elif r.verdict == Verdict.SAFE and (m.incremental or m.custom) and (why := plan.unexercised(m, name)):
+        r = replace(r, verdict=Verdict.UNTESTED, message=f"{name}: {why}")
     return r

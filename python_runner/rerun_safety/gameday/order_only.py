@@ -14,7 +14,7 @@ from typing import Any
 import sqlglot
 from sqlglot import exp
 
-from ..results import ScenarioResult
+from ..results import ScenarioResult, Verdict
 from ..warehouse.dialects import dialect_for
 from ..warehouse.base import REFERENCE_SCHEMA, Connection, table
 
@@ -94,8 +94,8 @@ def judge(con: Connection, plan: Any, m: Any, r: ScenarioResult, compare) -> Sce
     the model's own nondeterminism, not a rerun defect. `compare(left, right)` diffs two relations."""
     from dataclasses import replace
 
-    aggs = plan.unordered.get(m.unique_id)
-    if not aggs or r.verdict in ("safe", "untested", "error", "skipped", "nondeterministic"):
+    aggs = plan.facts.unordered.get(m.unique_id)
+    if not aggs or r.verdict in (Verdict.SAFE, Verdict.UNTESTED, Verdict.ERROR, Verdict.SKIPPED, Verdict.NONDETERMINISTIC):
         return r
     if r.differing_columns and not {c.lower() for c in r.differing_columns} <= set(aggs):
         return r  # other columns differ too
@@ -114,6 +114,6 @@ def judge(con: Connection, plan: Any, m: Any, r: ScenarioResult, compare) -> Sce
     if not d.identical:
         return r
     cols = ", ".join(sorted(c for c in aggs if c in {x.lower() for x in r.differing_columns}) or sorted(aggs))
-    return replace(r, verdict="nondeterministic", volatile_columns=tuple(r.differing_columns),
+    return replace(r, verdict=Verdict.NONDETERMINISTIC, volatile_columns=tuple(r.differing_columns),
                    message=f"differs only in the order of the values gathered by an aggregate without ORDER BY "
                            f"({cols}): they come in the order the rows are read")

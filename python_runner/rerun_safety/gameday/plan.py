@@ -5,14 +5,14 @@
 """
 from __future__ import annotations
 
-import datetime as dt
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from ..dbt_invoke import selection_terms, selects_by_state
 from ..errors import ConfigError, NothingToCheck
 from ..project import Model, Project, SourceTable
+from .facts import Facts, FrozenMap, frozen_map
 from .scenarios import Batch, Timeline
 from .scenarios import scenario as scenario_kind
 
@@ -28,109 +28,107 @@ class Lateness:
 
 
 @dataclass(frozen=True)
-class ReferenceFacts:
-    """What the game day learns before its scenarios run (the schedule and the snapshot's counts,
-    the reference's outputs, what is built once), fixed from then on: taken from the plan once the
-    reference is frozen, and set whole on a worker's plan (which is made from the manifest alone).
-    Its fields are the plan's own (by name), but `static` (the inputs found static in the data)
-    and `read_by_name` (the inputs the compiled SQL reads by name)."""
-
-    timeline: Timeline
-    arrivals: dict[str, tuple[int, ...]]
-    first_halves: dict[str, tuple[int, ...]]
-    time_columns: dict[str, str]
-    late: Lateness
-    late_rows: dict[str, int]
-    side: Any
-    unordered: dict[str, dict[str, str | None]]
-    reference_rows: dict[str, int]
-    order_sensitive: frozenset[str]
-    frozen: frozenset[str]
-    audit_columns: dict[str, tuple[str, ...]]
-    static: tuple[str, ...]
-    read_by_name: Any
-
-    @classmethod
-    def of(cls, plan: "Plan", read_by_name: Any) -> "ReferenceFacts":
-        own = {f.name: getattr(plan, f.name) for f in fields(cls) if f.name not in ("static", "read_by_name")}
-        own["order_sensitive"], own["frozen"] = frozenset(plan.order_sensitive), frozenset(plan.frozen)
-        return cls(**own, static=tuple(s.unique_id for s in plan.static_sources), read_by_name=read_by_name)
-
-    def apply(self, plan: "Plan") -> None:
-        """Set these facts on a plan made from the manifest alone (a worker's)."""
-        plan.add_read_by_name(self.read_by_name)
-        for f in fields(self):
-            if f.name not in ("static", "read_by_name"):
-                setattr(plan, f.name, getattr(self, f.name))
-        plan.order_sensitive, plan.frozen = set(self.order_sensitive), set(self.frozen)
-        plan.make_static(self.static)
-        plan.judge_exercise()
-
-
-@dataclass(frozen=True)
 class ScenarioJob:
     """One scenario (or a scenario in isolation) to run: all a worker process needs, pickled whole."""
 
     key: str
     scenario: str  # a chain of scenarios sharing a sandbox: "replay+backfill"
     template: Any  # the Sandbox cloned for it
-    ref_errors: dict[str, str]
-    facts: ReferenceFacts
+    ref_errors: Mapping[str, str]
+    plan: "Plan"  # detached from its project (the worker attaches its own)
     statement_limit: float | None
-    isolate: dict | None = None
-    start: dict | None = None  # a shared first build to continue from
+    isolate: Mapping | None = None
+    start: Mapping | None = None  # a shared first build to continue from
     # scenarios that go on from a copy of this chain's sandbox: (scenario, steps in common) (runs.branches)
     branches: tuple[tuple[str, int], ...] = ()
 
 
-@dataclass
+@dataclass(frozen=True)
 class Plan:
-    project: Project
-    judged: list[Model]  # in topological order
-    build: list[Model]  # every model dbt builds (judged + ephemeral/other upstream)
-    seeds: list[Model]
-    inputs: list[SourceTable]  # timed sources and timed seeds: rows arrive batch by batch
-    static_sources: list[SourceTable]
-    timeline: Timeline | None
-    ref_names: dict[str, str]  # model unique_id -> table name in the reference schema
-    stateful: list[Model] = field(default_factory=list)  # incremental models, the tables and views they read
-    reference_rows: dict[str, int] = field(default_factory=dict)
-    # input id -> rows before the first replayed batch, then rows of each replayed batch
-    arrivals: dict[str, tuple[int, ...]] = field(default_factory=dict)
-    # input id -> rows of each replayed batch (index 0 unused) in the half the partial scenario commits first
-    first_halves: dict[str, tuple[int, ...]] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)  # about the whole run
-    exercised: dict[str, bool] = field(default_factory=dict)  # model -> its inputs received new rows
-    empty_first: dict[str, str] = field(default_factory=dict)  # model -> why its first build saw no rows
-    time_columns: dict[str, str] = field(default_factory=dict)  # model -> its output's time column
-    late: Lateness = field(default_factory=Lateness)
-    late_rows: dict[str, int] = field(default_factory=dict)  # input id -> rows arriving after a later batch
-    late_batches: dict[str, int] = field(default_factory=dict)  # input id -> the most batches a row arrives late
-    # input id -> (rows of its fullest batch before the replayed ones, that batch's start): a bulk load
-    bulk: dict[str, tuple[int, dt.datetime | None]] = field(default_factory=dict)
-    side: Any = None  # side_effects.SidePlan, once the reference has run
-    side_found: dict[str, list] = field(default_factory=dict)  # scenario -> side relations that differ
-    kinds: dict[str, tuple[str, str]] = field(default_factory=dict)  # input id -> (kind, why)
-    # model -> its output columns gathered by an aggregate without ORDER BY (see order_only)
-    unordered: dict[str, dict[str, str | None]] = field(default_factory=dict)
-    # static sources no model reads, copied because a hook names them (may be absent: see gameday)
-    from_hooks: set[str] = field(default_factory=set)
-    # built models whose output may depend on the order of their inputs' rows (rebuild.order_sensitive)
-    order_sensitive: set[str] = field(default_factory=set)
-    # tables no run of a scenario can change, built once in its first build (rebuild.frozen_ids)
-    frozen: set[str] = field(default_factory=set)
-    # model -> its output columns that only stamp the run's clock, left out of the comparison
-    audit_columns: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    # model name -> dbt's message, for each model that did not compile in the snapshot (by_name)
-    compile_failures: dict[str, str] = field(default_factory=dict)
-    # model -> its output columns it computes itself, each with the columns it reads (lineage.computed_columns)
-    computed_columns: dict[str, dict[str, frozenset[str]]] = field(default_factory=dict)
-    # model -> its reference output's fingerprint (diff.fingerprint) and columns (GamedayOptions.fingerprints)
-    fingerprints: dict[str, Any] = field(default_factory=dict)
-    reference_columns: dict[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)  # (name, type)
-    # incremental model -> the keys (lineage.key_candidates) its reference output holds unique, without NULLs
-    unique_keys: dict[str, list[tuple[str, ...]]] = field(default_factory=dict)
+    """What a game day does, frozen: made by `make_plan` from the parsed project and the options, then
+    made anew (never changed) by the stages that learn from the data (`learned`, `scheduled`, ...), all
+    here. What the data taught is `facts`."""
 
+    project: Project | None = field(compare=False, repr=False)  # None: on its way to a worker (detached)
+    judged: tuple[Model, ...]  # in topological order
+    build: tuple[Model, ...]  # every model dbt builds (judged + ephemeral/other upstream)
+    seeds: tuple[Model, ...]
+    inputs: tuple[SourceTable, ...]  # timed sources and timed seeds: rows arrive batch by batch
+    static_sources: tuple[SourceTable, ...]
+    ref_names: Mapping[str, str]  # model unique_id -> table name in the reference schema
+    stateful: tuple[Model, ...] = ()  # incremental models, the tables and views they read
+    kinds: Mapping[str, tuple[str, str]] = field(default_factory=FrozenMap)  # input id -> (kind, why)
+    # static sources no model reads, copied because a hook names them (may be absent: see gameday)
+    from_hooks: frozenset[str] = frozenset()
+    notes: tuple[str, ...] = ()  # what make_plan found about the whole run
+    late: Lateness = field(default_factory=Lateness)
+    facts: Facts = field(default_factory=Facts)
+
+    def __post_init__(self) -> None:
+        for name in ("judged", "build", "seeds", "inputs", "static_sources", "stateful", "notes"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+        for name in ("ref_names", "kinds"):
+            object.__setattr__(self, name, frozen_map(getattr(self, name)))
+        object.__setattr__(self, "from_hooks", frozenset(self.from_hooks))
+
+    # ---------------------------------------------------------------- new plans
+    def learned(self, **facts) -> "Plan":
+        """This plan with more of what the data taught (Facts' fields by name)."""
+        return replace(self, facts=replace(self.facts, **facts))
+
+    def detached(self) -> "Plan":
+        """For the trip to a worker process, which attaches its own parse of the project."""
+        return replace(self, project=None)
+
+    def attached(self, project: Project) -> "Plan":
+        """A plan sent to this process, on its project (which learns the inputs read by name again)."""
+        if self.facts.read_by_name is not None:
+            project.add_read_by_name(self.facts.read_by_name)
+        return replace(self, project=project)
+
+    def with_static(self, input_ids, kinds: Mapping[str, tuple[str, str]] | None = None) -> "Plan":
+        """Inputs moved to the static ones (found from the data: loaded at once), with their kinds."""
+        ids = set(input_ids)
+        moved = tuple(s for s in self.inputs if s.unique_id in ids)
+        return replace(self, inputs=tuple(s for s in self.inputs if s.unique_id not in ids),
+                       static_sources=(*self.static_sources, *moved), kinds={**self.kinds, **(kinds or {})})
+
+    def reading_by_name(self, found) -> "Plan":
+        """Inputs the compiled SQL reads by name (by_name.ByName): copied like sources, planned by their
+        config (a declared source's time column; an undeclared relation is static)."""
+        assert self.project is not None
+        new = [s for s in found.inputs if s.unique_id not in self.kinds]  # not planned already
+        found = type(found)(new, {s.unique_id: found.readers[s.unique_id] for s in new})
+        self.project.add_read_by_name(found)
+        kinds, inputs, static = dict(self.kinds), list(self.inputs), list(self.static_sources)
+        for src in found.inputs:
+            kinds[src.unique_id] = _input_kind(src, self.project.time_columns_origin)
+            (inputs if kinds[src.unique_id][0] in TIMED_KINDS else static).append(src)
+        return replace(self, inputs=inputs, static_sources=static, kinds=kinds).learned(read_by_name=found)
+
+    def without_absent_hook_sources(self, present) -> tuple["Plan", str]:
+        """A declared source that only a hook names (no model reads it) is copied if the target holds
+        it (`present`: the target's relations, lower case); if not (the hook creates it, or the name is a
+        coincidence), there is nothing to copy. The plan without those, and the run note ('' for none)."""
+        absent = [s for s in self.static_sources if s.unique_id in self.from_hooks
+                  and (s.schema.lower(), s.identifier.lower()) not in present]
+        if not absent:
+            return self, ""
+        return (replace(self, static_sources=tuple(s for s in self.static_sources if s not in absent)),
+                "sources a hook names, not in the target (nothing to copy): " + ", ".join(s.name for s in absent))
+
+    def scheduled(self, timeline: Timeline) -> "Plan":
+        """With the schedule fixed: which judged models its batches exercise, and which first builds
+        see no rows."""
+        plan = self.learned(timeline=timeline)
+        exercised, empty = {}, {}
+        for m in plan.judged:
+            exercised[m.unique_id], note = plan.exercise(m)
+            if note:
+                empty[m.unique_id] = note
+        return plan.learned(exercised=exercised, empty_first=empty)
+
+    # ---------------------------------------------------------------- reading
     @property
     def timed_sources(self) -> list[SourceTable]:
         return [s for s in self.inputs if not s.seed]
@@ -158,51 +156,25 @@ class Plan:
     def exercise(self, m: Model) -> tuple[bool, str]:
         """Whether the model's inputs received new rows in the replayed batches, and a note
         when its first build ran on no input rows at all."""
-        assert self.timeline is not None
+        timeline, arrivals = self.facts.timeline, self.facts.arrivals
+        assert timeline is not None
         inputs = self.inputs_of(m)
         if not inputs:
             return False, ""
-        arrived = sum(sum(self.arrivals.get(s.unique_id, (0,))[1:]) for s in inputs)
+        arrived = sum(sum(arrivals.get(s.unique_id, (0,))[1:]) for s in inputs)
         note = ""
-        if all(self.arrivals.get(s.unique_id, (0,))[0] == 0 for s in inputs):
-            firsts = ", ".join(f"{s.name} before {self.timeline.bounds_for(s.unique_id)[0]}" for s in inputs)
+        if all(arrivals.get(s.unique_id, (0,))[0] == 0 for s in inputs):
+            firsts = ", ".join(f"{s.name} before {timeline.bounds_for(s.unique_id)[0]}" for s in inputs)
             note = (f"its first build ran on empty input (no rows of {firsts}): a watermark read from an "
                     "empty table is NULL, so a model that filters on it may never load; replay more of the "
                     "history (--steps) or check the first run's filter")
         return arrived > 0, note
-
-
-    def judge_exercise(self) -> None:
-        for m in self.judged:
-            self.exercised[m.unique_id], note = self.exercise(m)
-            if note:
-                self.empty_first[m.unique_id] = note
 
     def input_relations(self) -> list[tuple[str, str]]:
         """(schema, name) of every input table in a sandbox: sources and seeds."""
         out = [(s.schema, s.identifier) for s in [*self.inputs, *self.static_sources]]
         out += [(m.schema, m.identifier) for m in self.seeds]
         return list(dict.fromkeys(out))
-
-    def make_static(self, input_ids) -> None:
-        """Move inputs to the static ones (found from the data here, and in a worker process, which
-        plans from the manifest alone, from the parent's finding)."""
-        for src in [s for s in self.inputs if s.unique_id in set(input_ids)]:
-            self.inputs.remove(src)
-            self.static_sources.append(src)
-
-    def add_read_by_name(self, found) -> None:
-        """Inputs the compiled SQL reads by name (by_name.ByName): copied like sources, planned by
-        their config (a declared source's time column; an undeclared relation is static)."""
-        for src in found.inputs:
-            if src.unique_id in self.kinds:  # added already (a worker runs many payloads)
-                continue
-            self.project.sources.setdefault(src.unique_id, src)
-            for uid in found.readers[src.unique_id]:
-                self.project.read_by_name.setdefault(uid, set()).add(src.unique_id)
-            self.kinds[src.unique_id] = _input_kind(src, self.project.time_columns_origin)
-            (self.inputs if self.kinds[src.unique_id][0] in ("event_log", "loaded_log") else
-             self.static_sources).append(src)
 
     def input_notes(self) -> list[str]:
         """Every input the built models read, by kind, with why."""
@@ -223,25 +195,26 @@ class Plan:
 
     def rows_in_batch(self, inputs: list[SourceTable], i: int) -> int:
         """Rows the inputs bring in replayed batch i (1-based)."""
-        return sum(counts[i] for s in inputs if len(counts := self.arrivals.get(s.unique_id, ())) > i)
+        return sum(counts[i] for s in inputs if len(counts := self.facts.arrivals.get(s.unique_id, ())) > i)
 
     def halves_in_batch(self, inputs: list[SourceTable], i: int) -> tuple[int, int]:
         """Rows the inputs bring in replayed batch i in the half committed first and in the rest."""
-        first = sum(h[i] for s in inputs if len(h := self.first_halves.get(s.unique_id, ())) > i)
+        first = sum(h[i] for s in inputs if len(h := self.facts.first_halves.get(s.unique_id, ())) > i)
         return first, self.rows_in_batch(inputs, i) - first
 
     def unexercised(self, m: Model, scenario: str) -> str:
         """Why a scenario's decisive step touched none of the model's input rows ('' when it did):
         the half-committed batch, the backfilled batch, the late rows. A model that saw no new
         rows there was not tested by that scenario, whatever its output."""
-        assert self.timeline is not None
+        timeline = self.facts.timeline
+        assert timeline is not None
         inputs = self.inputs_of(m)
         decisive = scenario_kind(scenario).decisive
         if not inputs or decisive in ("batches", ""):
             return ""
         names = ", ".join(s.name for s in inputs)
         if decisive == "half":
-            i = self.timeline.half_committed
+            i = timeline.half_committed
             first, rest = self.halves_in_batch(inputs, i)
             if not first or not rest:
                 return (f"the half-committed batch (batch {i}) held {first + rest} row(s) of its inputs ({names}), "
@@ -251,39 +224,27 @@ class Plan:
             if not self.rows_in_batch(inputs, 1):
                 return f"the backfilled batch (batch 1) held no rows of its inputs ({names})"
         elif decisive == "late_rows":
-            if not sum(self.late_rows.get(s.unique_id, 0) for s in inputs):
+            if not sum(self.facts.late_rows.get(s.unique_id, 0) for s in inputs):
                 return f"no row of its inputs ({names}) arrived after a later batch than its event time"
         return ""
-
-    def drop_absent_hook_sources(self, engine: Any) -> None:
-        """A declared source that only a hook names (no model reads it) is copied if the target holds
-        it; if not (the hook creates it, or the name is a coincidence), there is nothing to copy."""
-        if not self.from_hooks:
-            return
-        present = engine.user_relations()
-        absent = [s for s in self.static_sources if s.unique_id in self.from_hooks
-                  and (s.schema.lower(), s.identifier.lower()) not in present]
-        if absent:
-            self.static_sources = [s for s in self.static_sources if s not in absent]
-            self.notes.append("sources a hook names, not in the target (nothing to copy): "
-                              + ", ".join(s.name for s in absent))
 
     def decisive_rows(self, m: Model, scenario: str) -> int | None:
         """Rows of the model's timed inputs in the scenario's decisive step: every replayed batch
         (replay, rerun), the half-committed batch (partial), batch 1 (backfill), the rows arriving
         late (late). None for reference and determinism, and for a model with no timed input."""
-        inputs = self.inputs_of(m) if self.timeline is not None else []
+        timeline = self.facts.timeline
+        inputs = self.inputs_of(m) if timeline is not None else []
         if not inputs:
             return None
         decisive = scenario_kind(scenario).decisive
         if decisive == "batches":
-            return sum(self.rows_in_batch(inputs, i) for i in range(1, self.timeline.steps + 1))
+            return sum(self.rows_in_batch(inputs, i) for i in range(1, timeline.steps + 1))
         if decisive == "half":
-            return self.rows_in_batch(inputs, self.timeline.half_committed)
+            return self.rows_in_batch(inputs, timeline.half_committed)
         if decisive == "first":
             return self.rows_in_batch(inputs, 1)
         if decisive == "late_rows":
-            return sum(self.late_rows.get(s.unique_id, 0) for s in inputs)
+            return sum(self.facts.late_rows.get(s.unique_id, 0) for s in inputs)
         return None
 
     def untested_reason(self, m: Model) -> str:
@@ -293,6 +254,9 @@ class Plan:
                     "arrived in any replayed batch")
         names = ", ".join(s.name for s in inputs)
         return f"its inputs ({names}) received no new rows in any replayed batch, so its incremental runs changed nothing"
+
+
+TIMED_KINDS = ("event_log", "loaded_log")
 
 
 def partition_column(m: Model) -> str | None:
@@ -380,9 +344,10 @@ def _columns(project: Project, sources, columns_of) -> dict[str, list[tuple[str,
 
 
 def make_plan(project: Project, select: tuple[str, ...], exclude: tuple[str, ...], state: str | None = None,
-              columns_of=None) -> Plan:
+              columns_of=None, late: Lateness | None = None) -> Plan:
     """The models to build and judge, their inputs and their kinds. `columns_of(sources)`: source id ->
-    its columns in the user's target, to name the date and time columns where none is configured."""
+    its columns in the user's target, to name the date and time columns where none is configured.
+    `late`: how rows arrive in the `late` scenario (the options')."""
     selected = project.select(select, exclude, state)
     terms = selection_terms(select, exclude)
     by_state = selects_by_state(select, state)
@@ -411,7 +376,7 @@ def make_plan(project: Project, select: tuple[str, ...], exclude: tuple[str, ...
     sources = [s for s in sources if s not in in_place]
     timed_seeds = [project.seed_inputs[s.unique_id] for s in seeds if s.unique_id in project.seed_inputs]
     kinds = {s.unique_id: _input_kind(s, project.time_columns_origin) for s in [*sources, *timed_seeds]}
-    timed = [s for s in [*sources, *timed_seeds] if kinds[s.unique_id][0] in ("event_log", "loaded_log")]
+    timed = [s for s in [*sources, *timed_seeds] if kinds[s.unique_id][0] in TIMED_KINDS]
     untimed = _missing_time_columns(project, build, columns_of)
     incremental = [m.unique_id for m in build if m.keeps_state]
     feeding = project.ancestors(incremental)
@@ -420,20 +385,20 @@ def make_plan(project: Project, select: tuple[str, ...], exclude: tuple[str, ...
     # views, CASCADE, when it rebuilds a table under them).
     rebuilt = ("table", "external", "view")
     stateful = [m for m in build if m.keeps_state or (m.unique_id in feeding and m.materialized in rebuilt)]
-    plan = Plan(project, judged, build, seeds, timed, [s for s in sources if s not in timed], None,
-                {m.unique_id: f"m{i}" for i, m in enumerate(judged)}, stateful, kinds=kinds,
-                from_hooks={s.unique_id for s in hooked})
+    notes = []
     empty = sorted(project.models[u].name for u in selected if project.models[u].empty)
     if empty:
-        plan.notes.append("models with no SQL, which dbt builds nothing for (not judged): " + ", ".join(empty))
+        notes.append("models with no SQL, which dbt builds nothing for (not judged): " + ", ".join(empty))
     untimed = {uid: ms for uid, ms in untimed.items() if not project.sources[uid].kind}  # declared: known
     if untimed:
-        plan.notes.append(_untimed_note(project, untimed, columns_of))
+        notes.append(_untimed_note(project, untimed, columns_of))
     if in_place:
         names = ", ".join(f"{s.database}.{s.schema}.{s.identifier}" for s in in_place)
-        plan.notes.append(f"inputs in databases the profile attaches: {names}; read where they are, read-only, "
-                          "in every sandbox; no rows arrive in them during a replay")
-    return plan
+        notes.append(f"inputs in databases the profile attaches: {names}; read where they are, read-only, "
+                     "in every sandbox; no rows arrive in them during a replay")
+    return Plan(project, judged, build, seeds, timed, [s for s in sources if s not in timed],
+                {m.unique_id: f"m{i}" for i, m in enumerate(judged)}, stateful, kinds=kinds,
+                from_hooks={s.unique_id for s in hooked}, notes=notes, late=late or Lateness())
 
 
 def _input_kind(src: SourceTable, config_origin: str) -> tuple[str, str]:

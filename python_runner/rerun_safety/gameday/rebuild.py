@@ -58,7 +58,7 @@ def frozen_ids(plan: Any) -> set[str]:
     for m in plan.build:  # topological order
         uid = m.unique_id
         if (m.materialized not in ("table", "view", "ephemeral") or m.language != "sql" or m.keeps_state
-                or uid in hooked or uid in plan.order_sensitive or uid in named
+                or uid in hooked or uid in plan.facts.order_sensitive or uid in named
                 or plan.project.timed_inputs_of([uid]) & timed):
             continue
         if all(p in plain or p not in models for p in m.parents):
@@ -85,7 +85,7 @@ def final_rebuild(plan: Any, differing: set[str], failed: dict[str, str], curren
     stateful = current
     # built at the end whatever they read: models with hooks (see the module's docstring) and
     # models whose output may change from one build to the next (order_sensitive)
-    hooked = hooked_ids(plan) | (plan.order_sensitive & {m.unique_id for m in plan.build})
+    hooked = hooked_ids(plan) | (plan.facts.order_sensitive & {m.unique_id for m in plan.build})
     changed: set[str] = set(differing) | hooked
     judged = {m.unique_id for m in plan.judged}
     blocked: dict[str, str] = {}

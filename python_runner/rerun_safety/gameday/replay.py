@@ -16,7 +16,7 @@ import yaml
 
 from .. import clock
 from ..diff import diff_relations
-from ..results import ScenarioResult
+from ..results import ScenarioResult, Verdict
 from ..secrets import secrets_through_env
 from ..warehouse.base import REFERENCE_SCHEMA, SNAPSHOT_SCHEMA, Connection, Sandbox
 from . import cost, side_effects
@@ -29,9 +29,22 @@ from .scenarios import Reset, Run, scenario_steps
 from .scenarios import scenario as scenario_kind
 from .verdict import differs
 
-SIDE_KEY = "__side_effects__"  # judged_all's entry of the side relations found per scenario
 # what a scenario's sandbox only reads of the one it is cloned from
 READ_ONLY = (REFERENCE_SCHEMA, SNAPSHOT_SCHEMA, side_effects.PREHOOK_SCHEMA)
+
+
+@dataclass(frozen=True)
+class JobResult:
+    """What one scenario job (a chain, or a scenario in isolation) hands back, wherever it ran."""
+
+    judged: dict[str, dict[str, ScenarioResult]]  # scenario -> model -> its result
+    side_found: dict[str, list]  # scenario -> the side relations that differ (side_effects.judge)
+    cost: dict[str, float]  # what the job spent, per phase (cost.py)
+    results: list  # dbt's results, one per invocation
+
+    def without_raw(self) -> "JobResult":
+        """For the trip back from a worker: dbt's raw results stay there."""
+        return replace(self, results=[replace(r, raw=None) for r in self.results])
 
 
 @dataclass
@@ -125,7 +138,7 @@ class Replay:
     # ---------------------------------------------------------------- scenarios
     def run_scenario(self, name: str, plan: Plan, template: Sandbox, ref_errors: dict[str, str],
                      isolate: dict | None = None, start: dict | None = None,
-                     branches: tuple[tuple[str, int], ...] = ()) -> tuple[dict, list]:
+                     branches: tuple[tuple[str, int], ...] = ()) -> JobResult:
         """Run one chain of scenarios ('replay+backfill' or one name) in one sandbox and judge each.
         `isolate`: {'broken': uids rebuilt in full at every run (or, in determinism, replaced by
         their reference output), 'models': the uids to build, 'judge': the uids to judge}.
@@ -133,17 +146,19 @@ class Replay:
         sandbox is cloned instead of the template, and its steps, errors and runs count as done.
         `branches`: (scenario, steps in common with the chain's first one): each goes on, after the
         chain, from a copy of the sandbox taken when those steps were done (runs.branches)."""
-        assert self.engine and plan.timeline
+        assert self.engine and plan.facts.timeline
         names = name.split("+")
         self.progress.scenario(name if not isolate else f"{name} (isolation)")
-        outer = cost.take()  # what this job spends goes back with its verdicts (COST_KEY), wherever it runs
+        outer = cost.take()  # what this job spends goes back with its verdicts (JobResult.cost), wherever it runs
         # the template outlives every scenario, which only reads its reference outputs and the rows
         # inputs arrive from
         with cost.spent("copies"):
             sb = self.engine.clone(start["sandbox"] if start else template,
                                    name.replace("+", "_") if not isolate else f"iso{isolate['level']}_{names[-1]}",
                                    read_only=READ_ONLY)
-        judged_all: dict[str, dict] = {}
+        judged_all: dict[str, dict[str, ScenarioResult]] = {}
+        side_found: dict[str, list] = {}
+        spent: dict[str, float] = {}
         copies: list[tuple[str, Sandbox, ChainState]] = []  # the branches' sandboxes, when taken
         try:
             reorders = any(scenario_kind(n).reorders for n in names)
@@ -160,21 +175,21 @@ class Replay:
 
             for i, scenario in enumerate(names):
                 judged_all[scenario] = self._replay_one(plan, sb, profiles, scenario, state, scope, isolate,
-                                                        ref_errors, judged_all, branch if i == 0 else None)
+                                                        ref_errors, side_found, branch if i == 0 else None)
             self._drop(sb)  # judged: the branches go on from their copies
             for b, copy, own in copies:
                 self.progress.scenario(b)
                 judged_all[b] = self._replay_one(plan, copy, self._profiles_dir(copy), b, own, scope, isolate,
-                                                 ref_errors, judged_all)
+                                                 ref_errors, side_found)
                 state.results += own.results
                 self._drop(copy)
-            return judged_all, state.results
         finally:
             for _, copy, _ in copies:
                 self._drop(copy)
             self._drop(sb)
-            judged_all[cost.COST_KEY] = cost.take()
+            spent.update(cost.take())
             cost.add(outer)
+        return JobResult(judged_all, side_found, spent, state.results)
 
     def _drop(self, sb: Sandbox) -> None:
         """A scenario's sandbox, once judged (kept with --keep-sandboxes)."""
@@ -184,12 +199,12 @@ class Replay:
                 self.engine.drop(sb)
 
     def _replay_one(self, plan: Plan, sb: Sandbox, profiles: str, scenario: str, state: ChainState, scope: _Scope,
-                    isolate: dict | None, ref_errors: dict[str, str], judged_all: dict,
+                    isolate: dict | None, ref_errors: dict[str, str], side_found: dict[str, list],
                     branch=None) -> dict[str, ScenarioResult]:
         """One scenario of a chain: its steps not done yet, then its judgement. `branch(done)` is
         called after each step (with the number of the scenario's steps done)."""
         kind = scenario_kind(scenario)
-        steps = scenario_steps(scenario, plan.timeline)
+        steps = scenario_steps(scenario, plan.facts.timeline)
         done = state.done
         todo = steps[done:]
         last_run = max(i for i, st in enumerate(todo) if isinstance(st, Run))
@@ -199,9 +214,9 @@ class Replay:
         lean = isolate is None
         current = first = set()
         # a table no run can change is built once, in the first build (see frozen_ids)
-        between = [m for m in plan.stateful if m.unique_id not in plan.frozen] if lean else plan.stateful
+        between = [m for m in plan.stateful if m.unique_id not in plan.facts.frozen] if lean else plan.stateful
         if lean and kind.reorders:
-            current = first = determinism_ids(plan, plan.order_sensitive)
+            current = first = determinism_ids(plan, plan.facts.order_sensitive)
         elif lean:
             current, first = {m.unique_id for m in plan.stateful}, first_ids(plan)
         for i, step in enumerate(todo):
@@ -226,22 +241,21 @@ class Replay:
         if lean:
             final_step = todo[last_run]
             assert isinstance(final_step, Run)
-            judged = self._judge_lean(plan, sb, profiles, scenario, final_step, current, first, state.errors,
-                                      ref_errors, state.runs, state.skipped, state.stopped, state.results)
+            judged = self._judge_lean(plan, sb, profiles, scenario, final_step, current, first, state, ref_errors)
         with self.engine.connect(sb) as con, cost.spent("judging"):
             if not lean:
                 judged = judge(con, scenario, plan, state.errors, ref_errors, self.options.float_tolerance,
                                scope.judge_ids, state.skipped)
             for uid, added in state.reopened.items():
                 r = judged.get(uid)
-                if r is not None and r.verdict in ("safe", "untested", "drift"):
-                    judged[uid] = replace(r, verdict="duplicates", extra_rows=max(r.extra_rows, added),
+                if r is not None and r.verdict in (Verdict.SAFE, Verdict.UNTESTED, Verdict.DRIFT):
+                    judged[uid] = replace(r, verdict=Verdict.DUPLICATES, extra_rows=max(r.extra_rows, added),
                                           message=f"a rerun of an unchanged batch added {added} version(s) to the snapshot")
-            if not isolate and plan.side is not None:
-                found = side_effects.judge(con, plan.side, state.runs, lambda a, b: diff_relations(
+            if not isolate and plan.facts.side is not None:
+                found = side_effects.judge(con, plan.facts.side, state.runs, lambda a, b: diff_relations(
                     con, a, b, float_tolerance=self.options.float_tolerance))
                 side_effects.attribute(judged, found)
-                judged_all.setdefault(SIDE_KEY, {})[scenario] = found
+                side_found[scenario] = found
         return judged
 
     def _run_step(self, plan: Plan, sb: Sandbox, profiles: str, step: Run, state: ChainState, scope: _Scope,
@@ -263,24 +277,23 @@ class Replay:
                 state.reopened[uid] = state.reopened.get(uid, 0) + count - before[uid]
 
     def _judge_lean(self, plan: Plan, sb: Sandbox, profiles: str, scenario: str, step: Run, current: set[str],
-                    first: set[str], errors: dict[str, str], ref_errors: dict[str, str], runs: dict[str, int],
-                    skipped: dict[str, str], stopped: set[str], results: list) -> dict[str, ScenarioResult]:
+                    first: set[str], state: ChainState, ref_errors: dict[str, str]) -> dict[str, ScenarioResult]:
         """The end of a lean scenario: judge the models its last run built (`current`), build what
         reads the ones that differ (and the models with hooks), judge those and the rest of what it
         built (`first`: its first build), and judge the others from the reference."""
         assert self.engine and self.project
+        errors, skipped = state.errors, state.skipped
         with self.engine.connect(sb) as con, cost.spent("judging"):
             out = judge(con, scenario, plan, errors, ref_errors, self.options.float_tolerance, current, skipped)
         differing = {u for u, r in out.items() if differs(r.verdict)}
         failed = {**ref_errors, **skipped, **errors}
         reorders = scenario_kind(scenario).reorders
-        opaque = current & plan.order_sensitive if reorders else current
+        opaque = current & plan.facts.order_sensitive if reorders else current
         rebuild, blocked = final_rebuild(plan, differing, failed, current, opaque, step.label)
         if rebuild:
             res = self._dbt(plan, sb, profiles, step, models=[self.project.models[u] for u in rebuild],
-                            exclude=set(stopped) or None)
-            results.append(res)
-            tally_run(res, plan, f"{step.label} (the models below)", errors, runs, skipped, stopped)
+                            exclude=set(state.stopped) or None)
+            state.tally(res, plan, f"{step.label} (the models below)")
         built = set(rebuild) | (first - current)
         rest = {m.unique_id for m in plan.judged} - current
         with self.engine.connect(sb) as con, cost.spent("judging"):
@@ -288,10 +301,10 @@ class Replay:
                              {u for u in rest if u in built or u in ref_errors or u in errors}, skipped))
         for uid in sorted(rest - set(out)):
             if uid in blocked:
-                out[uid] = ScenarioResult(scenario, "untested", message=blocked[uid])
+                out[uid] = ScenarioResult(scenario, Verdict.UNTESTED, message=blocked[uid])
             else:
-                rows = plan.reference_rows.get(uid, 0)
-                out[uid] = ScenarioResult(scenario, "safe", reference_rows=rows, rows=rows,
+                rows = plan.facts.reference_rows.get(uid, 0)
+                out[uid] = ScenarioResult(scenario, Verdict.SAFE, reference_rows=rows, rows=rows,
                                           message=CARRIED_ORDER if reorders else CARRIED)
         return out
 
@@ -299,8 +312,8 @@ class Replay:
         """The first build (the data before the first replayed batch, built in full at its start)
         is the same in replay, rerun and partial: it runs once, in a sandbox of its own that those
         scenarios clone (a file copy on DuckDB, CREATE DATABASE ... TEMPLATE on PostgreSQL)."""
-        assert self.engine and plan.timeline
-        steps = scenario_steps("replay", plan.timeline)
+        assert self.engine and plan.facts.timeline
+        steps = scenario_steps("replay", plan.facts.timeline)
         reset, run = steps[0], steps[1]
         assert isinstance(reset, Reset) and isinstance(run, Run) and run.full_refresh
         self.progress.scenario("first build")

@@ -17,10 +17,10 @@ from .timeline import (arrival_expr, arrives_out_of_order, batch_condition, late
 def apply_step(con: Connection, plan: Plan, step: Reset | Arrive) -> None:
     """A reset keeps each input's rows from before the first replayed batch; an arrival inserts a
     batch's rows (or half of them, for a half-committed batch) from the input copy."""
-    assert plan.timeline is not None
+    assert plan.facts.timeline is not None
     for src in plan.inputs:
         col = time_expr(src)
-        bounds = plan.timeline.bounds_for(src.unique_id)
+        bounds = plan.facts.timeline.bounds_for(src.unique_id)
         copy = table(SNAPSHOT_SCHEMA, snapshot_table(src)).as_("rs_row")
         live = table(src.schema, src.identifier)
         if isinstance(step, Reset) and arrives_out_of_order(src, step.late):

@@ -18,6 +18,7 @@ from sqlglot import exp
 from ..clock import CLOCK_SCHEMA
 from ..project import hook_sql
 from ..warehouse.base import REFERENCE_SCHEMA, SNAPSHOT_SCHEMA, Connection, table
+from ..results import Verdict
 
 PREHOOK_SCHEMA = "rerun_safety_prehook"
 LEDGER_TABLE = "rerun_safety_ledger"  # the package's own run ledger: one row per run by design
@@ -132,6 +133,16 @@ def after_reference(con: Connection, plan, side: SidePlan, existing: set[tuple[s
         con.execute(exp.insert(exp.select("*").from_(table(PREHOOK_SCHEMA, copy)), table(schema, name)))
 
 
+def fingerprint_relations(con: Connection, side: SidePlan, tolerance: float) -> None:
+    """Each side relation's reference columns and fingerprint: what a fixed hook's clean build must
+    reproduce (fix/)."""
+    from ..diff.fingerprint import fingerprint
+
+    for rel in side.relations:
+        rel.columns = tuple(con.columns(REFERENCE_SCHEMA, rel.ref_name))
+        rel.fingerprint = fingerprint(con, table(REFERENCE_SCHEMA, rel.ref_name), rel.columns, tolerance)
+
+
 def judge(con: Connection, side: SidePlan, runs: dict[str, int], diff) -> list[dict]:
     """The side relations that differ from the reference at the end of a scenario. `runs`: how
     many times each model ran successfully in the scenario; `diff(reference, current)` compares."""
@@ -180,8 +191,8 @@ def attribute(judged: dict, found: list[dict]) -> None:
             if r is None:
                 continue
             text = describe(f)
-            if r.verdict in ("safe", "untested"):
-                judged[uid] = replace(r, verdict="side_effect", message=text, extra_rows=f["extra_rows"],
+            if r.verdict in (Verdict.SAFE, Verdict.UNTESTED):
+                judged[uid] = replace(r, verdict=Verdict.SIDE_EFFECT, message=text, extra_rows=f["extra_rows"],
                                       missing_rows=max(f["missing_rows"], 0))
             else:
                 judged[uid] = replace(r, message="; ".join(x for x in (r.message, text) if x))

@@ -22,21 +22,22 @@ if TYPE_CHECKING:
     from .plan import Plan
 
 
-def _loaded_at_once(plan: Plan, timeline: Timeline) -> Timeline:
+def _loaded_at_once(plan: Plan, timeline: Timeline) -> tuple[Timeline, list[str], dict[str, tuple[str, str]]]:
     """An input most of whose rows were loaded in one batch before the replayed ones was loaded at
     once, not logged over time: a reference table a connector synced a while ago is *static*;
     one whose rows keep being re-synced after that (a dimension updated in place, which carries only
     its last sync time) is *current state*. Both are present in full at every build. Replaying them
     by their time column would leave the first build without them, or without the keys updated
-    since (a false loss of those keys). A declared kind (rerun_safety.yml) is left as it is."""
+    since (a false loss of those keys). A declared kind (rerun_safety.yml) is left as it is. The timeline
+    without them, the inputs found static, and their kinds."""
     own = dict(timeline.own_bounds)
-    static = []
+    static, kinds = [], {}
     for src in list(plan.inputs):
-        counts = plan.arrivals.get(src.unique_id, ())
+        counts = plan.facts.arrivals.get(src.unique_id, ())
         total = sum(counts)
         if src.kind or not total:
             continue
-        top, start = plan.bulk.get(src.unique_id, (0, None))
+        top, start = plan.facts.bulk.get(src.unique_id, (0, None))
         since = sum(counts[1:])
         if src.unique_id in own and counts[-1] * 2 >= total:
             top, start, since = counts[-1], own[src.unique_id][-2], 0
@@ -44,13 +45,12 @@ def _loaded_at_once(plan: Plan, timeline: Timeline) -> Timeline:
             continue
         static.append(src.unique_id)
         share = f"{top * 100 // total}% of its rows were loaded in one {timeline.batch.label} ({start:%Y-%m-%d %H:%M})"
-        plan.kinds[src.unique_id] = (
+        kinds[src.unique_id] = (
             ("static", f"{share}, before the replayed batches: a table loaded at once") if not since else
             ("current_state", f"{share}, before the replayed batches, and {since} since: a table loaded at once "
                               "and updated in place (declare it `inputs: {name}: loaded_log` in rerun_safety.yml "
                               "if its later rows are new ones)".replace("{name}", src.name)))
-    plan.make_static(static)
-    return replace(timeline, own_bounds=tuple((i, b) for i, b in timeline.own_bounds if i not in static))
+    return replace(timeline, own_bounds=tuple((i, b) for i, b in timeline.own_bounds if i not in static)), static, kinds
 
 
 def _fullest_batch(con: Connection, src: SourceTable, plan: Plan, batch: Batch,
@@ -111,10 +111,10 @@ def _delay(batch: Batch) -> exp.Expression:
 
 
 def late_delay(plan: "Plan") -> Batch:
-    assert plan.timeline is not None
+    assert plan.facts.timeline is not None
     if plan.late.by is not None:
         return plan.late.by
-    b = plan.timeline.batch
+    b = plan.facts.timeline.batch
     return Batch(f"2 x {b.label}", b.delta * 2 if b.delta else None, b.months * 2)
 
 
@@ -213,8 +213,9 @@ def _input_columns(con: Connection, inputs: list[tuple[str, str, str, str]]) -> 
     return out
 
 
-def plan_timeline(con: Connection, plan: Plan, batch: Batch, steps: int) -> Timeline:
-    """The replayed batches from the inputs' time ranges; counts the rows each batch brings."""
+def plan_timeline(con: Connection, plan: Plan, batch: Batch, steps: int) -> tuple[Plan, list[str]]:
+    """The replayed batches from the inputs' time ranges, and the rows each batch brings: the plan that
+    replays them (inputs the data shows loaded at once made static), and the run notes."""
     ranges = _time_ranges(con, plan)
     if not ranges and not plan.inputs:
         _no_time_column(con, plan)
@@ -223,18 +224,24 @@ def plan_timeline(con: Connection, plan: Plan, batch: Batch, steps: int) -> Time
         raise ConfigError(f"every timed input is empty, so there is nothing to replay (timed inputs: {names})")
     tmin = min(lo for lo, _ in ranges.values())
     tmax = max(hi for _, hi in ranges.values())
-    timeline = plan.timeline = make_timeline(tmin, tmax, steps, batch, ranges)
+    timeline = make_timeline(tmin, tmax, steps, batch, ranges)
+    plan = plan.learned(timeline=timeline)
+    counts: dict[str, dict] = {"arrivals": {}, "first_halves": {}, "late_rows": {}, "late_batches": {}, "bulk": {}}
     for src in plan.inputs:
-        _count_arrivals(con, plan, src, timeline)
-    timeline = plan.timeline = _choose_half_committed(plan, _loaded_at_once(plan, timeline))
+        _count_arrivals(con, plan, src, timeline, counts)
+    plan = plan.learned(**counts)
+    timeline, static, kinds = _loaded_at_once(plan, timeline)
+    plan = plan.with_static(static, kinds)
+    timeline = _choose_half_committed(plan, timeline)
+    notes = []
     if timeline.steps < steps:
-        plan.notes.append(f"--steps {steps} asked for more batches than the data holds: {timeline.steps} "
-                          f"{batch.label} batches replayed")
+        notes.append(f"--steps {steps} asked for more batches than the data holds: {timeline.steps} "
+                     f"{batch.label} batches replayed")
     for input_id, bounds in timeline.own_bounds:
         name = plan.project.input(input_id).name
-        plan.notes.append(f"{name} ends before the replayed batches of the other inputs: its own last "
-                          f"{timeline.steps} batches ({bounds[0]} .. {bounds[-1]}) arrive instead")
-    return timeline
+        notes.append(f"{name} ends before the replayed batches of the other inputs: its own last "
+                     f"{timeline.steps} batches ({bounds[0]} .. {bounds[-1]}) arrive instead")
+    return plan.scheduled(timeline), notes
 
 
 def _time_ranges(con: Connection, plan: Plan) -> dict[str, tuple[dt.datetime, dt.datetime]]:
@@ -277,13 +284,14 @@ def _no_time_column(con: Connection, plan: Plan) -> None:
                       ": name the column rows arrive by, `config: {event_time: <column>}` on a source or "
                       "seed, or `time_columns: {<name>: <column>}` in rerun_safety.yml" + (
                           "; models that did not compile, so what they read by name is not known: " + "; ".join(
-                              f"{name} (dbt: {message})" for name, message in plan.compile_failures.items())
-                          if plan.compile_failures else ""))
+                              f"{name} (dbt: {message})" for name, message in plan.facts.compile_failures.items())
+                          if plan.facts.compile_failures else ""))
 
 
-def _count_arrivals(con: Connection, plan: Plan, src: SourceTable, timeline: Timeline) -> None:
+def _count_arrivals(con: Connection, plan: Plan, src: SourceTable, timeline: Timeline, out: dict[str, dict]) -> None:
     """The rows of an input before the replayed batches and in each, the half of each the partial
-    scenario commits first, and the rows arriving after a later batch than their event's: one query."""
+    scenario commits first, and the rows arriving after a later batch than their event's: one query,
+    into `out` (Facts' fields by name)."""
     b = timeline.bounds_for(src.unique_id)
     col = time_expr(src)
     when = arrival_expr(src, plan, con.dialect, late=False)
@@ -298,9 +306,9 @@ def _count_arrivals(con: Connection, plan: Plan, src: SourceTable, timeline: Tim
     counts.append(exp.func("max", behind))  # the most batches a row arrives after its event's
     row = con.fetchone(exp.select(*counts).from_(table(SNAPSHOT_SCHEMA, snapshot_table(src)).as_("rs_row")))
     values = [int(x or 0) for x in row[:-2]]
-    plan.arrivals[src.unique_id] = tuple(values[:len(b)])
-    plan.first_halves[src.unique_id] = (0, *values[len(b):])
-    plan.late_rows[src.unique_id] = int(row[-2] or 0)
-    plan.late_batches[src.unique_id] = max(int(row[-1] or 0), 0)
+    out["arrivals"][src.unique_id] = tuple(values[:len(b)])
+    out["first_halves"][src.unique_id] = (0, *values[len(b):])
+    out["late_rows"][src.unique_id] = int(row[-2] or 0)
+    out["late_batches"][src.unique_id] = max(int(row[-1] or 0), 0)
     if not src.kind and values[0] * 2 >= sum(values[:len(b)]):
-        plan.bulk[src.unique_id] = _fullest_batch(con, src, plan, timeline.batch, b[0])
+        out["bulk"][src.unique_id] = _fullest_batch(con, src, plan, timeline.batch, b[0])

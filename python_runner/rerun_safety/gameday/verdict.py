@@ -9,33 +9,33 @@ from typing import Mapping
 from sqlglot import exp
 
 from ..diff import DiffResult
-from ..results import UNSAFE, PartitionCount, ScenarioResult, worst
+from ..results import PartitionCount, ScenarioResult, worst, Verdict
 from .scenarios import scenario as scenario_kind
 
 
-def scenario_verdict(scenario: str, diff: DiffResult) -> str:
+def scenario_verdict(scenario: str, diff: DiffResult) -> Verdict:
     """Name what a difference means. Loss outranks duplicates, duplicates outrank drift."""
     if diff.identical:
-        return "safe"
+        return Verdict.SAFE
     if scenario_kind(scenario).reorders:
-        return "nondeterministic"
+        return Verdict.NONDETERMINISTIC
     if diff.schema_message:
-        return "drift"
+        return Verdict.DRIFT
     if diff.keyed:
         if diff.missing_keys:
-            return "loss"
+            return Verdict.LOSS
         if diff.duplicate_keys:
-            return "duplicates"
-        return "drift"
+            return Verdict.DUPLICATES
+        return Verdict.DRIFT
     # Without a key, a changed row is one extra (its new version, not a copy of a reference row)
     # and one missing row; missing rows beyond those changed versions were lost, even when copies
     # of other rows make the table larger than the reference.
     changed_versions = diff.extra_rows - diff.extra_copies
     if diff.missing_rows > changed_versions:
-        return "loss"
+        return Verdict.LOSS
     if diff.extra_copies:
-        return "duplicates"
-    return "drift"
+        return Verdict.DUPLICATES
+    return Verdict.DRIFT
 
 
 # DuckDB refusing a file outside the sandbox (warehouse/duckdb/confine.py)
@@ -55,7 +55,7 @@ def failed_result(name: str, message: str, hooks: str = "") -> ScenarioResult:
         return _written_outside(name, next(g for g in kernel.groups() if g), lines)
     role = _ROLE_REFUSED.search(message or "") if lines else None
     if role is not None:
-        return ScenarioResult(name, "side_effect", message=(
+        return ScenarioResult(name, Verdict.SIDE_EFFECT, message=(
             f"a hook does what the game day's database role may not (refused there by the database): "
             f"{role.group(0).strip()}; hook: {lines[0]}"))
     refused = _REFUSED.search(message or "")
@@ -64,21 +64,21 @@ def failed_result(name: str, message: str, hooks: str = "") -> ScenarioResult:
     if path is not None and refused.group(1) and (path == Path.home() or duckdb_home == path
                                                   or duckdb_home in path.parents):
         # INSTALL in a hook writes DuckDB's extension folder: not the user's data, but not possible here
-        return ScenarioResult(name, "untested", message=(
+        return ScenarioResult(name, Verdict.UNTESTED, message=(
             f"not judged: a hook installs a DuckDB extension, which a sandbox cannot ({refused.group(0)}); list "
             "it under the profile's `extensions:`, which are installed and loaded before the sandbox is confined"))
     if refused is not None and not lines:
         # a model's own SQL only reads: a file by a path the game day did not find in it (built in Jinja)
-        return ScenarioResult(name, "untested", message=(
+        return ScenarioResult(name, Verdict.UNTESTED, message=(
             f"not judged: the model reads a file outside the sandbox, which refused it ({refused.group(0)}); "
             "write its path as a literal in the model's SQL, or declare the file as a source (dbt-duckdb "
             "external_location), which the game day copies into its sandboxes"))
     if refused is None:
-        return ScenarioResult(name, "error", message=message)
+        return ScenarioResult(name, Verdict.ERROR, message=message)
     base = Path(refused.group(1) or refused.group(2) or "").name
     hook = next((ln for ln in lines if base and base in ln), lines[0])
     what = refused.group(0).removeprefix("refused in the sandbox: ")
-    return ScenarioResult(name, "side_effect", message=f"a hook writes or reads a file outside the sandbox (refused "
+    return ScenarioResult(name, Verdict.SIDE_EFFECT, message=f"a hook writes or reads a file outside the sandbox (refused "
                                                        f"there): {what}; hook: {hook}")
 
 
@@ -107,12 +107,12 @@ def _written_outside(name: str, path: str, hooks: list[str]) -> ScenarioResult:
     names = {base, base.removeprefix("tmp_")} - {""}
     hook = next((ln for ln in hooks if any(n in ln for n in names)), None)
     where = f"hook: {hook}" if hook else (f"hook: {hooks[0]}" if hooks else "the model's own code")
-    return ScenarioResult(name, "side_effect", message=f"writes a file outside the sandbox (refused there by the "
+    return ScenarioResult(name, Verdict.SIDE_EFFECT, message=f"writes a file outside the sandbox (refused there by the "
                                                        f"kernel): {path}; {where}")
 
 
 def differs(verdict: str) -> bool:
-    return verdict in UNSAFE
+    return Verdict(verdict).unsafe
 
 
 @dataclass
@@ -132,7 +132,7 @@ class Isolation:
         if not differs(r.verdict):
             return  # right on its parents' clean output: its difference came from them
         still = [p for p in parents if p in results and differs(results[p].verdict)]
-        if not still or own_difference(r, [results[p] for p in still], plan.computed_columns.get(uid, {})):
+        if not still or own_difference(r, [results[p] for p in still], plan.facts.computed_columns.get(uid, {})):
             self.own.setdefault(uid, set()).add(scenario)
             return
         names = ", ".join(sorted(plan.project.models[p].name for p in still))
@@ -174,7 +174,7 @@ def root_causes(verdicts: Mapping[str, Mapping[str, str]], parents: Mapping[str,
             root_in.setdefault(model, set()).update(scenarios)
     for model, by_scenario in verdicts.items():
         for scenario, v in by_scenario.items():
-            if differs(v) and not any(differs(verdicts.get(p, {}).get(scenario, "safe"))
+            if differs(v) and not any(differs(verdicts.get(p, {}).get(scenario, Verdict.SAFE))
                                       for p in parents.get(model, ())):
                 roots.add(model)
                 root_in.setdefault(model, set()).add(scenario)
@@ -207,8 +207,8 @@ def root_causes(verdicts: Mapping[str, Mapping[str, str]], parents: Mapping[str,
 def explained_by_nondeterminism(s: ScenarioResult, volatile: set[str]) -> bool:
     """Whether a scenario's difference is the nondeterminism already shown: values changed, rows and keys
     as in the reference, and only in the columns that differ between two builds of the same data."""
-    return (s.verdict == "nondeterministic" or (
-        s.verdict == "drift" and bool(s.differing_columns) and set(s.differing_columns) <= volatile
+    return (s.verdict == Verdict.NONDETERMINISTIC or (
+        s.verdict == Verdict.DRIFT and bool(s.differing_columns) and set(s.differing_columns) <= volatile
         and s.rows == s.reference_rows and not (s.missing_keys or s.extra_keys or s.duplicate_keys)
         and s.extra_rows == s.missing_rows == s.changed_rows))
 
@@ -218,8 +218,8 @@ def verdict_of(scenarios) -> tuple[str, tuple[str, ...]]:
     another defect: where a scenario differs beyond what nondeterminism explains (in other columns, in
     rows or keys), that defect is the verdict and the nondeterministic columns are named beside it. When
     no column explains the nondeterminism (rows themselves differ), it stays the verdict."""
-    volatile = {c for s in scenarios if s.verdict == "nondeterministic" for c in s.volatile_columns}
-    if not any(s.verdict == "nondeterministic" for s in scenarios):
+    volatile = {c for s in scenarios if s.verdict == Verdict.NONDETERMINISTIC for c in s.volatile_columns}
+    if not any(s.verdict == Verdict.NONDETERMINISTIC for s in scenarios):
         return worst(s.verdict for s in scenarios), ()
     if volatile:
         defects = [s.verdict for s in scenarios if differs(s.verdict) and not explained_by_nondeterminism(s, volatile)]

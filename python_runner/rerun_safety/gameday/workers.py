@@ -1,7 +1,6 @@
 """Scenario worker processes (dbt is not thread-safe: parallel scenarios need processes)."""
 from __future__ import annotations
 
-import dataclasses
 import multiprocessing
 import os
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -59,18 +58,18 @@ def _relay(queue, progress) -> None:
         getattr(progress, kind)(text)
 
 
-def run_parallel(pool, jobs: list, progress) -> dict[str, tuple]:
+def run_parallel(pool, jobs: list, progress) -> dict:
     """Run each ScenarioJob (a scenario, or a scenario in isolation) in the pool, longest first; the
     workers' progress is shown as it comes."""
-    done: dict[str, tuple] = {}
+    done: dict = {}  # job key -> replay.JobResult
     queue = getattr(pool, "rs_progress", None)
     pending = {pool.submit(_scenario_worker, job) for job in jobs}
     while pending:
         finished, pending = wait(pending, timeout=0.25, return_when=FIRST_COMPLETED)
         _relay(queue, progress)
         for fut in finished:
-            key, judged, results = fut.result()
-            done[key] = (judged, results)
+            key, result = fut.result()
+            done[key] = result
     _relay(queue, progress)
     return done
 
@@ -94,7 +93,6 @@ def _worker_init(gameday_class, options, run_id: str, parent_pid: int | None = N
     """Runs once per worker process: load the parent's manifest (the file it wrote; or parse), attach
     to its run."""
     from ..dbt_invoke import load_manifest
-    from .plan import make_plan
     from ..project import Project
     from ..warehouse.base import PREFIX
     from ..confine import statement_guard_on
@@ -111,7 +109,6 @@ def _worker_init(gameday_class, options, run_id: str, parent_pid: int | None = N
                            statement_guard=statement_guard_on())
     gd.engine.learn_project(gd.project.manifest)
     _WORKER["gameday"] = gd
-    _WORKER["plan"] = make_plan(gd.project, options.select, options.exclude, options.state)
 
 
 def _die_with_parent(parent_pid: int) -> None:
@@ -131,9 +128,8 @@ def _die_with_parent(parent_pid: int) -> None:
 def _scenario_worker(job) -> tuple:
     """One scenario (a ScenarioJob) in a worker process: clone the template, replay, judge."""
     gd = _WORKER["gameday"]
-    plan = _WORKER["plan"]
-    job.facts.apply(plan)  # its plan is made from the manifest alone
+    plan = job.plan.attached(gd.project)  # the parent's plan, on this process's parse of the project
     gd.watch.limit_s = job.statement_limit
-    judged, results = gd.run_scenario(job.scenario, plan, job.template, job.ref_errors,
-                                      isolate=job.isolate, start=job.start, branches=job.branches)
-    return job.key, judged, [dataclasses.replace(r, raw=None) for r in results]
+    result = gd.run_scenario(job.scenario, plan, job.template, job.ref_errors,
+                             isolate=job.isolate, start=job.start, branches=job.branches)
+    return job.key, result.without_raw()

@@ -8,7 +8,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import ClassVar
 
-from ..results import GamedayReport, ModelVerdict, ScenarioResult
+from ..results import GamedayReport, ModelVerdict, ScenarioResult, Verdict
 
 
 class Renderer(ABC):
@@ -41,9 +41,9 @@ def cause(model: ModelVerdict) -> str:
         text = "contaminated by " + ", ".join(model.contaminated_by)
     elif model.inconclusive:
         text = "attribution inconclusive: " + model.inconclusive
-    elif model.verdict in ("skipped", "untested") and model.reason:
+    elif model.verdict in (Verdict.SKIPPED, Verdict.UNTESTED) and model.reason:
         text = model.reason
-    if model.nondeterministic_columns and model.verdict != "nondeterministic":
+    if model.nondeterministic_columns and model.verdict != Verdict.NONDETERMINISTIC:
         also = "also nondeterministic: " + ", ".join(model.nondeterministic_columns)
         text = f"{text}; {also}" if text else also
     return text
@@ -55,11 +55,11 @@ def errors(models) -> list[tuple[ModelVerdict, tuple[str, ...], str]]:
     reason when no scenario carries a message."""
     out: list[tuple[ModelVerdict, tuple[str, ...], str]] = []
     for m in models:
-        if m.verdict != "error":
+        if m.verdict != Verdict.ERROR:
             continue
         by_message: dict[str, list[str]] = {}
         for s in m.scenarios:
-            if s.verdict == "error" and s.message:
+            if s.verdict == Verdict.ERROR and s.message:
                 by_message.setdefault(s.message, []).append(s.name)
         if not by_message and m.reason:
             by_message[m.reason] = []
@@ -93,14 +93,14 @@ def headline(report: GamedayReport) -> str:
     unsafe = report.unsafe
     if not unsafe:
         # untested models were never exercised: they are not counted as safe
-        others = [(sum(1 for m in report.models if m.verdict == v), v) for v in ("untested", "skipped")]
+        others = [(sum(1 for m in report.models if m.verdict == v), v) for v in (Verdict.UNTESTED, Verdict.SKIPPED)]
         tail = ", ".join(f"{k} {v}" for k, v in others if k)
         judged = n - sum(k for k, _ in others)
         return f"All {judged} judged models are safe to run twice{f' ({tail})' if tail else ''}."
     # a model dbt could not run in a scenario was not judged: counted apart from the unsafe ones
-    errors = [m for m in unsafe if m.verdict == "error"]
-    judged = [m for m in unsafe if m.verdict != "error"]
-    roots = [m for m in report.root_causes if m.verdict != "error"]
+    errors = [m for m in unsafe if m.verdict == Verdict.ERROR]
+    judged = [m for m in unsafe if m.verdict != Verdict.ERROR]
+    roots = [m for m in report.root_causes if m.verdict != Verdict.ERROR]
     parts = []
     if judged:
         text = f"{len(judged)} of {n} models are unsafe"
@@ -112,7 +112,7 @@ def headline(report: GamedayReport) -> str:
         parts.append(f"{len(errors)}{'' if judged else f' of {n}'} model{'s' if len(errors) > 1 else ''} could not "
                      f"be judged, dbt failed on {'them' if len(errors) > 1 else 'it'} (error): "
                      + ", ".join(m.name for m in errors))
-    untested = sum(1 for m in report.models if m.verdict == "untested")
+    untested = sum(1 for m in report.models if m.verdict == Verdict.UNTESTED)
     if untested:
         parts.append(f"{untested} untested")
     return "; ".join(parts) + "."

@@ -17,7 +17,7 @@ import re
 from importlib import resources
 
 from .. import __version__
-from ..results import (UNSAFE, VERDICT_ORDER, GamedayReport, ModelVerdict, ScenarioResult,
+from ..results import (Verdict, UNSAFE, VERDICT_ORDER, GamedayReport, ModelVerdict, ScenarioResult,
                        sort_worst_first)
 from .base import Renderer, baseline_lines, cause, headline, sample_cell, sample_columns
 
@@ -406,8 +406,8 @@ def _details(report: GamedayReport, order: list[ModelVerdict]) -> list[str]:
     index = {id(m): i for i, m in enumerate(report.models)}
     same = {id(m) for m in report.same_as_baseline}
     shown = [m for m in order if id(m) not in same]
-    out = [_model_html(index[id(m)], m) for m in shown if m.verdict != "safe"]
-    safe = [_model_html(index[id(m)], m) for m in shown if m.verdict == "safe"]
+    out = [_model_html(index[id(m)], m) for m in shown if m.verdict != Verdict.SAFE]
+    safe = [_model_html(index[id(m)], m) for m in shown if m.verdict == Verdict.SAFE]
     if safe:  # nothing to look at: one line, opened on request
         out.append(_folded(f"{len(safe)} safe model(s)", safe, "safe-models"))
     folded = [_model_html(index[id(m)], m) for m in order if id(m) in same]

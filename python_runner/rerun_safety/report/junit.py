@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
-from ..results import UNSAFE, GamedayReport, ModelVerdict, ScenarioResult
+from ..results import UNSAFE, GamedayReport, ModelVerdict, ScenarioResult, Verdict
 from .base import Renderer, cause, numbers
 
 # Characters XML 1.0 forbids even when escaped; they can occur in sample data or dbt messages.
@@ -55,7 +55,7 @@ def _message(model: ModelVerdict, s: ScenarioResult) -> str:
         text += "; contaminated by " + ", ".join(model.contaminated_by)
     elif model.inconclusive:
         text += "; attribution inconclusive: " + model.inconclusive
-    if s.message and s.verdict == "error":
+    if s.message and s.verdict == Verdict.ERROR:
         text = f"error: {s.message}"
     return text
 
@@ -63,7 +63,7 @@ def _message(model: ModelVerdict, s: ScenarioResult) -> str:
 def _cases(model: ModelVerdict) -> tuple[ScenarioResult | None, ...]:
     """The scenarios that become test cases: all of them, but only the deciding one for a
     nondeterministic model; (None,) for a model without scenario results."""
-    if model.verdict == "nondeterministic" and model.worst_scenario is not None:
+    if model.verdict == Verdict.NONDETERMINISTIC and model.worst_scenario is not None:
         return (model.worst_scenario,)
     return model.scenarios or (None,)
 
@@ -93,27 +93,27 @@ def _testcase(parent: ET.Element, model: ModelVerdict, s: ScenarioResult | None)
     tc = ET.SubElement(parent, "testcase", classname=_clean(model.unique_id),
                        name=_clean(s.name if s else NO_SCENARIO), time="0")
     verdict = s.verdict if s else model.verdict
-    if verdict == "skipped":
+    if verdict == Verdict.SKIPPED:
         reason = (s.message if s and s.message else model.reason) or "skipped"
         ET.SubElement(tc, "skipped", message=_clean(reason))
         return "skipped"
-    if verdict == "untested":  # nothing was exercised: not a pass
+    if verdict == Verdict.UNTESTED:  # nothing was exercised: not a pass
         reason = (s.message if s and s.message else model.reason) or "its inputs received no new rows"
         ET.SubElement(tc, "skipped", message=_clean(f"untested: {reason}"))
         return "skipped"
     if s is None:
         # A model with a verdict but no scenario detail: report the model-level verdict.
-        if verdict == "safe":
+        if verdict == Verdict.SAFE:
             return "passed"
-        tag = "error" if verdict == "error" else "failure"
+        tag = "error" if verdict == Verdict.ERROR else "failure"
         el = ET.SubElement(tc, tag, message=_clean(f"{verdict}: {model.reason or cause(model)}"),
                            type=verdict)
         el.text = _clean(model.reason)
         return tag
-    if model.verdict == "nondeterministic":
+    if model.verdict == Verdict.NONDETERMINISTIC:
         _nondeterministic(tc, model, s)
         return "failure"
-    if verdict == "error":
+    if verdict == Verdict.ERROR:
         el = ET.SubElement(tc, "error", message=_clean(_message(model, s)), type="error")
         el.text = _clean(_body(model, s))
         return "error"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from ..results import UNSAFE, GamedayReport, ModelVerdict, ScenarioResult, sort_worst_first
+from ..results import UNSAFE, GamedayReport, ModelVerdict, ScenarioResult, sort_worst_first, Verdict
 from ..errors import printable
 from .base import Renderer, baseline_lines, cause, errors, headline, sample_cell, sample_columns
 
@@ -37,7 +37,7 @@ def _worst_line(model: ModelVerdict) -> str:
     s = model.worst_scenario
     if s is None:
         return ""
-    if s.verdict == "error":
+    if s.verdict == Verdict.ERROR:
         return f"in `{md_code(s.name)}`: dbt failed" + (" (message under Errors)" if s.message else "")
     bits = [f"{n} {label}" for n, label in ((s.extra_rows, "extra rows"), (s.missing_rows, "missing rows"),
                                              (s.duplicate_keys, "duplicate keys"),

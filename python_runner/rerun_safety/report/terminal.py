@@ -21,11 +21,11 @@ from rich.table import Table
 from rich.text import Text
 
 from ..errors import printable
-from ..results import GamedayReport, sort_worst_first
+from ..results import GamedayReport, sort_worst_first, Verdict
 from .base import cause, errors, headline
 
-VERDICT_STYLE = {"error": "bold magenta", "nondeterministic": "bold yellow", "loss": "bold red",
-                 "duplicates": "bold red", "drift": "yellow", "side_effect": "magenta", "untested": "cyan", "safe": "green", "skipped": "dim"}
+VERDICT_STYLE = {Verdict.ERROR: "bold magenta", Verdict.NONDETERMINISTIC: "bold yellow", Verdict.LOSS: "bold red",
+                 Verdict.DUPLICATES: "bold red", Verdict.DRIFT: "yellow", Verdict.SIDE_EFFECT: "magenta", Verdict.UNTESTED: "cyan", Verdict.SAFE: "green", Verdict.SKIPPED: "dim"}
 
 
 class TerminalProgress:
@@ -99,7 +99,7 @@ def difference(s) -> Text:
     if parts:
         text.append(", ".join(parts), style="bold red")
     else:
-        text.append({"error": "failed", "untested": "not exercised"}.get(s.verdict, "no difference"), style="dim")
+        text.append({Verdict.ERROR: "failed", Verdict.UNTESTED: "not exercised"}.get(s.verdict, "no difference"), style="dim")
     return text
 
 
