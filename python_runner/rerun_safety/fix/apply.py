@@ -21,8 +21,6 @@ def apply_fixes(report: GamedayReport, project_dir: Path) -> list[Path]:
     each old file linked to its backup, then each file is renamed over in turn, and the journal marked
     done before the backups go. An error puts the old files back; a kill leaves the journal, and the next
     command in the project (recover()) puts the old files back too, unless the journal was marked done."""
-    import secrets
-
     from ..safe_files import open_dir
 
     recover(project_dir)
@@ -34,24 +32,7 @@ def apply_fixes(report: GamedayReport, project_dir: Path) -> list[Path]:
     todo = []
     try:
         for f in verified:
-            relative = Path(f.path).relative_to(project_dir) if Path(f.path).is_absolute() else Path(f.path)
-            if ".." in relative.parts:
-                raise ConfigError(f"--apply: {f.path} is outside the project; nothing applied")
-            folder = open_dir(project_dir, relative.parts[:-1], create=False, what="--apply: the folder")
-            token = secrets.token_hex(6)
-            todo.append({"fd": folder, "dir": list(relative.parts[:-1]), "name": relative.name, "fix": f,
-                         "tmp": f".{relative.name}.{token}.tmp", "backup": f".{relative.name}.{token}.orig"})
-            try:
-                fd = os.open(relative.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
-                with os.fdopen(fd, "rb") as fh:
-                    now = hashlib.sha256(fh.read()).hexdigest()
-                todo[-1]["mode"] = os.stat(relative.name, dir_fd=folder, follow_symlinks=False).st_mode & 0o7777
-            except OSError as err:
-                raise ConfigError(f"--apply: cannot read {project_dir / relative} ({err.strerror or err}: a link "
-                                  "is not followed); nothing applied") from None
-            if now != f.before_sha256:
-                raise ConfigError(f"--apply: {f.path} changed since the game day read it; nothing applied (the "
-                                  "patches are under the output folder's fixes/)")
+            todo.append(_planned(project_dir, f))
         if not todo:
             return []
         root = open_dir(project_dir, (), create=False, what="--apply: the project")
@@ -75,6 +56,38 @@ def apply_fixes(report: GamedayReport, project_dir: Path) -> list[Path]:
     finally:
         for item in todo:
             os.close(item["fd"])
+
+
+def _planned(project_dir: Path, f) -> dict:
+    """One fix's file, opened and checked unchanged since the game day read it (ConfigError else): its
+    folder's fd, its name, mode, and the names of its temporary and backup files."""
+    import secrets
+
+    from ..safe_files import open_dir
+
+    relative = Path(f.path).relative_to(project_dir) if Path(f.path).is_absolute() else Path(f.path)
+    if ".." in relative.parts:
+        raise ConfigError(f"--apply: {f.path} is outside the project; nothing applied")
+    folder = open_dir(project_dir, relative.parts[:-1], create=False, what="--apply: the folder")
+    token = secrets.token_hex(6)
+    item = {"fd": folder, "dir": list(relative.parts[:-1]), "name": relative.name, "fix": f,
+            "tmp": f".{relative.name}.{token}.tmp", "backup": f".{relative.name}.{token}.orig"}
+    try:
+        try:
+            fd = os.open(relative.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
+            with os.fdopen(fd, "rb") as fh:
+                now = hashlib.sha256(fh.read()).hexdigest()
+            item["mode"] = os.stat(relative.name, dir_fd=folder, follow_symlinks=False).st_mode & 0o7777
+        except OSError as err:
+            raise ConfigError(f"--apply: cannot read {project_dir / relative} ({err.strerror or err}: a link "
+                              "is not followed); nothing applied") from None
+        if now != f.before_sha256:
+            raise ConfigError(f"--apply: {f.path} changed since the game day read it; nothing applied (the "
+                              "patches are under the output folder's fixes/)")
+    except BaseException:
+        os.close(folder)
+        raise
+    return item
 
 
 def _journal(root: int, todo: list, state: str) -> None:

@@ -217,10 +217,12 @@ def candidates(t: Target) -> tuple[list[Candidate], str]:
         return [Candidate("move the read of this", "the CTE that reads {{ this }} moved inside the "
                           "is_incremental() branch: the first build (and a full refresh) no longer reads the "
                           "relation it creates", moved)], ""
-    if t.verdict == Verdict.SIDE_EFFECT:
-        return hook_candidates(t)
-    if t.verdict == Verdict.NONDETERMINISTIC:
-        return _tiebreaks(t)
+    return DEFECTS.get(t.verdict, _rows)(t)
+
+
+def _rows(t: Target, windows: bool = False) -> tuple[list[Candidate], str]:
+    """An incremental model's rows lost, copied or changed: its strategy or its window (`windows`: a
+    loss, which a window that reads again what arrives late can cure)."""
     if t.materialized != "incremental":
         return [], f"no candidate for a {t.materialized} model with this defect ({t.verdict})"
     strategy = (t.strategy or "").lower() or None
@@ -229,7 +231,7 @@ def candidates(t: Target) -> tuple[list[Candidate], str]:
     out: list[Candidate] = []
     if strategy in OVERWRITES and marks and t.granularity:
         out = _overwrite(t, marks)
-    elif t.verdict == Verdict.LOSS and marks and (variants := _windows(t, marks)):
+    elif windows and marks and (variants := _windows(t, marks)):
         for text, what in variants:
             if unkeyed:  # the window is what differs between these: the most likely key only
                 out += [_keyed(t, text, k, what + f", and rows read again replace themselves by {', '.join(k)}")
@@ -237,12 +239,12 @@ def candidates(t: Target) -> tuple[list[Candidate], str]:
             else:
                 out.append(Candidate("re-read the window", what + f" ({strategy} on {', '.join(t.key)} replaces "
                                      "rows read again)", text))
-    elif t.verdict in (Verdict.DUPLICATES, Verdict.DRIFT, Verdict.LOSS) and unkeyed:
+    elif t.verdict.row_defect and unkeyed:
         out = [_keyed(t, t.raw, k, "dbt deletes the rows of the keys a run reads again before inserting them")
                for k in t.keys[:2]]
     if out:
         return out[:3], ""
-    if unkeyed and not t.keys and t.verdict in (Verdict.DUPLICATES, Verdict.DRIFT, Verdict.LOSS):
+    if unkeyed and not t.keys and t.verdict.row_defect:
         return [], ("no candidate: no key holds its clean build's output unique (its configured or tested key, a "
                     "column named like an id, or one with its time column); declare one with a `unique` test")
     if not marks:
@@ -268,3 +270,14 @@ def _tiebreaks(t: Target) -> tuple[list[Candidate], str]:
         return out, ""
     return [], ("no candidate: no window function or list aggregate orders its rows here; a function such as "
                 "random() or the clock has no deterministic replacement that keeps the clean build's output")
+
+
+# The candidates of each defect, like the lint's rules: a verdict -> its search (another defect: the
+# rows' search, which names why it has none).
+DEFECTS = {
+    Verdict.SIDE_EFFECT: hook_candidates,
+    Verdict.NONDETERMINISTIC: _tiebreaks,
+    Verdict.LOSS: lambda t: _rows(t, windows=True),
+    Verdict.DUPLICATES: _rows,
+    Verdict.DRIFT: _rows,
+}

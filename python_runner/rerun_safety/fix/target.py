@@ -3,13 +3,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..results import Verdict
+
 
 @dataclass(frozen=True)
 class Target:
     """What the candidates of one root cause are made from."""
 
     name: str
-    verdict: str
+    verdict: Verdict
     raw: str  # the model file's text
     materialized: str
     strategy: str | None
@@ -23,6 +25,9 @@ class Target:
     late: bool = False  # rows of its inputs arrived after a later batch than their time's
     side: tuple["SideTable", ...] = ()  # relations its hooks write that a rerun left different (side_effect)
     dialect: str = ""  # sqlglot's name of the target's dialect
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "verdict", Verdict(self.verdict))
 
 
 @dataclass(frozen=True)

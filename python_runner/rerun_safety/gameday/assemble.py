@@ -8,6 +8,7 @@ from .. import clock
 from . import side_effects
 from .options import GamedayOptions
 from .plan import Plan
+from .scenarios import delaying
 from .scenarios import scenario as scenario_kind
 from .timeline import late_delay
 from ..project import Project
@@ -81,7 +82,7 @@ def _run_notes(options: GamedayOptions, plan: Plan, names: dict[str, str], notes
         if src.load_column:
             run_notes.append(f"{src.name}: rows arrive by their load time ({src.load_column}) in every scenario; "
                              f"{plan.facts.late_rows.get(src.unique_id, 0)} of them after a later batch than their event time")
-        elif any(scenario_kind(s).late_arrivals for s in options.scenarios):
+        elif delaying(options.scenarios):
             run_notes.append(f"late: {plan.facts.late_rows.get(src.unique_id, 0)} rows of {src.name} arrive after a later "
                              f"batch than their event time ({plan.late.fraction:.0%} of its rows delayed by "
                              f"{late_delay(plan).label})")
@@ -114,8 +115,8 @@ def _model_notes(plan: Plan, m, reads: tuple[set, set] | None, scenarios=()) -> 
     # a loss no larger than the rows that arrive late is put down to them (the partial scenario has
     # its own cause: a half-committed batch)
     late_rows = sum(plan.facts.late_rows.get(s.unique_id, 0) for s in plan.inputs_of(m)
-                    if s.load_column or any(scenario_kind(x.name).late_arrivals for x in scenarios))
-    lossy = [s for s in scenarios if s.verdict == Verdict.LOSS and not scenario_kind(s.name).half_committed
+                    if s.load_column or delaying(x.name for x in scenarios))
+    lossy = [s for s in scenarios if s.verdict == Verdict.LOSS and scenario_kind(s.name).loss_by_late_rows
              and 0 < s.missing_rows <= late_rows]
     if lossy:
         s = lossy[0]

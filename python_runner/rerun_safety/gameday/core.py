@@ -27,7 +27,7 @@ from .preflight import check_config
 from .replay import JobResult, Replay
 from .runs import branches, node_errors, sharing_first_build
 from .scenarios import chains as scenario_chains
-from .scenarios import count_runs, scenario_steps
+from .scenarios import count_runs, delaying, replayed, scenario_steps
 from .scenarios import scenario as scenario_kind
 from .timeline import cut_slice, plan_timeline
 from .verdict import Isolation, differs, levels
@@ -191,8 +191,8 @@ class Gameday(Replay):
         """The scenarios to replay, as chains sharing a sandbox ("replay+backfill"); the late scenario
         is left out (with a note) without a share of late rows."""
         o = self.options
-        dropped = [s for s in o.scenarios if scenario_kind(s).late_arrivals and not o.late_fraction]
-        scenarios = [s for s in o.scenarios if not scenario_kind(s).baseline and s not in dropped]
+        dropped = delaying(o.scenarios) if not o.late_fraction else []
+        scenarios = [s for s in replayed(o.scenarios) if s not in dropped]
         chains = ["+".join(c) for c in scenario_chains(scenarios)]
         if dropped:
             self.options = replace(o, scenarios=tuple(s for s in o.scenarios if s not in dropped))
@@ -319,13 +319,13 @@ class Gameday(Replay):
         parents = {m.unique_id: plan.parents_in_judged(m) for m in plan.judged}
         ancestors = {m.unique_id: plan.project.ancestors([m.unique_id]) for m in plan.judged}
         jobs: list[ScenarioJob] = []
-        for scenario in [s for s in self.options.scenarios if not scenario_kind(s).baseline]:
+        for scenario in replayed(self.options.scenarios):
             bad = {u for u, rs in by_model.items() if differs(rs.get(scenario, ScenarioResult(scenario, Verdict.SAFE)).verdict)}
             # A table or view is rebuilt from its parents at the end of every scenario, at the same
             # clock as the reference: with right parents it is right, unless it is nondeterministic,
             # which the determinism scenario shows. Only incremental models keep state of their own.
             candidates = sorted(u for u in bad if any(p in bad for p in parents[u])
-                                and (scenario_kind(scenario).reorders or plan.project.models[u].keeps_state))
+                                and scenario_kind(scenario).isolates(plan.project.models[u]))
             # A candidate that is also upstream of another candidate must not be rebuilt in full
             # while it is itself checked: candidates are replayed by depth, each level with only the
             # broken models above it kept right.

@@ -34,9 +34,9 @@ def judge(con: Connection, name: str, plan: Plan, errors: dict[str, str], ref_er
 def judge_one(con: Connection, name: str, plan: Plan, m, errors: dict[str, str], ref_errors: dict[str, str],
               skipped: dict[str, str] | None, float_tolerance: float | None) -> ScenarioResult:
     uid = m.unique_id
+    kind = scenario_kind(name)
     if uid in ref_errors:
-        return (failed(plan, uid, name, ref_errors[uid]) if scenario_kind(name).baseline else
-                ScenarioResult(name, Verdict.SKIPPED, message=f"reference build failed: {ref_errors[uid]}"))
+        return kind.on_reference_error(ref_errors[uid], lambda: failed(plan, uid, name, ref_errors[uid]))
     if uid in errors:
         return failed(plan, uid, name, errors[uid])
     # not built, or not in every run: never shown safe
@@ -48,16 +48,9 @@ def judge_one(con: Connection, name: str, plan: Plan, m, errors: dict[str, str],
     d = diff_relations(con, (REFERENCE_SCHEMA, plan.ref_names[uid]), (m.schema, m.identifier),
                        key=m.key, ignore_columns=ignored, where=current_versions(m, con.dialect),
                        partition_column=plan.facts.time_columns.get(uid) or partition_column(m),
-                       column_detail=scenario_kind(name).reorders, float_tolerance=tol)
+                       column_detail=kind.column_detail, float_tolerance=tol)
     r = replace(scenario_result(name, d), input_rows=plan.decisive_rows(m, name))
     r = order_only.judge(con, plan, m, r, lambda a, b: diff_relations(
         con, a, b, key=m.key, ignore_columns=ignored, where=current_versions(m, con.dialect),
         float_tolerance=tol))
-    # (a snapshot of a table that never changes is exercised by every run: each is a rerun
-    # of the same input, which must open no version)
-    if r.verdict == Verdict.SAFE and (m.incremental or m.custom) and not scenario_kind(name).reorders \
-            and not plan.facts.exercised.get(uid, True):
-        r = replace(r, verdict=Verdict.UNTESTED, message=plan.untested_reason(m))
-    elif r.verdict == Verdict.SAFE and (m.incremental or m.custom) and (why := plan.unexercised(m, name)):
-        r = replace(r, verdict=Verdict.UNTESTED, message=f"{name}: {why}")
-    return r
+    return kind.coverage(plan, m, r)

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..warehouse.base import default_work_root
-from .scenarios import ALL_SCENARIOS, Batch, scenario
+from .scenarios import ALL_SCENARIOS, Batch, replayed, with_baseline
 
 
 def _timestamp_option(value: Any, option: str) -> dt.datetime | None:
@@ -98,11 +98,10 @@ class GamedayOptions:
                 late = late_by if isinstance(late_by, Batch) else Batch.parse(late_by)
             except ConfigError:
                 raise ConfigError(f"--late-by '{late_by}' is not a duration: use e.g. 6h, 2d, 1w, 1mo") from None
-        names = tuple(s for s in ALL_SCENARIOS if s in names or scenario(s).baseline)
-        if all(scenario(s).baseline for s in names):
+        names = with_baseline(names)
+        if not replayed(names):
             raise ConfigError("--scenarios selects nothing but the reference build, which cannot show a rerun "
-                              "defect: choose one or more of " + ", ".join(s for s in ALL_SCENARIOS
-                                                                             if not scenario(s).baseline))
+                              "defect: choose one or more of " + ", ".join(replayed(ALL_SCENARIOS)))
         from ..vars import parse_vars
 
         parse_vars(vars_yaml)  # refused here, before anything starts

@@ -206,46 +206,16 @@ class Plan:
         """Why a scenario's decisive step touched none of the model's input rows ('' when it did):
         the half-committed batch, the backfilled batch, the late rows. A model that saw no new
         rows there was not tested by that scenario, whatever its output."""
-        timeline = self.facts.timeline
-        assert timeline is not None
+        assert self.facts.timeline is not None
         inputs = self.inputs_of(m)
-        decisive = scenario_kind(scenario).decisive
-        if not inputs or decisive in ("batches", ""):
-            return ""
-        names = ", ".join(s.name for s in inputs)
-        if decisive == "half":
-            i = timeline.half_committed
-            first, rest = self.halves_in_batch(inputs, i)
-            if not first or not rest:
-                return (f"the half-committed batch (batch {i}) held {first + rest} row(s) of its inputs ({names}), "
-                        f"{first} in the half committed first and {rest} in the rest: no half of it could be "
-                        "left behind")
-        elif decisive == "first":
-            if not self.rows_in_batch(inputs, 1):
-                return f"the backfilled batch (batch 1) held no rows of its inputs ({names})"
-        elif decisive == "late_rows":
-            if not sum(self.facts.late_rows.get(s.unique_id, 0) for s in inputs):
-                return f"no row of its inputs ({names}) arrived after a later batch than its event time"
-        return ""
+        return scenario_kind(scenario).unexercised(self, inputs, ", ".join(s.name for s in inputs)) if inputs else ""
 
     def decisive_rows(self, m: Model, scenario: str) -> int | None:
         """Rows of the model's timed inputs in the scenario's decisive step: every replayed batch
         (replay, rerun), the half-committed batch (partial), batch 1 (backfill), the rows arriving
         late (late). None for reference and determinism, and for a model with no timed input."""
-        timeline = self.facts.timeline
-        inputs = self.inputs_of(m) if timeline is not None else []
-        if not inputs:
-            return None
-        decisive = scenario_kind(scenario).decisive
-        if decisive == "batches":
-            return sum(self.rows_in_batch(inputs, i) for i in range(1, timeline.steps + 1))
-        if decisive == "half":
-            return self.rows_in_batch(inputs, timeline.half_committed)
-        if decisive == "first":
-            return self.rows_in_batch(inputs, 1)
-        if decisive == "late_rows":
-            return sum(self.facts.late_rows.get(s.unique_id, 0) for s in inputs)
-        return None
+        inputs = self.inputs_of(m) if self.facts.timeline is not None else []
+        return scenario_kind(scenario).decisive_rows(self, inputs) if inputs else None
 
     def untested_reason(self, m: Model) -> str:
         inputs = self.inputs_of(m)

@@ -22,9 +22,9 @@ from ..warehouse.base import REFERENCE_SCHEMA, SNAPSHOT_SCHEMA, Connection, Sand
 from . import cost, side_effects
 from .judge import judge
 from .plan import Plan
-from .rebuild import CARRIED, CARRIED_ORDER, determinism_ids, final_rebuild, first_ids
+from .rebuild import final_rebuild, first_ids
 from .runs import tally_run, run_args
-from .sandbox_data import apply_step, place_reference, reorder_inputs, snapshot_versions
+from .sandbox_data import apply_step, place_reference, snapshot_versions
 from .scenarios import Reset, Run, scenario_steps
 from .scenarios import scenario as scenario_kind
 from .verdict import differs
@@ -161,10 +161,9 @@ class Replay:
         spent: dict[str, float] = {}
         copies: list[tuple[str, Sandbox, ChainState]] = []  # the branches' sandboxes, when taken
         try:
-            reorders = any(scenario_kind(n).reorders for n in names)
-            if reorders:
-                reorder_inputs(self.engine, plan, sb)
-            profiles = self._profiles_dir(sb, other_threads=reorders)
+            for n in names:
+                scenario_kind(n).prepare_sandbox(self.engine, plan, sb)
+            profiles = self._profiles_dir(sb, other_threads=any(scenario_kind(n).other_threads for n in names))
             state, scope = ChainState.after(start), _Scope.of(plan, isolate)
             at = {k: [b for b, j in branches if j == k] for _, k in branches}
 
@@ -212,20 +211,16 @@ class Replay:
         # the models below them at the end where their output differs; in determinism the models whose
         # SQL may depend on row order, and what they read
         lean = isolate is None
-        current = first = set()
         # a table no run can change is built once, in the first build (see frozen_ids)
         between = [m for m in plan.stateful if m.unique_id not in plan.facts.frozen] if lean else plan.stateful
-        if lean and kind.reorders:
-            current = first = determinism_ids(plan, plan.facts.order_sensitive)
-        elif lean:
-            current, first = {m.unique_id for m in plan.stateful}, first_ids(plan)
+        current, first = kind.lean_models(plan) if lean else (set(), set())
         for i, step in enumerate(todo):
             if isinstance(step, Run):
                 models = None
                 if lean:
                     models = [m for m in plan.build if m.unique_id in first] if step.full_refresh else between
                 repeat = i > 0 and isinstance(todo[i - 1], Run) and todo[i - 1].clock == step.clock
-                self._run_step(plan, sb, profiles, step, state, scope, isolate, kind.reorders, models,
+                self._run_step(plan, sb, profiles, step, state, scope, isolate, kind.isolation_by_reference, models,
                                final=(i == last_run), repeat=repeat)
                 self.progress.advance(f"{scenario}: {step.label}")
             else:
@@ -259,11 +254,13 @@ class Replay:
         return judged
 
     def _run_step(self, plan: Plan, sb: Sandbox, profiles: str, step: Run, state: ChainState, scope: _Scope,
-                  isolate: dict | None, reorders: bool, models: list | None, final: bool, repeat: bool) -> None:
-        """One dbt run of a scenario; a rerun at the same clock also counts the versions it adds to snapshots."""
+                  isolate: dict | None, by_reference: bool, models: list | None, final: bool, repeat: bool) -> None:
+        """One dbt run of a scenario; a rerun at the same clock also counts the versions it adds to snapshots.
+        `by_reference`: in isolation, the broken ancestors' reference outputs stand in for them (else they
+        are rebuilt in full)."""
         before = snapshot_versions(self.engine, sb, scope.snapshots) if repeat else {}
-        with self._isolation(plan, scope.broken, full=not reorders):
-            exclude = scope.broken if (isolate and reorders) else None
+        with self._isolation(plan, scope.broken, full=not by_reference):
+            exclude = scope.broken if (isolate and by_reference) else None
             if state.stopped:  # a statement stopped at the limit: not run again in this sandbox
                 exclude = (exclude or set()) | state.stopped
             if exclude:
@@ -287,8 +284,8 @@ class Replay:
             out = judge(con, scenario, plan, errors, ref_errors, self.options.float_tolerance, current, skipped)
         differing = {u for u, r in out.items() if differs(r.verdict)}
         failed = {**ref_errors, **skipped, **errors}
-        reorders = scenario_kind(scenario).reorders
-        opaque = current & plan.facts.order_sensitive if reorders else current
+        kind = scenario_kind(scenario)
+        opaque = kind.opaque(plan, current)
         rebuild, blocked = final_rebuild(plan, differing, failed, current, opaque, step.label)
         if rebuild:
             res = self._dbt(plan, sb, profiles, step, models=[self.project.models[u] for u in rebuild],
@@ -305,7 +302,7 @@ class Replay:
             else:
                 rows = plan.facts.reference_rows.get(uid, 0)
                 out[uid] = ScenarioResult(scenario, Verdict.SAFE, reference_rows=rows, rows=rows,
-                                          message=CARRIED_ORDER if reorders else CARRIED)
+                                          message=kind.carried())
         return out
 
     def _first_build(self, plan: Plan, template: Sandbox) -> tuple[dict, object]:

@@ -1,6 +1,6 @@
 """What a scenario writes into its sandbox besides dbt's runs: the inputs reset to the first build
-and each batch's rows arriving, the inputs written again in another order, the reference output put
-in place of broken models, and the versions a snapshot holds."""
+and each batch's rows arriving, the reference output put in place of broken models, and the versions a
+snapshot holds (the inputs written again in another order: reorder.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from ..warehouse.base import REFERENCE_SCHEMA, SNAPSHOT_SCHEMA, Connection, snap
 from .plan import Plan
 from .scenarios import Arrive, Reset
 from .timeline import (arrival_expr, arrives_out_of_order, batch_condition, late_superset, row_hash_predicate,
-                       row_order, time_expr)
+                       time_expr)
 
 
 def apply_step(con: Connection, plan: Plan, step: Reset | Arrive) -> None:
@@ -39,26 +39,6 @@ def apply_step(con: Connection, plan: Plan, step: Reset | Arrive) -> None:
             half = row_hash_predicate(con.dialect, 2, 1)
             cond = exp.and_(cond, half if step.part == "first" else exp.not_(half))
         con.execute(exp.insert(exp.select("*").from_(copy).where(cond), live))
-
-
-def reorder_inputs(engine: Engine, plan: Plan, sandbox: Sandbox) -> None:
-    """Determinism: every input is written again in another physical order (by a hash of each
-    row), so a model whose result depends on the order of tied rows (row_number, ntile,
-    first_value or lag over ties, a limit without a total order) differs with near certainty,
-    instead of by chance."""
-    with engine.connect(sandbox) as con:
-        if not con.dialect.physical_row_order:
-            return  # an engine that reads rows back in no order it keeps
-        for schema, name in plan.input_relations():
-            if not con.relation_kind(schema, name):
-                continue
-            live, shuffled = table(schema, name), table(schema, f"rerun_safety_reorder_{name}"[:63])
-            columns = [c for c, _ in con.columns(schema, name)]
-            con.execute(exp.Create(this=shuffled, kind="TABLE", expression=exp.select("*").from_(
-                live.as_("rs_row")).order_by(row_order(con.dialect, columns))))
-            con.delete_rows(live)
-            con.execute(exp.insert(exp.select("*").from_(shuffled), live))
-            con.drop_relation(schema, shuffled.name)
 
 
 def snapshot_versions(engine: Engine, sandbox: Sandbox, snapshots: list) -> dict[str, int]:

@@ -14,23 +14,22 @@ from ..errors import ConfigError
 
 
 
-@dataclass(frozen=True)
 class Scenario:
-    """What a scenario is, for the code that runs, judges and reports it (which asks these, never
-    the name). Its steps come from `scenario_steps`."""
+    """What a scenario is and does, for the code that runs, judges and reports it (which asks these, never
+    the name): its steps, and the input rows whose arrival decides it. One subclass per kind, one
+    instance each in SCENARIOS."""
 
-    name: str
+    name = ""
     # the clean full build every other scenario is judged against
-    baseline: bool = False
+    baseline = False
     # one full rebuild of inputs written again in another order, at another thread count: what
     # differs is nondeterministic (its columns volatile), not a rerun defect
-    reorders: bool = False
+    reorders = False
     # rows arrive by their arrival time, a share of them late (needs --late-fraction or --late-by
     # where an input has no load time)
-    late_arrivals: bool = False
-    # the input rows whose arrival decides the scenario: "batches" (every replayed batch), "half"
-    # (the half-committed batch), "first" (batch 1, backfilled), "late_rows" (the rows arriving late), ""
-    decisive: str = ""
+    late_arrivals = False
+    # a batch committed in halves: a loss there has that cause of its own
+    half_committed = False
     # the scenario this one continues (backfill is replay plus one more run): they share a sandbox,
     # and the one continued is judged on the way
     continues: str | None = None
@@ -38,27 +37,252 @@ class Scenario:
     # batch): it goes on from a copy of that one's sandbox, taken after their last run in common
     branches_from: str | None = None
 
-    @property
-    def half_committed(self) -> bool:
-        """A batch committed in halves: a loss there has that cause of its own."""
-        return self.decisive == "half"
+    def steps(self, t: "Timeline") -> list["Step"]:
+        """The scheduled runs: the first build, then each replayed batch's rows and its run."""
+        b = t.bounds
+        steps: list[Step] = [Reset(self.late_arrivals), Run(True, (t.start, b[0]), "first build", b[0])]
+        for i in range(1, t.steps + 1):
+            steps += self._batch(t, i)
+        return steps
+
+    def _batch(self, t: "Timeline", i: int) -> list["Step"]:
+        return [Arrive(i, late=self.late_arrivals), Run(False, t.window(i), f"batch {i}", t.bounds[i])]
+
+    def decisive_rows(self, plan, inputs) -> int | None:
+        """Rows of these inputs in the step that decides the scenario (None: no step does)."""
+        return None
+
+    def unexercised(self, plan, inputs, names: str) -> str:
+        """Why the deciding step touched none of these inputs' rows ('' when it did, or no step decides)."""
+        return ""
+
+    # ---------------------------------------------------------------- how it runs
+    # the thread count of the reference (False), or another one (a result that depends on how rows are
+    # split between threads differs)
+    other_threads = False
+    # in isolation, the broken ancestors' reference outputs are put in place (True), or they are rebuilt
+    # in full at every run (False)
+    isolation_by_reference = False
+
+    def prepare_sandbox(self, engine, plan, sandbox) -> None:
+        """What its sandbox needs before the first run (nothing but the clone, by default)."""
+
+    def lean_models(self, plan) -> tuple[set[str], set[str]]:
+        """(the models each run builds, the models its first build builds) in a lean scenario: the
+        stateful models and what they read in the first build (rebuild.py)."""
+        from .rebuild import first_ids
+
+        return {m.unique_id for m in plan.stateful}, first_ids(plan)
+
+    def opaque(self, plan, current: set[str]) -> set[str]:
+        """Of the models a run built, those whose right output does not show that the models below
+        them would come out right (their below are rebuilt and judged too)."""
+        return current
+
+    def carried(self) -> str:
+        """Why a model not built in the scenario is judged from the reference."""
+        from .rebuild import CARRIED
+
+        return CARRIED
+
+    def isolates(self, model) -> bool:
+        """Whether a model that differs below a differing parent is replayed in isolation: one that
+        keeps state of its own (a table or view is rebuilt from its parents at the clock of the
+        reference: with right parents it is right)."""
+        return model.keeps_state
+
+    # ---------------------------------------------------------------- how it judges
+    column_detail = False  # the diff names the columns that differ (nondeterministic columns)
+
+    def verdict_of(self, diff) -> "Verdict | None":
+        """The verdict a difference gets here whatever its rows say (None: judged by its rows and keys)."""
+        return None
+
+    def volatile(self, diff) -> tuple[str, ...]:
+        """The columns a difference shows to change between clean builds of the same data."""
+        return ()
+
+    def on_reference_error(self, message: str, as_failure):
+        """A model whose reference build failed is not judged here (`as_failure()`: the result that
+        describes the failure)."""
+        from ..results import ScenarioResult, Verdict
+
+        return ScenarioResult(self.name, Verdict.SKIPPED, message=f"reference build failed: {message}")
+
+    def coverage(self, plan, m, r):
+        """A safe result of a model that keeps state, where no new rows reached it (in any replayed batch,
+        or in this scenario's deciding step), is `untested`: nothing was exercised."""
+        from dataclasses import replace
+
+        from ..results import Verdict
+
+        if not r.verdict.passed or not (m.incremental or m.custom):
+            return r
+        # (a snapshot of a table that never changes is exercised by every run: each is a rerun
+        # of the same input, which must open no version)
+        if not plan.facts.exercised.get(m.unique_id, True):
+            return replace(r, verdict=Verdict.UNTESTED, message=plan.untested_reason(m))
+        why = plan.unexercised(m, self.name)
+        return replace(r, verdict=Verdict.UNTESTED, message=f"{self.name}: {why}") if why else r
+
+    # ---------------------------------------------------------------- how it reads in the reports
+    # a loss there no larger than the rows that arrive late is put down to them (not where the
+    # scenario has a cause of its own)
+    loss_by_late_rows = True
+
+    def __repr__(self) -> str:
+        return f"<scenario {self.name}>"
+
+
+def _full_refresh(t: "Timeline") -> list["Step"]:
+    return [Run(True, (t.start, t.end), "full refresh", t.end)]
+
+
+class _Baseline(Scenario):
+    name, baseline = "reference", True
+
+    def steps(self, t):
+        return _full_refresh(t)
+
+    def on_reference_error(self, message, as_failure):
+        return as_failure()  # the reference's own failure
+
+
+class _Replay(Scenario):
+    """Every replayed batch arrives and runs once: every batch decides."""
+
+    name = "replay"
+
+    def decisive_rows(self, plan, inputs):
+        return sum(plan.rows_in_batch(inputs, i) for i in range(1, plan.facts.timeline.steps + 1))
+
+
+class _Rerun(_Replay):
+    name = "rerun"
+
+    def _batch(self, t, i):
+        return [*super()._batch(t, i), Run(False, t.window(i), f"batch {i}, again", t.bounds[i])]
+
+
+class _Partial(Scenario):
+    """Replay, but one batch is committed in halves: its first half, a run, the rest, a rerun."""
+
+    name, half_committed, branches_from = "partial", True, "replay"
+    loss_by_late_rows = False  # a half-committed batch is its own cause
+
+    def _batch(self, t, i):
+        if i != t.half_committed:
+            return super()._batch(t, i)
+        return [Arrive(i, "first"), Run(False, t.window(i), f"batch {i}, half-committed", t.bounds[i]),
+                Arrive(i, "rest"), Run(False, t.window(i), f"batch {i}, rerun", t.bounds[i])]
+
+    def decisive_rows(self, plan, inputs):
+        return plan.rows_in_batch(inputs, plan.facts.timeline.half_committed)
+
+    def unexercised(self, plan, inputs, names):
+        i = plan.facts.timeline.half_committed
+        first, rest = plan.halves_in_batch(inputs, i)
+        if first and rest:
+            return ""
+        return (f"the half-committed batch (batch {i}) held {first + rest} row(s) of its inputs ({names}), "
+                f"{first} in the half committed first and {rest} in the rest: no half of it could be left behind")
+
+
+class _Backfill(Scenario):
+    """Replay, then batch 1 run again at the end (its window re-read): batch 1 decides."""
+
+    name, continues = "backfill", "replay"
+
+    def steps(self, t):
+        return [*super().steps(t), Run(False, t.window(1), "backfill of batch 1", t.end)]
+
+    def decisive_rows(self, plan, inputs):
+        return plan.rows_in_batch(inputs, 1)
+
+    def unexercised(self, plan, inputs, names):
+        return "" if plan.rows_in_batch(inputs, 1) else f"the backfilled batch (batch 1) held no rows of its inputs ({names})"
+
+
+class _Late(Scenario):
+    """Rows arrive by their arrival time, a share late: the late rows decide."""
+
+    name, late_arrivals = "late", True
+
+    def decisive_rows(self, plan, inputs):
+        return sum(plan.facts.late_rows.get(s.unique_id, 0) for s in inputs)
+
+    def unexercised(self, plan, inputs, names):
+        if self.decisive_rows(plan, inputs):
+            return ""
+        return f"no row of its inputs ({names}) arrived after a later batch than its event time"
+
+
+class _Determinism(Scenario):
+    """One full rebuild of inputs written again in another order, at another thread count: what differs
+    is nondeterministic (its columns volatile), not a rerun defect."""
+
+    name, reorders, other_threads, isolation_by_reference, column_detail = "determinism", True, True, True, True
+
+    def steps(self, t):
+        return _full_refresh(t)
+
+    def prepare_sandbox(self, engine, plan, sandbox):
+        from .reorder import reorder_inputs
+
+        reorder_inputs(engine, plan, sandbox)
+
+    def lean_models(self, plan):
+        from .rebuild import determinism_ids
+
+        ids = determinism_ids(plan, plan.facts.order_sensitive)
+        return ids, ids
+
+    def opaque(self, plan, current):
+        return current & plan.facts.order_sensitive
+
+    def carried(self):
+        from .rebuild import CARRIED_ORDER
+
+        return CARRIED_ORDER
+
+    def isolates(self, model):
+        return True  # a table may be nondeterministic itself
+
+    def verdict_of(self, diff):
+        from ..results import Verdict
+
+        return None if diff.identical else Verdict.NONDETERMINISTIC
+
+    def volatile(self, diff):
+        return diff.differing_columns
+
+    def coverage(self, plan, m, r):
+        return r  # judged on a rebuild: no rows arrive
 
 
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
-    Scenario("reference", baseline=True),
-    Scenario("replay", decisive="batches"),
-    Scenario("rerun", decisive="batches"),
-    Scenario("partial", decisive="half", branches_from="replay"),
-    Scenario("backfill", decisive="first", continues="replay"),
-    Scenario("late", late_arrivals=True, decisive="late_rows"),
-    Scenario("determinism", reorders=True),
-)}
+    _Baseline(), _Replay(), _Rerun(), _Partial(), _Backfill(), _Late(), _Determinism())}
 ALL_SCENARIOS = tuple(SCENARIOS)
 REFERENCE = next(s.name for s in SCENARIOS.values() if s.baseline)
 
 
 def scenario(name: str) -> Scenario:
     return SCENARIOS[name]
+
+
+def replayed(names) -> list[str]:
+    """The scenarios among these that are judged against the reference (all but the reference itself)."""
+    return [n for n in names if not SCENARIOS[n].baseline]
+
+
+def with_baseline(names) -> tuple[str, ...]:
+    """These scenarios and the reference, in the order of ALL_SCENARIOS."""
+    return tuple(s for s in ALL_SCENARIOS if s in names or SCENARIOS[s].baseline)
+
+
+def delaying(names) -> list[str]:
+    """The scenarios among these in which rows arrive late (by their arrival time)."""
+    return [n for n in names if SCENARIOS[n].late_arrivals]
 
 
 def chains(names) -> list[list[str]]:
@@ -158,27 +382,7 @@ def make_timeline(tmin: dt.datetime, tmax: dt.datetime, steps: int, batch: Batch
 
 
 def scenario_steps(name: str, t: Timeline) -> list[Step]:
-    kind = scenario(name)
-    if kind.baseline or kind.reorders:
-        return [Run(True, (t.start, t.end), "full refresh", t.end)]
-    b = t.bounds
-    n = t.steps
-    late = kind.late_arrivals
-    steps: list[Step] = [Reset(late), Run(True, (t.start, b[0]), "first build", b[0])]
-    partial_at = t.half_committed
-    for i in range(1, n + 1):
-        label = f"batch {i}"
-        if name == "partial" and i == partial_at:
-            steps += [Arrive(i, "first"), Run(False, t.window(i), f"{label}, half-committed", b[i]),
-                      Arrive(i, "rest"), Run(False, t.window(i), f"{label}, rerun", b[i])]
-            continue
-        steps.append(Arrive(i, late=late))
-        steps.append(Run(False, t.window(i), label, b[i]))
-        if name == "rerun":
-            steps.append(Run(False, t.window(i), f"{label}, again", b[i]))
-    if name == "backfill":
-        steps.append(Run(False, t.window(1), "backfill of batch 1", t.end))
-    return steps
+    return scenario(name).steps(t)
 
 
 def count_runs(names, t: Timeline, after: int = 0) -> int:

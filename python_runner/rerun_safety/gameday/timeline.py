@@ -91,12 +91,6 @@ def time_expr(src: SourceTable) -> exp.Expression:
     return exp.cast(exp.column(src.time_column, quoted=True), exp.DataType.build("timestamp"))
 
 
-def row_order(dialect: str, columns=()) -> exp.Expression:
-    """An order of the rows of a table aliased `rs_row` (columns `columns`) unrelated to how they were
-    written: a hash of the whole row."""
-    return dialect_for(dialect).row_order(columns)
-
-
 def row_hash_predicate(dialect: str, modulus: int, below: int) -> exp.Expression:
     """A deterministic share (below/modulus) of the rows of a table aliased `rs_row`, independent
     of time order (parallel writers commit in any order; late rows are any rows)."""

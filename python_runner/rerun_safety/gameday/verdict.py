@@ -17,8 +17,8 @@ def scenario_verdict(scenario: str, diff: DiffResult) -> Verdict:
     """Name what a difference means. Loss outranks duplicates, duplicates outrank drift."""
     if diff.identical:
         return Verdict.SAFE
-    if scenario_kind(scenario).reorders:
-        return Verdict.NONDETERMINISTIC
+    if (fixed := scenario_kind(scenario).verdict_of(diff)) is not None:
+        return fixed
     if diff.schema_message:
         return Verdict.DRIFT
     if diff.keyed:
@@ -262,7 +262,7 @@ def scenario_result(name: str, d: DiffResult) -> ScenarioResult:
         name=name, verdict=verdict, reference_rows=d.reference_rows, rows=d.rows,
         extra_rows=d.extra_rows, missing_rows=d.missing_rows, duplicate_keys=d.duplicate_keys,
         missing_keys=d.missing_keys, extra_keys=d.extra_keys, changed_rows=d.changed_rows,
-        volatile_columns=d.differing_columns if scenario_kind(name).reorders else (),
+        volatile_columns=scenario_kind(name).volatile(d),
         differing_columns=d.differing_columns, message=d.schema_message,
         sample=d.sample, partitions=tuple(PartitionCount(p, r, c) for p, r, c in d.partitions),
         partition_column=d.partition_column)

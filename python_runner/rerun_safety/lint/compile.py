@@ -190,7 +190,7 @@ def compile_project(project_dir: str | Path, profiles_dir: str | Path | None, ta
                          .without([n for n in incremental if n.unique_id in intro] + _python(nodes)),
                          uids=[n.unique_id for n in incremental if n.unique_id not in intro],
                          plain_vars=plain_vars, window_vars=window_vars, flags=scratch.extra_flags,
-                         user_db=getattr(scratch, "user_db", None), scratch_db=getattr(scratch, "dbname", None))
+                         user_db=scratch.user_db, scratch_db=scratch.dbname)
             if not pass2["uids"]:
                 pass2 = None
             elif parallel if parallel is not None else worth_a_second_process(len(pass2["uids"])):

@@ -176,6 +176,10 @@ class Scratch:
     # the database dbt compiles in when it is not the target's (a scratch database): what the manifest
     # then says of every relation that the profile's database would hold
     compile_database: str | None = None
+    # the target's database and the scratch database (where they differ: PostgreSQL), which a second
+    # compiling process points its manifest from and to (None: one catalog)
+    user_db: str | None = None
+    dbname: str | None = None
 
     def profiles_dir(self) -> str:
         raise NotImplementedError
