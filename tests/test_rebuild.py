@@ -39,7 +39,7 @@ def plan_of(models: list[Model], hooked: dict[str, str] | None = None, sensitive
     project = SimpleNamespace(models=by_id, ancestors=ancestors, manifest=SimpleNamespace(nodes=nodes))
     return SimpleNamespace(project=project, build=models, judged=[m for m in models if m.judged],
                            stateful=[m for m in models if m.keeps_state],
-                           order_sensitive={f"model.p.{n}" for n in sensitive})
+                           facts=SimpleNamespace(order_sensitive={f"model.p.{n}" for n in sensitive}))
 
 
 GRAPH = [model("inc", "incremental"), model("v_inc", "view", ["inc"]), model("t_inc", "table", ["v_inc"]),
@@ -91,11 +91,11 @@ def test_hooks_and_order_sensitive_models_are_always_built_and_so_is_what_reads_
 def test_determinism_builds_what_may_depend_on_row_order_and_what_it_reads():
     graph = [*GRAPH, model("top", "table", ["t_inc"])]
     plan = plan_of(graph, sensitive={"top"})
-    assert names(sorted(determinism_ids(plan, plan.order_sensitive))) == ["inc", "t_inc", "top", "v_inc"]
-    current = determinism_ids(plan, plan.order_sensitive)
+    assert names(sorted(determinism_ids(plan, plan.facts.order_sensitive))) == ["inc", "t_inc", "top", "v_inc"]
+    current = determinism_ids(plan, plan.facts.order_sensitive)
     # nothing differs: nothing more; `top` differs: nothing reads it
-    assert final_rebuild(plan, set(), {}, current, current & plan.order_sensitive)[0] == []
-    assert final_rebuild(plan, {U + "top"}, {}, current, current & plan.order_sensitive)[0] == []
+    assert final_rebuild(plan, set(), {}, current, current & plan.facts.order_sensitive)[0] == []
+    assert final_rebuild(plan, {U + "top"}, {}, current, current & plan.facts.order_sensitive)[0] == []
 
 
 def test_a_model_not_compared_counts_as_differing_when_it_may_differ_on_its_own():
@@ -177,7 +177,7 @@ def test_tables_no_run_can_change_are_built_once():
     project = SimpleNamespace(models=by_id, ancestors=ancestors, timed_inputs_of=timed_inputs_of, adapter="duckdb",
                               manifest=SimpleNamespace(nodes=nodes, macros={}))
     plan = SimpleNamespace(project=project, build=graph, inputs=[SimpleNamespace(unique_id=events)],
-                           order_sensitive={U + "clocky"})
+                           facts=SimpleNamespace(order_sensitive={U + "clocky"}))
     assert sorted(names(frozen_ids(plan))) == ["chained", "dim", "on_view"]
     # once the users arrive batch by batch too, nothing is frozen
     plan.inputs.append(SimpleNamespace(unique_id=users))
