@@ -109,7 +109,9 @@ def test_duckdb_settings_and_secrets_reach_sandbox_profiles_through_the_environm
     import types
 
 
-    from rerun_safety.gameday import Gameday, GamedayOptions
+    from rerun_safety.dbt_invoke import StatementWatch
+    from rerun_safety.gameday import GamedayOptions
+    from rerun_safety.gameday.replay import NoProgress, Replay
     from rerun_safety.project import load_target_output
     from rerun_safety.warehouse.engines import engine_for
 
@@ -126,13 +128,13 @@ def test_duckdb_settings_and_secrets_reach_sandbox_profiles_through_the_environm
                           "region": "eu-west-1"}])
     write_profiles(target.profiles, "payments", user, target="local")
     _, _, rendered = load_target_output(target.project, target.profiles, None, {})
-    gd = Gameday(GamedayOptions.build(project_dir=target.project, output_dir=tmp_path / "out",
-                                      work_root=tmp_path / "work"))
-    gd.engine = engine_for(rendered, tmp_path / "work", "secrets1")
-    gd.project = types.SimpleNamespace(profile_name="payments", target_name="local")
+    gd = Replay(engine_for(rendered, tmp_path / "work", "secrets1"),
+                types.SimpleNamespace(profile_name="payments", target_name="local"),
+                GamedayOptions.build(project_dir=target.project, output_dir=tmp_path / "out",
+                                     work_root=tmp_path / "work"), NoProgress(), StatementWatch())
     try:
         sandbox = gd.engine.create_snapshot([])
-        folder = Path(gd._profiles_dir(sandbox))
+        folder = Path(gd.profiles_dir(sandbox))
         text = (folder / "profiles.yml").read_text()
         assert [k for k, v in keys.items() if v in text] == []
         assert files_with(keys["s3_secret"].encode(), [tmp_path / "work"]) == []
@@ -216,7 +218,9 @@ def test_secrets_at_any_depth_never_reach_a_sandbox_profile(tmp_path):
     import types
 
 
-    from rerun_safety.gameday import Gameday, GamedayOptions
+    from rerun_safety.dbt_invoke import StatementWatch
+    from rerun_safety.gameday import GamedayOptions
+    from rerun_safety.gameday.replay import NoProgress, Replay
     from rerun_safety.warehouse.engines import engine_for
 
 
@@ -224,13 +228,13 @@ def test_secrets_at_any_depth_never_reach_a_sandbox_profile(tmp_path):
     user, keys = _cloud_profile(target.output)
     write_profiles(target.profiles, "payments", user, target="local")
     rendered = _render_back(target.project, target.profiles)
-    gd = Gameday(GamedayOptions.build(project_dir=target.project, output_dir=tmp_path / "out",
-                                      work_root=tmp_path / "work"))
-    gd.engine = engine_for(rendered, tmp_path / "work", "secrets3")
-    gd.project = types.SimpleNamespace(profile_name="payments", target_name="local")
+    gd = Replay(engine_for(rendered, tmp_path / "work", "secrets3"),
+                types.SimpleNamespace(profile_name="payments", target_name="local"),
+                GamedayOptions.build(project_dir=target.project, output_dir=tmp_path / "out",
+                                     work_root=tmp_path / "work"), NoProgress(), StatementWatch())
     try:
         sandbox = gd.engine.create_snapshot([])
-        folder = Path(gd._profiles_dir(sandbox))
+        folder = Path(gd.profiles_dir(sandbox))
         text = (folder / "profiles.yml").read_text()
         assert [k for k, v in keys.items() if v in text] == []
         # every string of the user's, whatever its key is called, through the environment (rendered back below)

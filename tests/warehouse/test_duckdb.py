@@ -53,3 +53,11 @@ def test_capabilities():
         True, False, False, True, True)
     # no port, no network of the machine, no Unix socket: a sandbox is a file
     assert D.network_needs({"type": "duckdb", "path": "x.duckdb"}) == ((), False, False)
+
+
+def test_late_materialization_finds_rows_by_rowid_then_reads_them_whole(con):
+    con.execute("create table t as select range as id, range * 2 as v from range(10)")
+    sql = D.late_materialized("t", "t", " where id % 3 = 0")
+    assert sql == "t where rowid in (select rowid from t where id % 3 = 0)"
+    assert con.execute(f"select id, v from {sql} order by id").fetchall() == [(0, 0), (3, 6), (6, 12), (9, 18)]
+    assert D.address_item(True) == ""  # no addresses read back as text

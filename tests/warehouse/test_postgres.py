@@ -68,3 +68,12 @@ def test_capabilities():
     assert D.drop_cascade == " cascade"
     # the server's port on the machine's network; no Unix socket for a host name
     assert D.network_needs({"type": "postgres", "host": "localhost", "port": 5432}) == ((5432,), True, False)
+
+
+def test_rows_are_read_back_by_their_address(cur):
+    cur.execute("create table t as select g as id from generate_series(1, 5) g")
+    cur.execute(f"select id{D.address_item(True)} from t where id in (2, 4)")
+    addresses = {t: i for i, t in cur.fetchall()}
+    assert D.address_item(False) == ", cast(null as text) as t"
+    cur.execute(f"select id from t where {D.at_addresses(sorted(addresses))} order by id")
+    assert [r[0] for r in cur.fetchall()] == [2, 4]

@@ -15,7 +15,7 @@ from .plan import DiffPlan, make_diff_plan, set_hash_buckets, set_range_buckets,
 from .results import DiffError, DiffResult, Side, jsonable
 from .rows import rows_across, rows_same
 from .samples import batched_samples, fetch_sample, sample_columns, ordered
-from .sql import (TEMPORAL_TYPES, at_addresses, hash_sql, in_list, int_sum, is_base_table, quote_id, side_source, columns_of_pair,
+from .sql import (TEMPORAL_TYPES, hash_sql, in_list, int_sum, is_base_table, quote_id, side_source, columns_of_pair,
                   parse_where, row_hash, text_type)
 
 
@@ -231,7 +231,7 @@ def _changed_columns(plan, buckets: list[int] | None) -> list[str]:
     tids = plan.extra.get("unmatched_tids") if d.row_addresses else None
 
     def side(s: Side, b: str, h: str, which: int, by_address: bool) -> str:
-        cond = (at_addresses(tids[which]) if by_address and tids else
+        cond = (d.at_addresses(tids[which]) if by_address and tids else
                 None if plan.extra.get("narrowed") else  # rows.py: only the unmatched keys' rows
                 in_list(plan.keys_sql[0], listed, d) if listed is not None else
                 in_list(b, buckets, d) if buckets is not None else None)

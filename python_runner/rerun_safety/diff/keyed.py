@@ -27,7 +27,7 @@ from . import limits
 from .floats import floats_close
 from .plan import DiffPlan
 from .results import jsonable
-from .sql import TID, INTEGER_TYPES, at_addresses, is_base_table, quote_id, rows_joined, rows_of_keys
+from .sql import TID, INTEGER_TYPES, is_base_table, quote_id, rows_joined, rows_of_keys
 
 
 class _Key(NamedTuple):
@@ -190,7 +190,7 @@ def _keys_by_address(plan: DiffPlan, groups: list[list[str]]) -> tuple[list[_Key
     group's hashes. A key with more than one row on a side shows, so nothing needs to balance."""
     n = len(groups)
     gsel = ", ".join(f"{_group_hash(plan, g)} as g{i}" for i, g in enumerate(groups))
-    branches = " union all ".join(f"select {s} as s, {plan.keys_sql[0]} as k, cast(ctid as text) as t, {gsel} "
+    branches = " union all ".join(f"select {s} as s, {plan.keys_sql[0]} as k, {plan.dialect.address_text()} as t, {gsel} "
                                   f"from {plan.src(side)}" for s, side in ((0, plan.left), (1, plan.right)))
     aggs = "".join(f", bit_xor(g{i}) filter (where s = {s}) as {'lr'[s]}{i}" for s in (0, 1) for i in range(n))
     differ = " or ".join(f"l{i} is distinct from r{i}" for i in range(n))
@@ -232,7 +232,7 @@ def _rows_of(plan: DiffPlan, which: int, keys: list[_Key], cols: list[str]) -> s
     side = (plan.left, plan.right)[which]
     sel = ", ".join(quote_id(c, d) for c in cols)
     if d.row_addresses:
-        rows = plan.src(side, at_addresses([k.rtid if which else k.ltid for k in keys]))
+        rows = plan.src(side, d.at_addresses([k.rtid if which else k.ltid for k in keys]))
     else:
         rows = rows_of_keys(plan.src(side), plan.keys_sql[0], [k.key for k in keys])
     return f"select {which} as rs_side, {sel} from {rows}"

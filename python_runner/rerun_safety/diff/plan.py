@@ -49,8 +49,8 @@ class DiffPlan:
             # Late materialization: find the rowids reading only the bucket's columns, then fetch
             # whole rows for those alone (about half the cost of filtering whole rows).
             inner = self.src(side)
-            return (f"{side.table.sql(dialect=self.dialect)} where rowid in "
-                    f"(select rowid from {inner}{' and ' if side.where is not None else ' where '}{extra_cond})")
+            return self.dialect.late_materialized(side.table.sql(dialect=self.dialect), inner,
+                                                  f"{' and ' if side.where is not None else ' where '}{extra_cond}")
         conds = []
         if side.where is not None:
             conds.append(f"({side.where.sql(dialect=self.dialect)})")

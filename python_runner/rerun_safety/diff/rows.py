@@ -39,7 +39,7 @@ def rows_same(plan: DiffPlan, buckets: list[int] | None) -> tuple[dict, list, li
     knames = "".join(f"k{i}, " for i in range(len(ks)))
     # Base tables with row addresses (PostgreSQL's ctid): keep one per differing (bucket, key, hash),
     # so that the sample rows are then fetched by address instead of by another scan.
-    pg = d.row_addresses
+    addressed = d.row_addresses
     # Floats: the hash of the exact (non-float) columns rides along (it follows from the row hash,
     # so the groups stay the same): unmatched rows on both sides with equal exact columns may
     # pair within the tolerance, and only their buckets are read again with the floats' values.
@@ -52,17 +52,17 @@ def rows_same(plan: DiffPlan, buckets: list[int] | None) -> tuple[dict, list, li
     parts = []
     for s, side, b, h, nh in ((0, plan.left, plan.lb, plan.lh, plan.lnh), (1, plan.right, plan.rb, plan.rh, plan.rnh)):
         cond = in_list(b, buckets, d) if buckets is not None else None
-        tid = (", cast(ctid as text) as t" if is_base_table(side) else ", cast(null as text) as t") if pg else ""
+        tid = d.address_item(is_base_table(side))
         fcols = f", {nh} as nh" if carry else ""
         parts.append(f"select {s} as s, {b} as b, {h} as h{kcols}{fcols}{tid} from {plan.src(side, cond)}")
     nb = f"cast(null as {d.wide_type})"
     z = "cast(0 as bigint)"
-    nt = ", cast(null as text)" if pg else ""
+    nt = ", cast(null as text)" if addressed else ""
 
     def i(x: str) -> str:
         return f"cast(coalesce(sum({x}), 0) as bigint)"
 
-    tids = ", min(t) filter (where s = 0) as tl, min(t) filter (where s = 1) as tr" if pg else ""
+    tids = ", min(t) filter (where s = 0) as tl, min(t) filter (where s = 1) as tr" if addressed else ""
     sql = (f"with u as ({parts[0]} union all {parts[1]}), "
            f"p as {d.materialized}(select b, {knames}h{fnames}, sum(1 - s) as lc, sum(s) as rc{tids} from u "
            f"group by b, {knames}h{fnames}) ")
@@ -84,7 +84,7 @@ def rows_same(plan: DiffPlan, buckets: list[int] | None) -> tuple[dict, list, li
             f"{i('case when kr > 1 and kr > kl then 1 else 0 end')}, {nb}, cast(null as {ht}){nt} from k")
     for kind, cond in (("l", "lc > rc"), ("r", "rc > lc")):
         selects.append(f"select * from (select '{kind}', {z}, {z}, {z}, {z}, {z}, {z}, {z}, {z}, {z}, "
-                       f"cast(b as {d.wide_type}), h{', t' + kind if pg else ''} "
+                       f"cast(b as {d.wide_type}), h{', t' + kind if addressed else ''} "
                        f"from p where {cond} order by b, h limit {limits.SAMPLE_ROWS}) x{kind}")
     if int_key:
         # A single integer key: the keys of the unmatched groups (a few thousand at most) filter
@@ -92,7 +92,7 @@ def rows_same(plan: DiffPlan, buckets: list[int] | None) -> tuple[dict, list, li
         selects.append(f"select * from (select distinct 'u', {z}, {z}, {z}, {z}, {z}, {z}, {z}, {z}, {z}, "
                        f"cast(k0 as {d.wide_type}), cast(null as {ht}){nt} from p where lc <> rc "
                        f"limit {limits.MAX_LISTED_KEYS + 1}) xu")
-    if pg:
+    if addressed:
         # PostgreSQL: the address of a row of every unmatched group (when they are few), so that
         # the column search reads those rows by address instead of scanning both sides again
         for kind, cond in (("tl", "lc > rc"), ("tr", "rc > lc")):
@@ -219,12 +219,12 @@ def _loose_rows_same(plan: DiffPlan, buckets: list[int] | None, keys: list[int] 
     knames = "".join(f"k{i}, " for i in range(len(ks)))
     fcols = ", ".join(f"{quote_id(c, d)} as f{i}" for i, (c, _t) in enumerate(plan.floats))
     fnames = ", ".join(f"f{i}" for i in range(len(plan.floats)))
-    pg = d.row_addresses
+    addressed = d.row_addresses
     parts = []
     for s, side, b, h, nh in ((0, plan.left, plan.lb, plan.lh, plan.lnh), (1, plan.right, plan.rb, plan.rh, plan.rnh)):
         cond = (in_list(ks[0], keys, d) if keys is not None else
                 in_list(b, buckets, d) if buckets is not None else None)
-        tid = (", cast(ctid as text) as t" if is_base_table(side) else ", cast(null as text) as t") if pg else ""
+        tid = d.address_item(is_base_table(side))
         parts.append(f"select {s} as s, {b} as b, {h} as h, {nh} as nh{kcols}, {fcols}{tid} from {plan.src(side, cond)}")
     group = f"partition by b, {knames}h"
     per_key = (f"sum(1 - s) over (partition by b, {knames.rstrip(', ')}) as kl, "
@@ -250,7 +250,7 @@ def _loose_rows_same(plan: DiffPlan, buckets: list[int] | None, keys: list[int] 
            f"from x) x1), "
            f"z as (select *, max(case when can then 0 else 1 end) over ({by_key}) as op, "
            f"row_number() over (partition by s, can order by b, h) as pick from y) "
-           f"select s, b, h, nh, lc, kl, kr, {knames}{fnames}, can, op{', t' if pg else ''} from z "
+           f"select s, b, h, nh, lc, kl, kr, {knames}{fnames}, can, op{', t' if addressed else ''} from z "
            f"where can or pick <= {limits.SAMPLE_ROWS} limit {limits.MAX_TOLERANCE_ROWS + 1}")
     rows = plan.left.con.fetchall(sql)
     if len(rows) > limits.MAX_TOLERANCE_ROWS:
@@ -258,7 +258,7 @@ def _loose_rows_same(plan: DiffPlan, buckets: list[int] | None, keys: list[int] 
     nk, nf = len(ks), len(plan.floats)
     e = 7 + nk + nf
     return [LooseRow(int(r[0]), int(r[1]), int(r[2]), tuple(r[7:7 + nk]), int(r[3]), tuple(r[7 + nk:e]),
-                   int(r[4]), int(r[5]), int(r[6]), r[e + 2] if pg else None, not r[e], bool(r[e + 1])) for r in rows]
+                   int(r[4]), int(r[5]), int(r[6]), r[e + 2] if addressed else None, not r[e], bool(r[e + 1])) for r in rows]
 
 
 def _chunks(listed: list[tuple], size: int | None = None) -> Iterable[list]:

@@ -6,7 +6,7 @@ from . import limits
 from .floats import floats_close
 from .plan import DiffPlan
 from .results import Side, jsonable
-from .sql import TID, at_addresses, in_list, quote_id
+from .sql import TID, in_list, quote_id
 
 
 def ordered(rows: list[dict], key, columns) -> list[dict]:
@@ -62,7 +62,7 @@ def fetch_sample(plan: DiffPlan, side: Side, b: str, h: str, picks: list[tuple],
     if d.row_addresses and len(tids) == len(picks):
         # A row that moved since (a concurrent update) is not found there, or fails the bucket
         # and hash conditions: then the scan below finds the rows.
-        addr = at_addresses(tids)
+        addr = d.at_addresses(tids)
         rows = side.con.fetch_dicts(f"select {distinct} {cols} from {plan.src(side, f'{addr} and {bucket}', hashed)} "
                                     f"limit {limits.SAMPLE_ROWS}")
     if len(rows) < len({p[:2] for p in picks}):

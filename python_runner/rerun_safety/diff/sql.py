@@ -21,11 +21,6 @@ TID = re.compile(r"^\(\d+,\d+\)$")
 INTEGER_TYPES = {"tinyint", "smallint", "integer", "bigint", "int", "int2", "int4", "int8"}
 
 
-def at_addresses(tids) -> str:
-    """Rows at these addresses (ctid texts already matched against TID; see Dialect.row_addresses)."""
-    return f"ctid = any(array[{', '.join(repr(t) for t in tids)}]::tid[])"
-
-
 def text_type(dialect: str) -> str:
     return dialect_for(dialect).text_type
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..cadence import duration
 from ..errors import RerunSafetyError, first_line
-from ..gameday.core import Gameday
+from ..gameday.core import Finished, Gameday
 from ..gameday.options import GamedayOptions
 from ..partial_parse import write_partial_parse
 from ..results import UNSAFE, Fix, GamedayReport, ModelVerdict, Tried, Verdict
@@ -81,8 +81,8 @@ class _Prefixed:
 
 def gameday_with_fixes(options: GamedayOptions, progress=None) -> GamedayReport:
     """The game day, then the fix search for each root cause it names."""
-    first = Gameday(replace(options, fingerprints=True), progress)
-    report = first.run()
+    first = Gameday(replace(options, fingerprints=True), progress).run_finished()
+    report = first.report
     searches = [_Search.of(first, mv) for mv in report.root_causes if mv.verdict in UNSAFE]
     _rounds(first, report, [s for s in searches if s.found])
     return replace(report, fixes=tuple(s.result() for s in searches))
@@ -105,7 +105,7 @@ class _Search:
     note: str = ""
 
     @classmethod
-    def of(cls, first: Gameday, mv: ModelVerdict) -> "_Search":
+    def of(cls, first: Finished, mv: ModelVerdict) -> "_Search":
         search = cls(mv, _below(first, mv.unique_id))
         path = _model_file(first, mv.unique_id)
         if path is None or first.project.models[mv.unique_id].language != "sql":
@@ -118,7 +118,7 @@ class _Search:
             search.found = search._with_overrides(first)
         return search
 
-    def _with_overrides(self, first: Gameday) -> list[Candidate]:
+    def _with_overrides(self, first: Finished) -> list[Candidate]:
         """A package model's config-only candidates, each first as an override in the user's
         dbt_project.yml where the package's file does not set those keys itself (its config() wins)."""
         node = first.project.manifest.nodes[self.mv.unique_id]
@@ -177,7 +177,7 @@ def _as_read(text: str, before: str) -> str:
     return text.replace("\n", "\r\n") if "\r\n" in before else text
 
 
-def _rounds(first: Gameday, report: GamedayReport, searches: list[_Search]) -> None:
+def _rounds(first: Finished, report: GamedayReport, searches: list[_Search]) -> None:
     """Rounds of verifying game days: each round applies the next candidate of as many root causes as
     have disjoint subtrees (no model below two of them, so each one's models judge its own change
     alone) and replays their subtrees together: one game day verifies several fixes."""
@@ -220,13 +220,13 @@ def _rounds(first: Gameday, report: GamedayReport, searches: list[_Search]) -> N
                         follows=True, settings=()) for c in then]
 
 
-def _late_batches(first: Gameday, uid: str) -> int:
+def _late_batches(first: Finished, uid: str) -> int:
     """The most batches a row of the model's inputs arrived after its time's batch."""
     plan = first.plan
     return max((plan.facts.late_batches.get(s.unique_id, 0) for s in plan.inputs_of(plan.project.models[uid])), default=0)
 
 
-def _lookback(first: Gameday, uid: str) -> str | None:
+def _lookback(first: Finished, uid: str) -> str | None:
     """One batch more than the most batches a row of the model's inputs arrived late: what a window
     must re-read so that a half-committed batch and late rows are read again."""
     plan = first.plan
@@ -236,14 +236,14 @@ def _lookback(first: Gameday, uid: str) -> str | None:
     return f"{batch.months * n} months" if batch.months else duration(batch.delta.total_seconds() * n)
 
 
-def _model_file(first: Gameday, uid: str) -> Path | None:
+def _model_file(first: Finished, uid: str) -> Path | None:
     node = first.project.manifest.nodes[uid]
     source = first.project.manifest.files.get(getattr(node, "file_id", None) or "")
     path = getattr(getattr(source, "path", None), "absolute_path", None)
     return Path(path) if path else None
 
 
-def _target(first: Gameday, mv: ModelVerdict, text: str) -> Target:
+def _target(first: Finished, mv: ModelVerdict, text: str) -> Target:
     plan, uid = first.plan, mv.unique_id
     m = first.project.models[uid]
     pk = m.partition_key if isinstance(m.partition_key, dict) else {}
@@ -254,10 +254,10 @@ def _target(first: Gameday, mv: ModelVerdict, text: str) -> Target:
                   keys=tuple(plan.facts.unique_keys.get(uid, ())),
                   column_types=tuple(plan.facts.reference_columns.get(uid, ())),
                   granularity=str(pk.get("granularity") or "") or None, lookback=_lookback(first, mv.unique_id),
-                  late=_late_batches(first, mv.unique_id) > 0, side=side, dialect=str(first.engine.dialect))
+                  late=_late_batches(first, mv.unique_id) > 0, side=side, dialect=str(first.dialect))
 
 
-def _package_note(first: Gameday, uid: str) -> str:
+def _package_note(first: Finished, uid: str) -> str:
     """For a model of an installed package: that the patch changes the package's installed copy."""
     package = first.project.manifest.nodes[uid].package_name
     if package == first.project.name:
@@ -273,14 +273,14 @@ def _relative(path: Path, project_dir: Path) -> Path:
         return path
 
 
-def _below(first: Gameday, uid: str) -> list[str]:
+def _below(first: Finished, uid: str) -> list[str]:
     """The model and every model the first game day judged below it, in its order."""
     plan = first.plan
     return [m.unique_id for m in plan.judged
             if m.unique_id == uid or uid in plan.project.ancestors([m.unique_id])]
 
 
-def _verify(first: Gameday, report: GamedayReport, changes: list[tuple[_Search, Candidate]],
+def _verify(first: Finished, report: GamedayReport, changes: list[tuple[_Search, Candidate]],
             tag: str) -> tuple[str | None, dict[int, tuple[str | None, list[str]]]]:
     """One game day of a copy of the project with these changes, over their subtrees. Returns why it
     stopped (None: it ran), and per search None when its change is verified (with the models judged
@@ -304,9 +304,9 @@ def _verify(first: Gameday, report: GamedayReport, changes: list[tuple[_Search, 
                           exclude=(), output_dir=folder / "out", fix=False, fingerprints=True, baseline=None,
                           keep_sandboxes=False)
         what = ", ".join(f"{s.mv.name} ({c.name})" for s, c in changes)
-        second = Gameday(options, _Prefixed(first.progress, f"fix {what}"))
         try:
-            again = second.run()
+            second = Gameday(options, _Prefixed(first.progress, f"fix {what}")).run_finished()
+            again = second.report
         except RerunSafetyError as err:
             return f"the game day of the changed project stopped: {first_line(err)}", {}
         return None, {id(s): (*_judge(first, report, second, again, s.below), _then(second, again, s, c))
@@ -316,7 +316,7 @@ def _verify(first: Gameday, report: GamedayReport, changes: list[tuple[_Search, 
         lock.close()
 
 
-def _judge(first: Gameday, report: GamedayReport, second: Gameday, again: GamedayReport,
+def _judge(first: Finished, report: GamedayReport, second: Finished, again: GamedayReport,
            below: list[str]) -> tuple[str | None, list[str]]:
     before = {m.unique_id: m for m in report.models}
     after = {m.unique_id: m for m in again.models}
@@ -344,7 +344,7 @@ def _judge(first: Gameday, report: GamedayReport, second: Gameday, again: Gameda
     return None, [before[u].name for u in below if u in before]
 
 
-def _then(second: Gameday, again: GamedayReport, search: _Search, cand: Candidate) -> list[Candidate]:
+def _then(second: Finished, again: GamedayReport, search: _Search, cand: Candidate) -> list[Candidate]:
     """When the change mended the root cause's defect but its model shows another one (a first build that
     failed, then ran and appended what it read again), that defect's candidates on the changed text,
     made from what the changed project's game day measured (its reference's keys, say)."""
@@ -355,7 +355,7 @@ def _then(second: Gameday, again: GamedayReport, search: _Search, cand: Candidat
     return [c for c in found if c.text != _lf(cand.text)]
 
 
-def _side_changed(first: Gameday, second: Gameday, below: list[str]) -> str:
+def _side_changed(first: Finished, second: Finished, below: list[str]) -> str:
     """Why a relation the models' hooks write holds other rows after a clean build of the changed
     project ('' when each holds what it held in the first game day's)."""
     after = {r.label: r for r in (second.plan.facts.side.relations if second.plan.facts.side else ())}

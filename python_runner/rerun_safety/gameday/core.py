@@ -5,7 +5,8 @@ import datetime as dt
 import shutil
 import time
 import uuid
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import Any
 
 from .. import clock
 from ..confine import statement_guard_on
@@ -16,6 +17,7 @@ from ..project import Project
 from ..results import GamedayReport, ScenarioResult, Verdict
 from ..warehouse.base import (PARSE_PREFIX, SNAPSHOT_SCHEMA, Engine, Sandbox, check_writable_dir, make_locked_dir,
                               private_work_root, snapshot_table)
+from ..warehouse.dialect import Dialect
 from ..warehouse.engines import engine_for
 from . import cost, reference, side_effects
 from .assemble import build_report
@@ -24,7 +26,7 @@ from .judge import failed
 from .options import GamedayOptions  # noqa: F401 - the public import path
 from .plan import Lateness, Plan, ScenarioJob, make_plan
 from .preflight import check_config
-from .replay import JobResult, Replay
+from .replay import JobResult, NoProgress, Replay
 from .runs import branches, node_errors, sharing_first_build
 from .scenarios import chains as scenario_chains
 from .scenarios import count_runs, delaying, replayed, scenario_steps
@@ -33,24 +35,32 @@ from .timeline import cut_slice, plan_timeline
 from .verdict import Isolation, differs, levels
 from .workers import kill_pool, run_parallel, start_pool
 
-class _NoProgress:
-    def start(self, total: int, description: str) -> None: ...
-    def advance(self, description: str) -> None: ...
-    def scenario(self, name: str) -> None: ...
+@dataclass(frozen=True)
+class Finished:
+    """What a finished game day leaves for the fix search: its report, its frozen plan (with what the
+    data taught), the parsed project and what it ran with."""
+
+    report: GamedayReport
+    plan: Plan
+    project: Project
+    options: GamedayOptions
+    dialect: Dialect
+    run_id: str
+    parse_state: bytes | None  # dbt's partial-parse state after the parse (with options.fix)
+    progress: Any
 
 
-class Gameday(Replay):
-    """A game day: the reference, then every scenario (replay.Replay) and the isolation replays, judged."""
+class Gameday:
+    """A game day: the reference, then every scenario and the isolation replays (its `replay`), judged."""
 
     def __init__(self, options: GamedayOptions, progress=None, run_id: str | None = None):
         self.options = options
-        self.progress = progress or _NoProgress()
+        self.progress = progress or NoProgress()
         self.run_id = run_id or uuid.uuid4().hex[:12]
         self.engine: Engine | None = None
         self.plan: Plan | None = None  # once prepared (what fix/ reads after the run)
         self.project: Project | None = None
-        self._clocks: dict[str, dt.datetime] = {}  # sandbox -> the time its clock row holds
-        self._shared: list[Sandbox] = []  # sandboxes scenarios clone (the shared first build), dropped at the end
+        self.replay: Replay | None = None  # once the engine is open: dbt in the run's sandboxes, the scenarios
         self.notes: list[str] = []  # about the whole run, in the order found (the report's run notes)
         self.invocations: list = []  # dbt's results, one per invocation (the report's cost split)
         self.parse_state: bytes | None = None  # dbt's partial-parse state after the parse (with options.fix)
@@ -66,12 +76,12 @@ class Gameday(Replay):
         assert self.engine and plan.facts.timeline
         with cost.spent("copies"):
             sb = self.engine.clone(snapshot, "reference")
-        profiles = self._profiles_dir(sb)
+        profiles = self.replay.profiles_dir(sb)
         self.progress.scenario("reference")
         with self.engine.connect(sb) as con:
             side, existing = side_effects.before_reference(con, plan, self.project.manifest)
         self.watch.limit_s = None
-        res = self._dbt(plan, sb, profiles, scenario_steps("reference", plan.facts.timeline)[0])
+        res = self.replay.dbt(plan, sb, profiles, scenario_steps("reference", plan.facts.timeline)[0])
         self.watch.limit_s = self.watch.limit_from_reference()
         self.progress.advance("reference: full refresh")
         errors = node_errors(res, plan)
@@ -85,6 +95,12 @@ class Gameday(Replay):
         return plan.learned(side=side), sb, errors, [res]
 
     # ---------------------------------------------------------------- main
+    def run_finished(self) -> Finished:
+        """The game day (`run`), and what the fix search reads of it afterwards."""
+        report = self.run()
+        return Finished(report, self.plan, self.project, self.options, self.engine.dialect, self.run_id,
+                        self.parse_state, self.progress)
+
     def run(self) -> GamedayReport:
         """The stages: prepare (project, engine, plan), snapshot, reference, scenarios, isolation, report."""
         started = time.perf_counter()
@@ -179,7 +195,9 @@ class Gameday(Replay):
         if confined and engine.unconfined_part:
             self.notes.append(f"not confined by the game day: {engine.unconfined_part}")
         check_config(plan.build, project.target_output, project.target_name)
-        return plan, self._chains()
+        chains = self._chains()
+        self.replay = Replay(engine, project, self.options, self.progress, self.watch)
+        return plan, chains
 
     def _user_columns(self, sources) -> dict[str, list[tuple[str, str]]]:
         """Source id -> its columns in the user's target (read-only), for the hints of a missing time column."""
@@ -223,7 +241,7 @@ class Gameday(Replay):
             self.notes += [note] if note else []
         with cost.spent("copies"):
             snapshot = engine.create_snapshot([*plan.timed_sources, *plan.static_sources])
-        plan, notes = copy_read_by_name(engine, self.project, plan, snapshot, self._profiles_dir)
+        plan, notes = copy_read_by_name(engine, self.project, plan, snapshot, self.replay.profiles_dir)
         self.notes += notes
         self.notes.extend(engine.notes)  # what the snapshot could not copy as it is
         if plan.seeds:
@@ -260,7 +278,7 @@ class Gameday(Replay):
                 ScenarioResult("reference", Verdict.SAFE, reference_rows=rows, rows=rows))
         start = None
         if shared:
-            start, first = self._first_build(plan, template)
+            start, first = self.replay.first_build(plan, template)
             self.invocations.append(first)
         jobs = [self._job(plan, c, template, ref_errors, start=start if c in shared else None,
                           branches=tuple(branched.get(c, ())))
@@ -274,7 +292,7 @@ class Gameday(Replay):
                     by_model[uid][scenario] = r
         if not self.options.keep_sandboxes:
             with cost.spent("copies"):
-                for sb in self._shared:
+                for sb in self.replay.shared:
                     self.engine.drop(sb)
         return by_model, side_found
 
@@ -303,7 +321,7 @@ class Gameday(Replay):
         if pool is not None and len(jobs) > 1:
             done = run_parallel(pool, jobs, self.progress)
         else:
-            done = {j.key: self.run_scenario(j.scenario, plan, j.template, j.ref_errors, isolate=j.isolate,
+            done = {j.key: self.replay.run_scenario(j.scenario, plan, j.template, j.ref_errors, isolate=j.isolate,
                                              start=j.start, branches=j.branches) for j in jobs}
         for job in done.values():
             cost.add(job.cost, self._job_cost)
@@ -352,7 +370,7 @@ class Gameday(Replay):
     def _seed(self, plan: Plan, snapshot: Sandbox) -> None:
         """Load the seeds into the snapshot; a timed seed's rows are kept aside to arrive batch by batch."""
         assert self.engine and self.project
-        profiles = self._profiles_dir(snapshot)
+        profiles = self.replay.profiles_dir(snapshot)
         self.engine.prepare_manifest(self.project.manifest, snapshot)
         res = self.project.session.invoke(["seed", "--select", *[s.selector for s in plan.seeds]],
                                           profiles_dir=profiles, dialect=self.engine.dialect,

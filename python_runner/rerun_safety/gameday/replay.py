@@ -1,8 +1,8 @@
 """Replaying scenarios in a sandbox: dbt invoked at the simulated clock, step by step, then judged.
 
-`Replay` is the half of the game day (core.Gameday) that a worker process also runs: one chain of
-scenarios in a sandbox cloned from the reference's template, its state (`ChainState`) carried from
-run to run, and the judging at its end.
+`Replay` is the object the game day (core.Gameday) holds, and a worker process holds one too: it runs
+dbt in a sandbox at the simulated clock, and one chain of scenarios in a sandbox cloned from the
+reference's template, its state (`ChainState`) carried from run to run, and the judging at its end.
 """
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ class ChainState:
 
     @classmethod
     def after(cls, start: dict | None) -> "ChainState":
-        """The state after a shared first build (see Replay._first_build), or a fresh one."""
+        """The state after a shared first build (see Replay.first_build), or a fresh one."""
         return start["state"].branch(start["state"].done) if start else cls()
 
     def branch(self, done: int) -> "ChainState":
@@ -90,11 +90,28 @@ class _Scope:
                    [m for m in plan.judged if m.snapshot and (only is None or m.unique_id in only)])
 
 
+class NoProgress:
+    """Progress told to nobody (a game day without a terminal; a worker without a queue)."""
+
+    def start(self, total: int, description: str) -> None: ...
+    def advance(self, description: str) -> None: ...
+    def scenario(self, name: str) -> None: ...
+
+
 class Replay:
-    """The scenario-running half of the game day (see core.Gameday for the attributes it uses)."""
+    """dbt in a run's sandboxes, and scenarios replayed there (what a game day and its workers share)."""
+
+    def __init__(self, engine, project, options, progress, watch):
+        self.engine = engine
+        self.project = project
+        self.options = options
+        self.progress = progress
+        self.watch = watch  # statements timed in the reference build, stopped past a limit after it
+        self.clocks: dict[str, dt.datetime] = {}  # sandbox -> the time its clock row holds
+        self.shared: list[Sandbox] = []  # sandboxes scenarios clone (the shared first build), dropped at the end
 
     # ---------------------------------------------------------------- dbt in a sandbox
-    def _profiles_dir(self, sandbox: Sandbox, other_threads: bool = False) -> str:
+    def profiles_dir(self, sandbox: Sandbox, other_threads: bool = False) -> str:
         """`other_threads`: DuckDB runs with another thread count than the reference (1 where it
         used more, else 2), so that a result depending on how rows are split between threads differs
         in the determinism scenario."""
@@ -118,22 +135,22 @@ class Replay:
         path.chmod(0o600)
         return str(folder)
 
-    def _dbt(self, plan: Plan, sandbox: Sandbox, profiles_dir: str, step: Run, final: bool = True,
+    def dbt(self, plan: Plan, sandbox: Sandbox, profiles_dir: str, step: Run, final: bool = True,
              only: set[str] | None = None, exclude: set[str] | None = None, models: list | None = None):
         assert self.engine and self.project
         self.engine.prepare_manifest(self.project.manifest, sandbox)
-        if self._clocks.get(sandbox.name) != step.clock:
+        if self.clocks.get(sandbox.name) != step.clock:
             with self.engine.connect(sandbox) as con:
-                self._set_clock(con, sandbox, step.clock)
+                self.set_clock(con, sandbox, step.clock)
         args, vars_yaml = run_args(plan, step, final, self.project.cli_vars, only, exclude, models)
         return self.project.session.invoke(args, profiles_dir=profiles_dir, vars_yaml=vars_yaml or "",
                                            clock=step.clock, dialect=self.engine.dialect,
                                            rewrite_sql=self.engine.sql_rewriter(sandbox),
                                            context=self.engine.invocation_context(sandbox), watch=self.watch)
 
-    def _set_clock(self, con: Connection, sandbox: Sandbox, when: dt.datetime) -> None:
+    def set_clock(self, con: Connection, sandbox: Sandbox, when: dt.datetime) -> None:
         con.execute(clock.set_sql(when, con.dialect))
-        self._clocks[sandbox.name] = when
+        self.clocks[sandbox.name] = when
 
     # ---------------------------------------------------------------- scenarios
     def run_scenario(self, name: str, plan: Plan, template: Sandbox, ref_errors: dict[str, str],
@@ -142,7 +159,7 @@ class Replay:
         """Run one chain of scenarios ('replay+backfill' or one name) in one sandbox and judge each.
         `isolate`: {'broken': uids rebuilt in full at every run (or, in determinism, replaced by
         their reference output), 'models': the uids to build, 'judge': the uids to judge}.
-        `start`: the first build shared by the scenarios that begin alike (see _first_build): its
+        `start`: the first build shared by the scenarios that begin alike (see first_build): its
         sandbox is cloned instead of the template, and its steps, errors and runs count as done.
         `branches`: (scenario, steps in common with the chain's first one): each goes on, after the
         chain, from a copy of the sandbox taken when those steps were done (runs.branches)."""
@@ -163,7 +180,7 @@ class Replay:
         try:
             for n in names:
                 scenario_kind(n).prepare_sandbox(self.engine, plan, sb)
-            profiles = self._profiles_dir(sb, other_threads=any(scenario_kind(n).other_threads for n in names))
+            profiles = self.profiles_dir(sb, other_threads=any(scenario_kind(n).other_threads for n in names))
             state, scope = ChainState.after(start), _Scope.of(plan, isolate)
             at = {k: [b for b, j in branches if j == k] for _, k in branches}
 
@@ -178,7 +195,7 @@ class Replay:
             self._drop(sb)  # judged: the branches go on from their copies
             for b, copy, own in copies:
                 self.progress.scenario(b)
-                judged_all[b] = self._replay_one(plan, copy, self._profiles_dir(copy), b, own, scope, isolate,
+                judged_all[b] = self._replay_one(plan, copy, self.profiles_dir(copy), b, own, scope, isolate,
                                                  ref_errors, side_found)
                 state.results += own.results
                 self._drop(copy)
@@ -228,7 +245,7 @@ class Replay:
                     apply_step(con, plan, step)
                     following = todo[i + 1] if i + 1 < len(todo) else None
                     if isinstance(following, Run):  # one connection for the rows and the clock
-                        self._set_clock(con, sb, following.clock)
+                        self.set_clock(con, sb, following.clock)
             if branch is not None:
                 branch(done + i + 1)
         state.done = len(steps)
@@ -265,7 +282,7 @@ class Replay:
                 exclude = (exclude or set()) | state.stopped
             if exclude:
                 place_reference(self.engine, plan, sb, scope.broken)
-            res = None if models == [] else self._dbt(plan, sb, profiles, step, final=final, only=scope.only,
+            res = None if models == [] else self.dbt(plan, sb, profiles, step, final=final, only=scope.only,
                                                       exclude=exclude, models=models)
         if res is not None:
             state.tally(res, plan, step.label)
@@ -288,7 +305,7 @@ class Replay:
         opaque = kind.opaque(plan, current)
         rebuild, blocked = final_rebuild(plan, differing, failed, current, opaque, step.label)
         if rebuild:
-            res = self._dbt(plan, sb, profiles, step, models=[self.project.models[u] for u in rebuild],
+            res = self.dbt(plan, sb, profiles, step, models=[self.project.models[u] for u in rebuild],
                             exclude=set(state.stopped) or None)
             state.tally(res, plan, f"{step.label} (the models below)")
         built = set(rebuild) | (first - current)
@@ -305,7 +322,7 @@ class Replay:
                                           message=kind.carried())
         return out
 
-    def _first_build(self, plan: Plan, template: Sandbox) -> tuple[dict, object]:
+    def first_build(self, plan: Plan, template: Sandbox) -> tuple[dict, object]:
         """The first build (the data before the first replayed batch, built in full at its start)
         is the same in replay, rerun and partial: it runs once, in a sandbox of its own that those
         scenarios clone (a file copy on DuckDB, CREATE DATABASE ... TEMPLATE on PostgreSQL)."""
@@ -316,11 +333,11 @@ class Replay:
         self.progress.scenario("first build")
         with cost.spent("copies"):
             sb = self.engine.clone(template, "first_build", read_only=READ_ONLY)
-        self._shared.append(sb)
+        self.shared.append(sb)
         with self.engine.connect(sb) as con:
             apply_step(con, plan, reset)
-            self._set_clock(con, sb, run.clock)
-        res = self._dbt(plan, sb, self._profiles_dir(sb), run, final=False,
+            self.set_clock(con, sb, run.clock)
+        res = self.dbt(plan, sb, self.profiles_dir(sb), run, final=False,
                         models=[m for m in plan.build if m.unique_id in first_ids(plan)])
         state = ChainState()
         state.tally(res, plan, run.label)

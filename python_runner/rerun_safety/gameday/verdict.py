@@ -1,7 +1,6 @@
 """From diffs to verdicts: per scenario, per model, and the root cause / contamination graph."""
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
@@ -9,6 +8,8 @@ from typing import Mapping
 from sqlglot import exp
 
 from ..diff import DiffResult
+from ..warehouse.refusals import KERNEL, ROLE, SANDBOX_FILE
+from ..warehouse.registry import refusals
 from ..results import PartitionCount, ScenarioResult, worst, Verdict
 from .scenarios import scenario as scenario_kind
 
@@ -38,65 +39,38 @@ def scenario_verdict(scenario: str, diff: DiffResult) -> Verdict:
     return Verdict.DRIFT
 
 
-# DuckDB refusing a file outside the sandbox (warehouse/duckdb/confine.py)
-# DuckDB refusing a file outside the sandbox (warehouse/duckdb/confine.py), or the PostgreSQL sandbox refusing a
-# statement that writes a server file (warehouse/postgres/redirect.refuse_server_files)
-_REFUSED = re.compile(r'Permission Error: Cannot access (?:file|directory) "([^"]*)" - file system operations are '
-                      r'disabled by configuration|refused in the sandbox: [^\n]*?(?:"([^"]*)"[^\n]*|$)', re.M)
-
-
 def failed_result(name: str, message: str, hooks: str = "") -> ScenarioResult:
     """A model that failed in a scenario: an error; or, when the sandbox refused a hook a file outside
     it (the user's export, another database), a side effect naming the hook: in production that hook
-    writes there on every run."""
+    writes there on every run. The engines type what was refused (warehouse/refusals.py)."""
     lines = [ln.strip() for ln in (hooks or "").splitlines() if ln.strip()]
-    kernel = _KERNEL_REFUSED.search(message or "")
-    if kernel is not None:
-        return _written_outside(name, next(g for g in kernel.groups() if g), lines)
-    role = _ROLE_REFUSED.search(message or "") if lines else None
-    if role is not None:
+    found = {r.kind: r for r in refusals(message or "")}
+    if KERNEL in found:
+        return _written_outside(name, found[KERNEL].path, lines)
+    if ROLE in found and lines:
         return ScenarioResult(name, Verdict.SIDE_EFFECT, message=(
             f"a hook does what the game day's database role may not (refused there by the database): "
-            f"{role.group(0).strip()}; hook: {lines[0]}"))
-    refused = _REFUSED.search(message or "")
-    path = Path(refused.group(1) or refused.group(2) or "") if refused is not None else None
-    duckdb_home = Path.home() / ".duckdb"
-    if path is not None and refused.group(1) and (path == Path.home() or duckdb_home == path
-                                                  or duckdb_home in path.parents):
-        # INSTALL in a hook writes DuckDB's extension folder: not the user's data, but not possible here
-        return ScenarioResult(name, Verdict.UNTESTED, message=(
-            f"not judged: a hook installs a DuckDB extension, which a sandbox cannot ({refused.group(0)}); list "
-            "it under the profile's `extensions:`, which are installed and loaded before the sandbox is confined"))
-    if refused is not None and not lines:
-        # a model's own SQL only reads: a file by a path the game day did not find in it (built in Jinja)
-        return ScenarioResult(name, Verdict.UNTESTED, message=(
-            f"not judged: the model reads a file outside the sandbox, which refused it ({refused.group(0)}); "
-            "write its path as a literal in the model's SQL, or declare the file as a source (dbt-duckdb "
-            "external_location), which the game day copies into its sandboxes"))
+            f"{found[ROLE].text}; hook: {lines[0]}"))
+    refused = found.get(SANDBOX_FILE)
     if refused is None:
         return ScenarioResult(name, Verdict.ERROR, message=message)
-    base = Path(refused.group(1) or refused.group(2) or "").name
+    path, duckdb_home = Path(refused.path), Path.home() / ".duckdb"
+    if refused.engine_setting and (path == Path.home() or duckdb_home == path or duckdb_home in path.parents):
+        # INSTALL in a hook writes DuckDB's extension folder: not the user's data, but not possible here
+        return ScenarioResult(name, Verdict.UNTESTED, message=(
+            f"not judged: a hook installs a DuckDB extension, which a sandbox cannot ({refused.text}); list "
+            "it under the profile's `extensions:`, which are installed and loaded before the sandbox is confined"))
+    if not lines:
+        # a model's own SQL only reads: a file by a path the game day did not find in it (built in Jinja)
+        return ScenarioResult(name, Verdict.UNTESTED, message=(
+            f"not judged: the model reads a file outside the sandbox, which refused it ({refused.text}); "
+            "write its path as a literal in the model's SQL, or declare the file as a source (dbt-duckdb "
+            "external_location), which the game day copies into its sandboxes"))
+    base = Path(refused.path).name
     hook = next((ln for ln in lines if base and base in ln), lines[0])
-    what = refused.group(0).removeprefix("refused in the sandbox: ")
+    what = refused.text.removeprefix("refused in the sandbox: ")
     return ScenarioResult(name, Verdict.SIDE_EFFECT, message=f"a hook writes or reads a file outside the sandbox (refused "
                                                        f"there): {what}; hook: {hook}")
-
-
-# the kernel refusing a write outside the run folder (confine/): DuckDB's, Python's and Spark's (Hadoop's local file
-# system: a job's `_temporary` folder under the path it writes, or the file itself) words for EACCES (Landlock) and
-# EROFS (the confined namespace's read-only mounts, which answer first). Reading is never refused there, so this is
-# a write.
-_DENIED = r"(?:Permission denied|Read-only file system)"
-_KERNEL_REFUSED = re.compile(rf'Cannot open file "([^"]*)": {_DENIED}|{_DENIED}: \'([^\'\n]*)\'|'
-                             r'Mkdirs failed to create (?:file:)?(/[^\s]*?)(?:/_temporary/|\s|$)|'
-                             rf'java\.io\.FileNotFoundException: (?:file:)?(/[^\s]*) \({_DENIED}\)')
-
-
-# PostgreSQL refusing the game day's own role (warehouse/postgres/role.py) what takes a superuser, the owner of another
-# database or role, or a membership it lacks: a server file or program, ALTER/COMMENT ON DATABASE, ALTER ROLE,
-# another role's sessions, an untrusted extension. Inside its sandbox the role owns everything.
-_ROLE_REFUSED = re.compile(r"(?:must be (?:a )?superuser|must be owner of|must be a member of|must have privileges of|"
-                           r"permission denied (?:to|for))[^\n]*")
 
 
 def _written_outside(name: str, path: str, hooks: list[str]) -> ScenarioResult:

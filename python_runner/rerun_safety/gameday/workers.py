@@ -25,11 +25,8 @@ def start_pool(gameday, workers: int) -> ProcessPoolExecutor:
     # the workers' progress (each run they finish) comes back on a queue, so a long scenario shows
     # its steps as it goes instead of all at its end
     queue = ctx.SimpleQueue()
-    # the game day's class travels to the worker by name (pickled as a reference): this module does
-    # not import the game day that imports it
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_init,
-                               initargs=(type(gameday), gameday.options, gameday.run_id, os.getpid(),
-                                         str(manifest), queue))
+                               initargs=(gameday.options, gameday.run_id, os.getpid(), str(manifest), queue))
     pool.rs_progress = queue  # type: ignore[attr-defined]
     for _ in range(workers):
         pool.submit(_worker_ready)  # a spawn pool starts a process per pending task
@@ -88,11 +85,11 @@ def _worker_ready() -> None:
     return None
 
 
-def _worker_init(gameday_class, options, run_id: str, parent_pid: int | None = None,
-                 manifest: str | None = None, queue=None) -> None:
+def _worker_init(options, run_id: str, parent_pid: int | None = None, manifest: str | None = None,
+                 queue=None) -> None:
     """Runs once per worker process: load the parent's manifest (the file it wrote; or parse), attach
-    to its run."""
-    from ..dbt_invoke import load_manifest
+    to its run: the worker's own Replay."""
+    from ..dbt_invoke import StatementWatch, load_manifest
     from ..project import Project
     from ..warehouse.base import PREFIX
     from ..confine import statement_guard_on
@@ -100,15 +97,17 @@ def _worker_init(gameday_class, options, run_id: str, parent_pid: int | None = N
 
     if parent_pid is not None:
         _die_with_parent(parent_pid)
-    gd = gameday_class(options, _QueueProgress(queue) if queue is not None else None, run_id=run_id)
+    from .replay import NoProgress, Replay
+
     work = options.work_root / f"{PREFIX}{run_id}" / f"worker_{os.getpid()}"
-    gd.project = Project(options.project_dir, options.profiles_dir, options.target, options.vars_yaml, work,
-                         manifest=load_manifest(Path(manifest).read_bytes()) if manifest is not None else None)
-    gd.engine = engine_for(gd.project.target_output, options.work_root, run_id, attach=True,
-                           confined=options.confinement is not None and options.confinement.confined,
-                           statement_guard=statement_guard_on())
-    gd.engine.learn_project(gd.project.manifest)
-    _WORKER["gameday"] = gd
+    project = Project(options.project_dir, options.profiles_dir, options.target, options.vars_yaml, work,
+                      manifest=load_manifest(Path(manifest).read_bytes()) if manifest is not None else None)
+    engine = engine_for(project.target_output, options.work_root, run_id, attach=True,
+                        confined=options.confinement is not None and options.confinement.confined,
+                        statement_guard=statement_guard_on())
+    engine.learn_project(project.manifest)
+    _WORKER["replay"] = Replay(engine, project, options, _QueueProgress(queue) if queue is not None else NoProgress(),
+                               StatementWatch())
 
 
 def _die_with_parent(parent_pid: int) -> None:
@@ -127,9 +126,9 @@ def _die_with_parent(parent_pid: int) -> None:
 
 def _scenario_worker(job) -> tuple:
     """One scenario (a ScenarioJob) in a worker process: clone the template, replay, judge."""
-    gd = _WORKER["gameday"]
-    plan = job.plan.attached(gd.project)  # the parent's plan, on this process's parse of the project
-    gd.watch.limit_s = job.statement_limit
-    result = gd.run_scenario(job.scenario, plan, job.template, job.ref_errors,
-                             isolate=job.isolate, start=job.start, branches=job.branches)
+    replay = _WORKER["replay"]
+    plan = job.plan.attached(replay.project)  # the parent's plan, on this process's parse of the project
+    replay.watch.limit_s = job.statement_limit
+    result = replay.run_scenario(job.scenario, plan, job.template, job.ref_errors,
+                                 isolate=job.isolate, start=job.start, branches=job.branches)
     return job.key, result.without_raw()

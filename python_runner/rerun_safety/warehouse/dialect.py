@@ -240,6 +240,32 @@ class Dialect(str):
         """The role the profile logs in as, where the engine has roles (init --postgres-role names it)."""
         return None
 
+    # --- row addresses (row_addresses, late_materialization) ---
+    def address_text(self) -> str:
+        """A base table row's address as text (row_addresses engines)."""
+        raise NotImplementedError
+
+    def address_item(self, base_table: bool) -> str:
+        """The select item `, <address> as t` carrying each row's address ('' where rows have none; NULL
+        for a relation that is not a base table)."""
+        if not self.row_addresses:
+            return ""
+        return f", {self.address_text()} as t" if base_table else ", cast(null as text) as t"
+
+    def at_addresses(self, addresses) -> str:
+        """The condition for the rows at these addresses (texts of `address_text`, already checked)."""
+        raise NotImplementedError
+
+    def late_materialized(self, relation: str, inner: str, cond: str) -> str:
+        """Rows of `relation` found by their addresses reading only `inner` filtered by `cond` (an
+        expression that starts with ' and ' or ' where '), then read whole (late_materialization)."""
+        raise NotImplementedError
+
+    def refusal_words(self) -> tuple[tuple[str, "re.Pattern", bool], ...]:
+        """How this engine's messages word a refusal (refusals.py): (kind, pattern, refused by the engine's
+        own setting), the pattern's first group that is set naming the path where there is one."""
+        return ()
+
     def network_needs(self, output: dict) -> tuple[tuple[int, ...] | None, bool, bool]:
         """What the confined game day's network may reach for this profile output (confine/): the TCP
         ports it connects to (None: TCP left open, said in the reports; without the machine's network: any

@@ -19,6 +19,13 @@ def names() -> tuple[str, ...]:
     return tuple(ADAPTERS)
 
 
+def refusals(message: str) -> list:
+    """What the message says was refused, in every engine's words (refusals.find)."""
+    from .refusals import find
+
+    return find(message, [a.dialect.refusal_words() for a in ADAPTERS.values()])
+
+
 def register(one: Adapter) -> None:
     ADAPTERS[one.name] = one
 

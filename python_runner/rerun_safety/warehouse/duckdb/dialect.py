@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import re
 from typing import Sequence
 
 from sqlglot import exp
@@ -68,6 +69,17 @@ class DuckDBDialect(Dialect):
 
     def warm_output(self) -> dict | None:
         return {"type": "duckdb", "path": ":memory:", "threads": 1}
+
+    def late_materialized(self, relation: str, inner: str, cond: str) -> str:
+        return f"{relation} where rowid in (select rowid from {inner}{cond})"
+
+    def refusal_words(self):
+        from ..refusals import DENIED, KERNEL, SANDBOX_FILE
+
+        # a write the kernel refused, and a file outside the sandbox its own setting refused (duckdb/confine.py)
+        return ((KERNEL, re.compile(rf'Cannot open file "([^"]*)": {DENIED}'), False),
+                (SANDBOX_FILE, re.compile(r'Permission Error: Cannot access (?:file|directory) "([^"]*)" - file system '
+                                          r'operations are disabled by configuration'), True))
 
     def network_needs(self, output: dict) -> tuple[tuple[int, ...] | None, bool, bool]:
         return (), False, False  # a file: no network and no socket at all

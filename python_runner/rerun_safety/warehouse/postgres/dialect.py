@@ -1,6 +1,7 @@
 """PostgreSQL's SQL: hashes by each type's hash opclass, pg_catalog reads, and what it does cheaply."""
 from __future__ import annotations
 
+import re
 from typing import Sequence
 
 from sqlglot import exp
@@ -211,6 +212,22 @@ class PostgresDialect(Dialect):
 
     def login_user(self, output: dict) -> str | None:
         return str(output.get("user") or "") or None
+
+    def address_text(self) -> str:
+        return "cast(ctid as text)"
+
+    def at_addresses(self, addresses) -> str:
+        return f"ctid = any(array[{', '.join(repr(t) for t in addresses)}]::tid[])"
+
+    def refusal_words(self):
+        from ..refusals import ROLE, SANDBOX_FILE
+
+        # what the game day's own role may not do (role.py): a superuser's, the owner of another database or
+        # role, a membership it lacks (inside its sandbox it owns everything); and a statement that writes a
+        # server file, refused before it is sent (redirect.refuse_server_files)
+        return ((ROLE, re.compile(r"(?:must be (?:a )?superuser|must be owner of|must be a member of|must have "
+                                  r"privileges of|permission denied (?:to|for))[^\n]*"), False),
+                (SANDBOX_FILE, re.compile(r'refused in the sandbox: [^\n]*?(?:"([^"]*)"[^\n]*|$)', re.M), False))
 
     def network_needs(self, output: dict) -> tuple[tuple[int, ...] | None, bool, bool]:
         host = str(output.get("host") or "")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 from typing import Sequence
 
 from sqlglot import exp
@@ -28,6 +29,14 @@ class SparkDialect(Dialect):
 
     def lateness_query(self, table, event, load):
         return None  # the lint compiles on DuckDB and PostgreSQL only
+
+    def refusal_words(self):
+        from ..refusals import DENIED, KERNEL
+
+        # Hadoop's local file system refused by the kernel: a job's `_temporary` folder under the path it
+        # writes, or the file itself
+        return ((KERNEL, re.compile(r'Mkdirs failed to create (?:file:)?(/[^\s]*?)(?:/_temporary/|\s|$)'), False),
+                (KERNEL, re.compile(rf'java\.io\.FileNotFoundException: (?:file:)?(/[^\s]*) \({DENIED}\)'), False))
 
     def network_needs(self, output: dict) -> tuple[tuple[int, ...] | None, bool, bool]:
         if str(output.get("method") or "") in ("thrift", "http"):
