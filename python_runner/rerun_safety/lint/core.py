@@ -70,6 +70,17 @@ def unique_sets(manifest) -> dict[str, list[frozenset]]:
                                                if d.startswith(("model.", "source.", "seed.", "snapshot."))]
             for t in targets[:1]:
                 add(t, cols)
+    for uid, src in getattr(manifest, "sources", {}).items():  # a connector's primary key in source YAML
+        for meta in (getattr(src, "meta", None) or {}, getattr(src.config, "meta", None) or {}):
+            section = meta.get("rerun_safety") if isinstance(meta.get("rerun_safety"), dict) else {}
+            for value in (meta.get("primary_key"), section.get("primary_key"), section.get("unique_key")):
+                if value and not isinstance(value, bool):
+                    add(uid, _names(value))
+        for col in (src.columns or {}).values():
+            cmeta = getattr(col, "meta", None) or {}
+            types = {str(getattr(c, "type", "")).split(".")[-1] for c in getattr(col, "constraints", None) or []}
+            if cmeta.get("primary_key") is True or types & {"primary_key", "unique"}:
+                add(uid, _names(col.name))
     return sets
 
 
