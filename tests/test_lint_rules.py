@@ -869,3 +869,21 @@ def test_a_ctes_distinct_carries_its_grain(adapter):
     # a distinct over more columns than the order covers is no key of (k, day)
     wider = dist.replace("distinct k, day", "distinct k, day, v").replace("1 as v", "v")
     assert rules(table(adapter, wider)) == ["dedup-order-not-total"]
+
+
+def test_a_window_over_a_grain_grouped_with_attributes_is_a_warning(adapter):
+    # grouped by (month, location, store name), ordered within a location by month: ties only where one
+    # location has two names in a month (the game day finds none): a warning naming the attribute
+    monthly = (f"with m as (select date_trunc('month', ts) as month_start, location_id, store_name, "
+               f"sum(amount) as revenue from {SRC} group by 1, 2, 3) "
+               "select *, lag(revenue) over (partition by location_id order by month_start) as prev from m")
+    found = run_rules(table(adapter, monthly))
+    assert [(f.rule, f.severity) for f in found] == [("dedup-order-not-total", "warning")]
+    assert "ties only where store_name takes two values" in found[0].message
+    # ...but ordered by the month alone, every location ties: an error
+    across = monthly.replace("partition by location_id order by month_start", "order by month_start")
+    assert _severities(table(adapter, across)) == [("dedup-order-not-total", "error")]
+    # and a key the order does not reach at all stays an error (ntile over a sum per customer)
+    ntile = (f"select customer_id, ntile(4) over (partition by region order by total) as q from (select region, "
+             f"customer_id, sum(amount) as total from {SRC} group by 1, 2) c")
+    assert _severities(table(adapter, ntile)) == [("dedup-order-not-total", "error")]

@@ -392,6 +392,7 @@ def dedup_order_not_total(ctx: ModelContext) -> list[Hit]:
                 order_cols = column_names(order.expressions) if order is not None else set()
                 joined = select is not None and bool(select.args.get("joins"))
                 total = False
+                attributes = None  # a key the order covers but for columns grouped beside it
                 if select is not None and _grouped_order_total(select, order_nodes + part_nodes):
                     continue
                 if select is not None:
@@ -402,6 +403,12 @@ def dedup_order_not_total(ctx: ModelContext) -> list[Hit]:
                     # row per partition: a dedup by a connector's primary key, a source's unique id)
                     # (not the model's own keys, which the tests' contexts fall back to: a dedup makes them)
                     total = any(k <= both and (bool(ctx.relation_keys) or not k <= only_part) for k in keys)
+                    ordered = _qualified(order_nodes, select, typer, ctx)
+                    for k in keys:
+                        rest = k - both
+                        if rest and k & ordered and k & only_part:
+                            attributes = sorted(c for _, c in rest)
+                            break
                     everything = _source_columns(select, ctx, typer)
                     mentioned = {c.name.lower() for n in order_nodes + part_nodes
                                  for c in ([n] if isinstance(n, exp.Column) else n.find_all(exp.Column))}
@@ -419,6 +426,14 @@ def dedup_order_not_total(ctx: ModelContext) -> list[Hit]:
                     f"orders by {', '.join(sorted(order_cols)) or 'expressions'}, which is not a total order " \
                     "(no column known to be unique within the partition" + \
                     (", after its joins" if joined else "") + ")"
+                if attributes is not None and not isinstance(node, exp.Distinct):
+                    hits.append(Hit("dedup-order-not-total",
+                                    f"{label} orders by {', '.join(sorted(order_cols))} over rows unique on those "
+                                    f"with {', '.join(attributes)}: ties only where {', '.join(attributes)} takes "
+                                    "two values for one partition and order value (an attribute of the partition "
+                                    "key, as a grouped name usually is, never does)", branch, (needle(word),),
+                                    severity="warning", key=sql_text(node, ctx)))
+                    continue
                 load = _load_time_tiebreak(order_nodes, ctx)
                 if load is not None:
                     hits.append(Hit("dedup-order-not-total",
