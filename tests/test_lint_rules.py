@@ -887,3 +887,13 @@ def test_a_window_over_a_grain_grouped_with_attributes_is_a_warning(adapter):
     ntile = (f"select customer_id, ntile(4) over (partition by region order by total) as q from (select region, "
              f"customer_id, sum(amount) as total from {SRC} group by 1, 2) c")
     assert _severities(table(adapter, ntile)) == [("dedup-order-not-total", "error")]
+    # the attribute dropped by a select below the grouping: still unique but for it, still a warning
+    dropped = monthly.replace("select *, lag(revenue)", "select month_start, location_id, revenue, lag(revenue)")
+    dropped = dropped.replace("from m", "from (select month_start, location_id, revenue from m) d")
+    assert _severities(table(adapter, dropped)) == [("dedup-order-not-total", "warning")]
+    # an id or a time grouped beside the partition key splits its rows: an error
+    for column in ("order_id", "created_at"):
+        split = monthly.replace("store_name", column)
+        assert _severities(table(adapter, split)) == [("dedup-order-not-total", "error")], column
+        split = dropped.replace("store_name", column)
+        assert _severities(table(adapter, split)) == [("dedup-order-not-total", "error")], column

@@ -11,7 +11,7 @@ from ..context import ModelContext
 from ..findings import ERROR, INFO, WARNING
 from ..grain import Typer
 from .base import FILTER_CLAUSES, Hit, clause_of, column_names, needle, output_column, sql_text
-from .keys import select_keys
+from .keys import ATTRIBUTE, attribute_like, select_keys
 
 
 _NONDET_CLASSES = tuple(c for c in (getattr(exp, n, None) for n in (
@@ -406,8 +406,8 @@ def dedup_order_not_total(ctx: ModelContext) -> list[Hit]:
                     ordered = _qualified(order_nodes, select, typer, ctx)
                     for k in keys:
                         rest = k - both
-                        if rest and k & ordered and k & only_part:
-                            attributes = sorted(c for _, c in rest)
+                        if rest and k & ordered and k & only_part and all(attribute_like(c) for _, c in rest):
+                            attributes = sorted(c.lstrip(ATTRIBUTE) for _, c in rest)
                             break
                     everything = _source_columns(select, ctx, typer)
                     mentioned = {c.name.lower() for n in order_nodes + part_nodes

@@ -33,6 +33,9 @@ def keys_of(src: exp.Expression, alias: str, ctx: ModelContext, typer: Typer, de
                     names |= {(alias, c) for _, c in key}
             if len(names) >= len(key):
                 out.append(frozenset(names))
+            elif names and all(attribute_like(c) for _, c in key if (alias, c) not in names):
+                # a grouped name or type dropped: unique but for it (see determinism's warning)
+                out.append(frozenset(names | {(alias, ATTRIBUTE + c) for _, c in key if (alias, c) not in names}))
         group = group_key(src, alias)
         if group:
             out.append(group)
@@ -68,6 +71,18 @@ def group_key(select: exp.Select, alias: str) -> frozenset | None:
             return None
         cols.add((alias, found.alias_or_name.lower()))
     return frozenset(cols)
+
+
+ATTRIBUTE = "~"  # prefixes a column a key needs but a select dropped (never matches a real column)
+_NOT_ATTRIBUTES = ("id", "_id", "_key", "_sk", "_pk", "_date", "_day", "_at", "_ts", "_time", "_timestamp",
+                   "_month", "_week", "_year", "_number", "_no", "_seq")
+
+
+def attribute_like(column: str) -> bool:
+    """A column that names or classifies a key (store_name, product_type) rather than being one: grouped
+    beside a key, it does not split the key's rows (ids, times and sequence numbers do)."""
+    name = column.lstrip(ATTRIBUTE).lower()
+    return not name.endswith(_NOT_ATTRIBUTES)
 
 
 _INJECTIVE = (exp.Add, exp.Sub, exp.Paren, exp.Cast, exp.TryCast, exp.Alias, exp.DateAdd, exp.TsOrDsAdd,
