@@ -897,3 +897,15 @@ def test_a_window_over_a_grain_grouped_with_attributes_is_a_warning(adapter):
         assert _severities(table(adapter, split)) == [("dedup-order-not-total", "error")], column
         split = dropped.replace("store_name", column)
         assert _severities(table(adapter, split)) == [("dedup-order-not-total", "error")], column
+
+
+def test_a_join_on_equal_columns_carries_the_partition(adapter):
+    # joined on m.location_id = s.store_id: partitioned by one is partitioned by the other
+    joined = (f"with m as (select month_start, location_id, sum(amount) as revenue from {SRC} group by 1, 2), "
+              "s as (select month_start, store_id, count(*) as n from " + SRC + " group by 1, 2) "
+              "select m.month_start, m.location_id, lag(s.n) over (partition by m.location_id order by m.month_start) "
+              "as prev from m join s on m.location_id = s.store_id and m.month_start = s.month_start")
+    assert rules(table(adapter, joined)) == []
+    # ...not when the join does not equate them (only the month): many stores per location
+    loose = joined.replace("m.location_id = s.store_id and ", "")
+    assert rules(table(adapter, loose)) == ["dedup-order-not-total"]

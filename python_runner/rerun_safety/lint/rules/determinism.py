@@ -254,6 +254,26 @@ def _qualified(cols: list[exp.Expression], select: exp.Select, typer: Typer, ctx
     return out
 
 
+def _equated(select: exp.Select, cols: set, typer: Typer, ctx: ModelContext) -> set:
+    """`cols` and the columns a join's `on a.x = b.y` makes equal to one of them (a window partitioned by
+    a.x is partitioned by b.y too)."""
+    out = set(cols)
+    pairs = []
+    for join in select.args.get("joins") or []:
+        on = join.args.get("on")
+        for eq in (on.find_all(exp.EQ) if on is not None else ()):
+            if isinstance(eq.this, exp.Column) and isinstance(eq.expression, exp.Column) and \
+                    eq.find_ancestor(exp.Or) is None:
+                pairs.append((_qualified([eq.this], select, typer, ctx), _qualified([eq.expression], select, typer, ctx)))
+    for _ in range(3):
+        for a, b in pairs:
+            if a & out:
+                out |= b
+            if b & out:
+                out |= a
+    return out
+
+
 def _grouped_order_total(select: exp.Select, nodes: list[exp.Expression]) -> bool:
     """A window runs after its select's GROUP BY, so the grouped values are unique in the rows it
     orders: an order (with the partition) that covers every grouped value is total (`lag(sum(x)) over
@@ -398,7 +418,8 @@ def dedup_order_not_total(ctx: ModelContext) -> list[Hit]:
                 if select is not None:
                     keys = select_keys(select, ctx, typer)
                     only_part = _qualified(part_nodes, select, typer, ctx)
-                    both = _qualified(order_nodes, select, typer, ctx) | only_part
+                    both = _equated(select, _qualified(order_nodes, select, typer, ctx) | only_part, typer, ctx)
+                    only_part = _equated(select, only_part, typer, ctx)
                     # a key of what the select reads within the order, or the partition itself a key (one
                     # row per partition: a dedup by a connector's primary key, a source's unique id)
                     # (not the model's own keys, which the tests' contexts fall back to: a dedup makes them)
