@@ -909,3 +909,19 @@ def test_a_join_on_equal_columns_carries_the_partition(adapter):
     # ...not when the join does not equate them (only the month): many stores per location
     loose = joined.replace("m.location_id = s.store_id and ", "")
     assert rules(table(adapter, loose)) == ["dedup-order-not-total"]
+
+
+def test_a_limit_after_an_order_with_ties(adapter):
+    # the top 10 by amount: rows tied at the cut are kept or left arbitrarily
+    top = f"select id, amount from {SRC} order by amount desc limit 10"
+    found = run_rules(table(adapter, top, unique_columns=["id"]))
+    assert [(f.rule, f.severity) for f in found] == [("dedup-order-not-total", "error")]
+    assert "LIMIT 10" in found[0].message and "not a total order" in found[0].message
+    # a unique tie-breaker, or an order by a grouped key, makes the cut exact
+    assert rules(table(adapter, top.replace("amount desc", "amount desc, id"), unique_columns=["id"])) == []
+    grouped = f"select k, sum(amount) as total from {SRC} group by k order by k limit 5"
+    assert rules(table(adapter, grouped, unique_columns=["id"])) == []
+    # limit 0, and a limit inside exists, pick nothing
+    assert rules(table(adapter, top.replace("limit 10", "limit 0"), unique_columns=["id"])) == []
+    exists = f"select id from {SRC} s where exists (select 1 from {SRC} t order by t.amount limit 1)"
+    assert rules(table(adapter, exists, unique_columns=["id"])) == []

@@ -406,6 +406,15 @@ def dedup_order_not_total(ctx: ModelContext) -> list[Hit]:
                     exprs = list(on.expressions) if isinstance(on, exp.Tuple) else [on]
                     picks.append((distinct, exprs, select.args.get("order"), select,
                                   f"`{sql_text(distinct, ctx, 60)}`"))
+            for select in stmt.find_all(exp.Select):  # `order by x limit n`: ties at the cut keep arbitrary rows
+                limit, order = select.args.get("limit"), select.args.get("order")
+                count = limit.args.get("expression") if limit is not None else None
+                if order is None or limit is None or select.find_ancestor(exp.Exists) is not None or (
+                        isinstance(count, exp.Literal) and count.name == "0"):
+                    continue
+                if not select_keys(select, ctx, typer):
+                    continue  # nothing known unique in what it reads: `order by id limit 10` is not judged
+                picks.append((limit, [], order, select, f"`{sql_text(order, ctx, 60)} {sql_text(limit, ctx, 30)}`"))
             for node, part_nodes, order, select, label in picks:
                 partition = column_names(part_nodes)
                 order_nodes = [o.this if isinstance(o, exp.Ordered) else o for o in (order.expressions if order else [])]
@@ -442,7 +451,8 @@ def dedup_order_not_total(ctx: ModelContext) -> list[Hit]:
                 if select is not None and isinstance(node, exp.Window) and isinstance(node.this, _NUMBERING) \
                         and not any(node is d for d in dedups) and _keeps_only_numbers(select, node):
                     continue  # `select row_number() over (order by 1) as n from p` (a date spine): the same numbers
-                word = "distinct" if isinstance(node, exp.Distinct) else node.this.sql().split("(")[0].lower()
+                word = "distinct" if isinstance(node, exp.Distinct) else "limit" if isinstance(node, exp.Limit) else \
+                    node.this.sql().split("(")[0].lower()
                 why = "has no order by" if order is None else \
                     f"orders by {', '.join(sorted(order_cols)) or 'expressions'}, which is not a total order " \
                     "(no column known to be unique within the partition" + \
