@@ -231,3 +231,70 @@ def test_lint_shop_postgres(shop, tmp_path, pg_server, pg_database):
                                              "events_scored": ["nondeterministic-function"],
                                              "events_summarised": ["hook-append"]}
     assert _pg_relations(pg_server, pg_database) == before
+
+
+def test_lint_baseline_fails_only_on_new_findings(shop, tmp_path):
+    """--baseline main's JSON: a comment-only and whitespace-only change fails nothing, a new defect
+    fails alone; a bad baseline is one line and exit 2."""
+    project = shop
+    select = ("--select", "events_watermark events_append_lookback events_merge")
+    code, main_doc = _lint(project, project, *select)
+    assert code == 1 and main_doc["summary"]["errors"] == 3
+    assert all(len(f["fingerprint"]) == 16 for f in main_doc["findings"])
+    baseline = tmp_path / "main-lint.json"
+    baseline.write_text(json.dumps(main_doc))
+
+    # a comment-only change moves every line; a whitespace change rewrites the filter's spacing
+    model = project / "models" / "staging" / "events_watermark.sql"
+    text = model.read_text()
+    model.write_text("-- reviewed: nothing changes here\n-- second comment line\n\n"
+                     + text.replace(" > ", "   >   ").replace("select", "select  ", 1))
+    code, doc = _lint(project, project, *select, "--baseline", str(baseline))
+    assert code == 0
+    assert doc["baseline"] == {"known": 3, "new": 0, "new_errors": 0}
+    moved = {f["fingerprint"]: f["line"] for f in doc["findings"]}
+    assert set(moved) == {f["fingerprint"] for f in main_doc["findings"]}
+    assert any(moved[f["fingerprint"]] != f["line"] for f in main_doc["findings"] if f["line"])
+
+    # a new defect in a new model fails the lint, the known ones are marked as such
+    (project / "models" / "staging" / "events_sampled.sql").write_text(
+        "select * from {{ ref('stg_events') }} limit 5\n")
+    code, doc = _lint(project, project, "--select", "events_watermark events_append_lookback events_merge "
+                      "events_sampled", "--baseline", str(baseline))
+    assert code == 1
+    assert doc["baseline"] == {"known": 3, "new": 1, "new_errors": 1}
+    assert [(f["model"], f["rule"]) for f in doc["findings"] if f["new"]] == [("events_sampled",
+                                                                               "limit-without-order")]
+    res = CliRunner().invoke(main, ["lint", "--project-dir", str(project), "--profiles-dir", str(project),
+                                    *select, "--baseline", str(baseline)], catch_exceptions=False)
+    assert res.exit_code == 0
+    assert "(in --baseline)" in res.output
+    assert res.output.strip().splitlines()[-1] == "baseline: 3 finding(s) already in --baseline, 0 new (0 new error(s))"
+
+    # a bad baseline: one line, exit 2, before any compile
+    for content, says in (("{not json", "not JSON"), ('{"findings": 3}', "not a lint JSON")):
+        baseline.write_text(content)
+        res = CliRunner().invoke(main, ["lint", "--project-dir", str(project), "--profiles-dir", str(project),
+                                        "--baseline", str(baseline)])
+        assert res.exit_code == 2, res.output
+        assert len(res.output.strip().splitlines()) == 1 and says in res.output
+    res = CliRunner().invoke(main, ["lint", "--project-dir", str(project), "--profiles-dir", str(project),
+                                    "--baseline", str(tmp_path / "missing.json")])
+    assert res.exit_code == 2 and "cannot read it" in res.output
+
+
+def test_a_model_past_its_budget_is_skipped_with_the_reason(shop):
+    """A model whose analysis runs past --model-budget is reported as skipped; the others are linted."""
+    project = shop
+    (project / "models" / "staging" / "events_huge.sql").write_text(
+        "{% for i in range(4000) %}select event_id, {{ i }} as n from {{ ref('stg_events') }}"
+        "{% if not loop.last %} union all {% endif %}{% endfor %}\n")
+    code, doc = _lint(project, project, "--select", "events_huge events_watermark", "--model-budget", "0.2")
+    assert code == 1
+    assert doc["summary"]["skipped"] == [{"model": "events_huge", "reason": doc["summary"]["skipped"][0]["reason"]}]
+    assert "--model-budget" in doc["summary"]["skipped"][0]["reason"]
+    assert "model events_huge skipped: " in " ".join(doc["summary"]["notes"])
+    assert _rules_by_model(doc) == {"events_watermark": ["late-watermark", "watermark-strict-gt"]}
+    # with the default budget it is linted like any model
+    code, doc = _lint(project, project, "--select", "events_huge")
+    assert (code, doc["summary"]["skipped"], doc["findings"]) == (0, [], [])

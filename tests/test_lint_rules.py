@@ -779,3 +779,149 @@ def test_stale_attribute_near_misses(adapter):
     # a relation the lint knows nothing of (no manifest): no finding
     assert stale(incremental(adapter, f"select o.order_id, c.segment from {SRC} o join {CUSTOMERS} c "
                                       f"on c.customer_id = o.customer_id{BATCH}", "merge", "order_id")) == []
+
+
+# --- round four: the grain that carries, and ties that cannot change the output --------------------
+
+CDC = ("select * from (select *, row_number() over (partition by id order by {order}) as rn from "
+       f"{SRC}) d where rn = 1")
+
+
+def _severities(ctx) -> list[tuple[str, str]]:
+    assert ctx.full is None or ctx.full.ok, ctx.full.error
+    return sorted((f.rule, f.severity) for f in run_rules(ctx))
+
+
+def test_a_cdc_dedup_ending_with_the_load_time_is_a_note(adapter):
+    # copies of one row tied on the update time and the load time are one delivery: a note, not an error
+    for load in ("_loaded_at", "_fivetran_synced", "_airbyte_emitted_at", "_sdc_batched_at"):
+        found = run_rules(table(adapter, CDC.format(order=f"updated_at desc, {load} desc")))
+        assert [(f.rule, f.severity) for f in found] == [("dedup-order-not-total", "info")], load
+        assert f"ending with the load time {load}" in found[0].message
+    # a load time a source declares (loaded_at_field) counts as one
+    declared = table(adapter, CDC.format(order="updated_at desc, landed desc"),
+                     load_times=(("shop.orders", "updated_at", "landed"),))
+    assert _severities(declared) == [("dedup-order-not-total", "info")]
+
+
+def test_a_cdc_dedup_without_both_times_stays_an_error(adapter):
+    # the load time alone: one sync delivers two versions of a row with the same stamp
+    assert _severities(table(adapter, CDC.format(order="_loaded_at desc"))) == [("dedup-order-not-total", "error")]
+    # the update time alone, or a load time that is not the last tie-breaker
+    assert _severities(table(adapter, CDC.format(order="updated_at desc"))) == [("dedup-order-not-total", "error")]
+    assert _severities(table(adapter, CDC.format(order="_loaded_at desc, updated_at desc"))) == [
+        ("dedup-order-not-total", "error")]
+    # a column merely named like a time is not a load time
+    assert _severities(table(adapter, CDC.format(order="updated_at desc, loaded_on desc"))) == [
+        ("dedup-order-not-total", "error")]
+
+
+def test_a_dedup_partitioned_by_a_key_of_what_it_reads_is_total(adapter):
+    # the connector's primary key declared for the source (or a unique test on it): one row per partition
+    pk = CDC.format(order="updated_at desc")
+    assert rules(table(adapter, pk, keys={"raw.orders": [["id"]]})) == []
+    # a key of another relation, or a key the partition does not hold, is no help
+    assert rules(table(adapter, pk, keys={"raw.other": [["id"]]})) == ["dedup-order-not-total"]
+    assert rules(table(adapter, pk, keys={"raw.orders": [["id", "version"]]})) == ["dedup-order-not-total"]
+
+
+SPINE = ("with p as (select 0 as g union all select 1), raw as (select p0.g + 2 * p1.g as generated_number "
+         "from p p0 cross join p p1), all_periods as (select cast('2020-01-01' as date) + ((interval '1 day') * "
+         "(row_number() over (order by 1) - 1)) as date_day from raw) ")
+
+
+def test_a_date_spine_numbers_its_rows_and_its_days_are_unique(adapter):
+    # dbt_utils.date_spine: row_number() over (order by 1) keeps no column of the rows it numbers
+    assert rules(table(adapter, SPINE + "select * from all_periods")) == []
+    # ... and the days it makes are unique: a numbering over them is total
+    assert rules(table(adapter, SPINE + "select date_day, row_number() over (order by date_day) as i "
+                                        "from all_periods")) == []
+    assert rules(table(adapter, SPINE + "select date_day, lag(date_day + 1) over (order by date_day) as p "
+                                        "from all_periods")) == []
+
+
+def test_numbering_that_keeps_a_column_or_an_unnumbered_grain_stays_an_error(adapter):
+    # the numbers go with a column of the rows: ties decide which row gets which
+    assert rules(table(adapter, f"select id, row_number() over (order by 1) as n from {SRC}")) == \
+        ["dedup-order-not-total"]
+    # which numberings make a unique column: unpartitioned, shifted by constants (not divided)
+    import sqlglot
+
+    from rerun_safety.lint.rules.keys import numbered_columns
+    dialect = "duckdb" if adapter == "duckdb" else "postgres"
+
+    def numbered(expr):
+        return numbered_columns(sqlglot.parse_one(f"select {expr} as d from raw", read=dialect))
+    assert numbered("cast('2020-01-01' as date) + interval '1 day' * (row_number() over (order by 1) - 1)") == ["d"]
+    assert numbered("row_number() over (order by g)") == ["d"]
+    assert numbered("row_number() over (partition by g % 2 order by 1)") == []
+    assert numbered("row_number() over (order by 1) / 2") == []
+    assert numbered("g + row_number() over (order by 1)") == []
+    assert numbered("rank() over (order by g)") == []
+
+
+def test_a_ctes_distinct_carries_its_grain(adapter):
+    dist = (f"with d as (select distinct k, day from {SRC}), e as (select k, day, 1 as v from d) "
+            "select k, day, lag(v) over (partition by k order by day) as prev from e")
+    assert rules(table(adapter, dist)) == []
+    # without the distinct, (k, day) repeats
+    assert rules(table(adapter, dist.replace("distinct ", ""))) == ["dedup-order-not-total"]
+    # a distinct over more columns than the order covers is no key of (k, day)
+    wider = dist.replace("distinct k, day", "distinct k, day, v").replace("1 as v", "v")
+    assert rules(table(adapter, wider)) == ["dedup-order-not-total"]
+
+
+def test_a_window_over_a_grain_grouped_with_attributes_is_a_warning(adapter):
+    # grouped by (month, location, store name), ordered within a location by month: ties only where one
+    # location has two names in a month (the game day finds none): a warning naming the attribute
+    monthly = (f"with m as (select date_trunc('month', ts) as month_start, location_id, store_name, "
+               f"sum(amount) as revenue from {SRC} group by 1, 2, 3) "
+               "select *, lag(revenue) over (partition by location_id order by month_start) as prev from m")
+    found = run_rules(table(adapter, monthly))
+    assert [(f.rule, f.severity) for f in found] == [("dedup-order-not-total", "warning")]
+    assert "ties only where store_name takes two values" in found[0].message
+    # ...but ordered by the month alone, every location ties: an error
+    across = monthly.replace("partition by location_id order by month_start", "order by month_start")
+    assert _severities(table(adapter, across)) == [("dedup-order-not-total", "error")]
+    # and a key the order does not reach at all stays an error (ntile over a sum per customer)
+    ntile = (f"select customer_id, ntile(4) over (partition by region order by total) as q from (select region, "
+             f"customer_id, sum(amount) as total from {SRC} group by 1, 2) c")
+    assert _severities(table(adapter, ntile)) == [("dedup-order-not-total", "error")]
+    # the attribute dropped by a select below the grouping: still unique but for it, still a warning
+    dropped = monthly.replace("select *, lag(revenue)", "select month_start, location_id, revenue, lag(revenue)")
+    dropped = dropped.replace("from m", "from (select month_start, location_id, revenue from m) d")
+    assert _severities(table(adapter, dropped)) == [("dedup-order-not-total", "warning")]
+    # an id or a time grouped beside the partition key splits its rows: an error
+    for column in ("order_id", "created_at"):
+        split = monthly.replace("store_name", column)
+        assert _severities(table(adapter, split)) == [("dedup-order-not-total", "error")], column
+        split = dropped.replace("store_name", column)
+        assert _severities(table(adapter, split)) == [("dedup-order-not-total", "error")], column
+
+
+def test_a_join_on_equal_columns_carries_the_partition(adapter):
+    # joined on m.location_id = s.store_id: partitioned by one is partitioned by the other
+    joined = (f"with m as (select month_start, location_id, sum(amount) as revenue from {SRC} group by 1, 2), "
+              "s as (select month_start, store_id, count(*) as n from " + SRC + " group by 1, 2) "
+              "select m.month_start, m.location_id, lag(s.n) over (partition by m.location_id order by m.month_start) "
+              "as prev from m join s on m.location_id = s.store_id and m.month_start = s.month_start")
+    assert rules(table(adapter, joined)) == []
+    # ...not when the join does not equate them (only the month): many stores per location
+    loose = joined.replace("m.location_id = s.store_id and ", "")
+    assert rules(table(adapter, loose)) == ["dedup-order-not-total"]
+
+
+def test_a_limit_after_an_order_with_ties(adapter):
+    # the top 10 by amount: rows tied at the cut are kept or left arbitrarily
+    top = f"select id, amount from {SRC} order by amount desc limit 10"
+    found = run_rules(table(adapter, top, unique_columns=["id"]))
+    assert [(f.rule, f.severity) for f in found] == [("dedup-order-not-total", "error")]
+    assert "LIMIT 10" in found[0].message and "not a total order" in found[0].message
+    # a unique tie-breaker, or an order by a grouped key, makes the cut exact
+    assert rules(table(adapter, top.replace("amount desc", "amount desc, id"), unique_columns=["id"])) == []
+    grouped = f"select k, sum(amount) as total from {SRC} group by k order by k limit 5"
+    assert rules(table(adapter, grouped, unique_columns=["id"])) == []
+    # limit 0, and a limit inside exists, pick nothing
+    assert rules(table(adapter, top.replace("limit 10", "limit 0"), unique_columns=["id"])) == []
+    exists = f"select id from {SRC} s where exists (select 1 from {SRC} t order by t.amount limit 1)"
+    assert rules(table(adapter, exists, unique_columns=["id"])) == []

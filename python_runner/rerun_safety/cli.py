@@ -399,10 +399,15 @@ def gameday(ctx, project_dir, profiles_dir, target, select, exclude, vars_yaml, 
               help="Also read, from the target (read-only, one aggregate query per source), how late the rows of "
                    "each source with a load time arrive, for window-shorter-than-lateness. Without it the lint "
                    "does not connect to the target.")
+@click.option("--baseline", default=None, type=click.Path(dir_okay=False),
+              help="A previous lint's JSON (main's, from --format json): fail only on errors not in it (a finding "
+                   "is known by its model, rule and the SQL it points at, not by its line).")
+@click.option("--model-budget", default=30.0, show_default=True, type=click.FloatRange(min=0.1),
+              help="Seconds of analysis per model; a model that needs more is reported as skipped, with the reason.")
 @_UNCONFINED
 @click.pass_context
 def lint(ctx, project_dir, profiles_dir, target, select, exclude, vars_yaml, fmt, state, defer, batch_size, with_data,
-         unconfined):
+         baseline, model_budget, unconfined):
     """Find unsafe incremental patterns and non-determinism in compiled SQL."""
     import json
 
@@ -414,17 +419,28 @@ def lint(ctx, project_dir, profiles_dir, target, select, exclude, vars_yaml, fmt
 
         prestart()  # the confined child's fork server imports dbt while this process imports the rest
     kwargs = dict(project_dir=project_dir, profiles_dir=profiles_dir, target=target, select=select,
-                  exclude=exclude, vars_yaml=vars_yaml, state=state, schedule=batch_size, with_data=with_data)
+                  exclude=exclude, vars_yaml=vars_yaml, state=state, schedule=batch_size, with_data=with_data,
+                  model_budget=model_budget)
     _preload()
+    compared = None
     with exit_codes(ctx.obj["debug"], "lint interrupted by {name}; scratch catalog removed", handler=_lint_signal,
                     cleanup=_lint_cleanup):
+        from .lint import baseline as lint_baseline
+
+        known = lint_baseline.load(baseline) if baseline else None  # a bad file: one line before any work
         _recover_apply(project_dir)
         result = _lint_child(kwargs, None) if unconfined else _confined_lint(kwargs)
+        if known is not None:
+            compared = lint_baseline.compare(result, known)
+            result = compared.result
     if fmt == "json":
-        click.echo(json.dumps(result.to_dict(), indent=2))
+        click.echo(json.dumps({**result.to_dict(), **({"baseline": compared.summary()} if compared else {})},
+                              indent=2))
     else:
         click.echo(render_text(result, color=sys.stdout.isatty() and not os.environ.get("NO_COLOR")))
-    sys.exit(1 if result.has_errors else 0)
+        if compared is not None:
+            click.echo(compared.line())
+    sys.exit((1 if compared.fails else 0) if compared is not None else (1 if result.has_errors else 0))
 
 
 @main.command()

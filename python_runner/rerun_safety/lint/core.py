@@ -2,6 +2,9 @@
 SQL with sqlglot in the target's dialect, and run the rules. Returns a `LintResult`; never prints."""
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -70,6 +73,17 @@ def unique_sets(manifest) -> dict[str, list[frozenset]]:
                                                if d.startswith(("model.", "source.", "seed.", "snapshot."))]
             for t in targets[:1]:
                 add(t, cols)
+    for uid, src in getattr(manifest, "sources", {}).items():  # a connector's primary key in source YAML
+        for meta in (getattr(src, "meta", None) or {}, getattr(src.config, "meta", None) or {}):
+            section = meta.get("rerun_safety") if isinstance(meta.get("rerun_safety"), dict) else {}
+            for value in (meta.get("primary_key"), section.get("primary_key"), section.get("unique_key")):
+                if value and not isinstance(value, bool):
+                    add(uid, _names(value))
+        for col in (src.columns or {}).values():
+            cmeta = getattr(col, "meta", None) or {}
+            types = {str(getattr(c, "type", "")).split(".")[-1] for c in getattr(col, "constraints", None) or []}
+            if cmeta.get("primary_key") is True or types & {"primary_key", "unique"}:
+                add(uid, _names(col.name))
     return sets
 
 
@@ -212,15 +226,44 @@ def _model_schedule(node, project: tuple[str, float, str]) -> tuple[str, float, 
     return batch.label, batch.seconds, "its meta.rerun_safety.schedule"
 
 
+class OverBudget(Exception):
+    """A model's analysis ran past --model-budget."""
+
+
+@contextlib.contextmanager
+def budget(seconds: float | None):
+    """Raise OverBudget in the block after `seconds` of wall time (SIGALRM: the main thread only;
+    elsewhere, or without a budget, the block is not bounded)."""
+    if not seconds or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def over(signum, frame):
+        raise OverBudget()
+
+    previous = signal.signal(signal.SIGALRM, over)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 def run_lint(project_dir: str | Path = ".", profiles_dir: str | Path | None = None, target: str | None = None,
              select: tuple[str, ...] = (), exclude: tuple[str, ...] = (), vars_yaml: str | None = None,
              parallel: bool | None = None, state: str | None = None, work_root: str | Path | None = None,
-             confined: bool = False, schedule: str | None = None, with_data: bool = False) -> LintResult:
+             confined: bool = False, schedule: str | None = None, with_data: bool = False,
+             model_budget: float | None = 30.0) -> LintResult:
     """Lint the selected models. `parallel` forces (True) or forbids (False) compiling the
     incremental branches in a second process; by default it is used when it is likely to help.
     `schedule`: how often the models run (--batch-size), else `schedule:` in rerun_safety.yml, else a day.
     `with_data`: read the lateness of the timed sources upstream of incremental models from the target
-    (lint.lateness; read-only); without it no connection to the target is opened."""
+    (lint.lateness; read-only); without it no connection to the target is opened.
+    `model_budget`: seconds for one model's parse and rules; a model past it is reported as skipped
+    (LintResult.skipped), and the stop signals are heard between models."""
+    from .dbt_compile import check_stop
+
     started = time.perf_counter()
     cadence = _schedule(Path(project_dir), schedule, vars_yaml)
     scrub_dbt_environment()  # CI's DBT_DEFER/DBT_STATE/...: the lint compiles the project as it is
@@ -268,59 +311,77 @@ def run_lint(project_dir: str | Path = ".", profiles_dir: str | Path | None = No
     # upstream first (a node's upstream set is a strict subset of any node's below it): the unique
     # column sets a model's output holds (a GROUP BY, say) are known when the models below it are linted
     t = time.perf_counter()
-    parsed = {uid: _parse_model(manifest.nodes.get(uid), outcome.models.get(uid), dialect)
-              for uid in outcome.selected}
+    parsed, skipped = {}, {}
+    for uid in outcome.selected:
+        check_stop()
+        try:
+            with budget(model_budget):
+                parsed[uid] = _parse_model(manifest.nodes.get(uid), outcome.models.get(uid), dialect)
+        except OverBudget:
+            parsed[uid] = (True, None, None)  # (read as unknown by the models below)
+            skipped[uid] = f"parsing its SQL took more than {model_budget:g}s (--model-budget)"
+        except RecursionError:
+            parsed[uid] = (True, None, None)
+            skipped[uid] = "its SQL nests deeper than the parser can follow"
     parse_time += time.perf_counter() - t
     below = _children(manifest)
     used: dict[str, frozenset | None] = {}  # model -> the identifiers its SQL uses (None: not known), once each
     for uid in sorted(outcome.selected, key=lambda u: len(_upstream(u, manifest, upstream))):
+        check_stop()
         node = manifest.nodes.get(uid)
         compiled: CompiledModel | None = outcome.models.get(uid)
-        if node is None or compiled is None:
+        if node is None or compiled is None or uid in skipped:
             continue
-        python, full, incr = parsed[uid]
-        rel = outcome.relations.get(uid)
-        own = catalog.get(rel) if rel else None
-        if own is not None and (set(own) == {PLACEHOLDER_COLUMN} or uid in outcome.not_created):
-            own = None  # only the placeholder: its real columns are unknown
+        try:
+            with budget(model_budget):
+                python, full, incr = parsed[uid]
 
-        t = time.perf_counter()
-        sets = list(uniq.get(uid, []))
-        for parent in node.depends_on.nodes:
-            sets += [s for s in uniq.get(parent, []) if s not in sets]
-        ctx = ModelContext(
-            name=display_name(node), adapter_type=adapter, materialized=node.config.materialized,
-            incremental_strategy=_config_get(node, "incremental_strategy"),
-            unique_key=_names(_config_get(node, "unique_key")),
-            partition_key=_config_get(node, "partition_key"), partitions=_config_get(node, "partitions"),
-            config={**{k: _config_get(node, k) for k in ("partition_by", "partitioned_by", "event_time",
-                                                         "batch_size", "lookback")},
-                    "pre_hook": _hooks(node, "pre_hook"), "post_hook": _hooks(node, "post_hook")},
-            rerun_safety_meta=_meta(node), unique_sets=tuple(sets),
-            this=(node.database or "", node.schema or "", node.alias or node.name),
-            full=full, incremental=incr, unique_id=uid, path=node.original_file_path,
-            raw_code=node.raw_code or "", window_literals=outcome.window_literals, root_macros=root_macros,
-            strategy_macros=None if visible is None else frozenset().union(
-                *(visible.get(p, ()) for p in (root, node.package_name, *visible["internal"]))),
-            catalog=catalog, columns=own, feeds_incremental=uid in feeds, relation_keys=relation_keys,
-            language="python" if python else "sql",
-            load_times=tuple(load_times[u] for u in sorted(_upstream(uid, manifest, upstream)) if u in load_times),
-            lateness=tuple(observed[u] for u in sorted(_upstream(uid, manifest, upstream)) if u in observed),
-            relation_names=relation_names, clock_rendered=outcome.clock_rendered.get(uid),
-            read_below=_read_below(below.get(uid, ()), parsed, used) if uid in feeds and
-            node.config.materialized in ("table", "view", "ephemeral") else None,
-            schedule=_model_schedule(node, cadence), relation_kinds=holds)
-        unknown = sorted(outcome.unknown_relations.get(p, p) for p in node.depends_on.nodes
-                         if p in outcome.unknown_relations)
-        extra = _python_findings(ctx, compiled) if python else _pipeline_findings(ctx, compiled, full, incr, unknown)
-        kept, quiet = lint_model(ctx, extra, run=not python)
-        findings += kept
-        suppressed += quiet
-        if rel and full is not None and full.ok and not _is_incremental(node):  # (an append repeats its keys)
-            derived = [k for k in output_keys(full.statements[-1], ctx) if k not in relation_keys.get(rel, [])]
-            if derived:
-                relation_keys[rel] = [*relation_keys.get(rel, []), *derived]
-        rules_time += time.perf_counter() - t
+                rel = outcome.relations.get(uid)
+                own = catalog.get(rel) if rel else None
+                if own is not None and (set(own) == {PLACEHOLDER_COLUMN} or uid in outcome.not_created):
+                    own = None  # only the placeholder: its real columns are unknown
+
+                t = time.perf_counter()
+                sets = list(uniq.get(uid, []))
+                for parent in node.depends_on.nodes:
+                    sets += [s for s in uniq.get(parent, []) if s not in sets]
+                ctx = ModelContext(
+                    name=display_name(node), adapter_type=adapter, materialized=node.config.materialized,
+                    incremental_strategy=_config_get(node, "incremental_strategy"),
+                    unique_key=_names(_config_get(node, "unique_key")),
+                    partition_key=_config_get(node, "partition_key"), partitions=_config_get(node, "partitions"),
+                    config={**{k: _config_get(node, k) for k in ("partition_by", "partitioned_by", "event_time",
+                                                                 "batch_size", "lookback")},
+                            "pre_hook": _hooks(node, "pre_hook"), "post_hook": _hooks(node, "post_hook")},
+                    rerun_safety_meta=_meta(node), unique_sets=tuple(sets),
+                    this=(node.database or "", node.schema or "", node.alias or node.name),
+                    full=full, incremental=incr, unique_id=uid, path=node.original_file_path,
+                    raw_code=node.raw_code or "", window_literals=outcome.window_literals, root_macros=root_macros,
+                    strategy_macros=None if visible is None else frozenset().union(
+                        *(visible.get(p, ()) for p in (root, node.package_name, *visible["internal"]))),
+                    catalog=catalog, columns=own, feeds_incremental=uid in feeds, relation_keys=relation_keys,
+                    language="python" if python else "sql",
+                    load_times=tuple(load_times[u] for u in sorted(_upstream(uid, manifest, upstream)) if u in load_times),
+                    lateness=tuple(observed[u] for u in sorted(_upstream(uid, manifest, upstream)) if u in observed),
+                    relation_names=relation_names, clock_rendered=outcome.clock_rendered.get(uid),
+                    read_below=_read_below(below.get(uid, ()), parsed, used) if uid in feeds and
+                    node.config.materialized in ("table", "view", "ephemeral") else None,
+                    schedule=_model_schedule(node, cadence), relation_kinds=holds)
+                unknown = sorted(outcome.unknown_relations.get(p, p) for p in node.depends_on.nodes
+                                 if p in outcome.unknown_relations)
+                extra = _python_findings(ctx, compiled) if python else _pipeline_findings(ctx, compiled, full, incr, unknown)
+                kept, quiet = lint_model(ctx, extra, run=not python)
+                findings += kept
+                suppressed += quiet
+                if rel and full is not None and full.ok and not _is_incremental(node):  # (an append repeats its keys)
+                    derived = [k for k in output_keys(full.statements[-1], ctx) if k not in relation_keys.get(rel, [])]
+                    if derived:
+                        relation_keys[rel] = [*relation_keys.get(rel, []), *derived]
+                rules_time += time.perf_counter() - t
+        except OverBudget:
+            skipped[uid] = f"its rules took more than {model_budget:g}s (--model-budget)"
+        except RecursionError:
+            skipped[uid] = "its SQL nests deeper than the rules can follow"
 
     timings = dict(outcome.timings)
     timings["sqlglot_parse"] = parse_time
@@ -328,7 +389,10 @@ def run_lint(project_dir: str | Path = ".", profiles_dir: str | Path | None = No
     timings["total"] = time.perf_counter() - started
     order = {n: i for i, n in enumerate(names)}
     findings.sort(key=lambda f: (order.get(f.model, 0), f.severity != "error", f.rule, f.line or 0))
-    return LintResult(tuple(findings), tuple(names), tuple(suppressed), outcome.mode, timings, notes=tuple(notes))
+    gone = tuple((display_name(manifest.nodes[u]) if u in manifest.nodes else u, why) for u, why in skipped.items())
+    notes = [*notes, *(f"model {name} skipped: {why}" for name, why in gone)]
+    return LintResult(tuple(findings), tuple(names), tuple(suppressed), outcome.mode, timings, notes=tuple(notes),
+                      skipped=gone)
 
 
 def _parse_model(node, compiled: CompiledModel | None, dialect) -> tuple[bool, ParsedSql | None, ParsedSql | None]:

@@ -21,6 +21,15 @@ class Finding:
     path: str = ""
     line: int | None = None
     branch: str = ""  # "full" (full-refresh SQL), "incremental" (is_incremental() true), "config"
+    fingerprint: str = ""  # model, rule and the SQL it points at (lint.baseline), not its line
+    new: bool | None = None  # with --baseline: not in the baseline
+
+    def __post_init__(self) -> None:
+        if not self.fingerprint:
+            from .baseline import fingerprint, message_key
+
+            object.__setattr__(self, "fingerprint", fingerprint(self.model, self.rule,
+                                                                 message_key(self.message, self.path)))
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -37,6 +46,7 @@ class LintResult:
     timings: dict = field(default_factory=dict, compare=False)
     confinement: str = ""  # how the project's code was confined while it compiled (confine.Confinement.note)
     notes: tuple[str, ...] = ()  # what the lint could not do (a source --with-data could not read, say)
+    skipped: tuple[tuple[str, str], ...] = ()  # (model, why): analysis past --model-budget, not linted
 
     @property
     def has_errors(self) -> bool:
@@ -49,6 +59,7 @@ class LintResult:
             "warnings": sum(f.severity == WARNING for f in self.findings),
             "info": sum(f.severity == INFO for f in self.findings),
             "suppressed": len(self.suppressed),
+            "skipped": len(self.skipped),
         }
 
     def to_dict(self) -> dict:
@@ -57,7 +68,8 @@ class LintResult:
             "models": list(self.models),  # every model linted, as dbt names it (orders.v2)
             "suppressed": [f.to_dict() for f in self.suppressed],
             "summary": {**self.counts(), "incremental_branch": self.incremental_mode,
-                        "confinement": self.confinement, "notes": list(self.notes)},
+                        "confinement": self.confinement, "notes": list(self.notes),
+                        "skipped": [{"model": m, "reason": why} for m, why in self.skipped]},
             "timings": {k: round(v, 3) for k, v in self.timings.items()},
         }
 

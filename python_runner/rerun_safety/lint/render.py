@@ -21,7 +21,8 @@ def render_text(result: LintResult, color: bool = False) -> str:
         lines.append(_paint(printable(model), "model", color) + (f"  {_paint(path, 'dim', color)}" if path else ""))
         for f in findings:
             sev = _paint(f"{f.severity:<7}", f.severity if f.severity in _COLORS else "dim", color)
-            lines.append(f"  {sev} {f.rule}  {printable(f.message)}")
+            known = "  (in --baseline)" if f.new is False else ""
+            lines.append(f"  {sev} {f.rule}  {printable(f.message)}{known}")
             if f.hint and f.severity != "info":
                 lines.append(_paint(f"          fix: {printable(f.hint)}", "dim", color))
         lines.append("")
@@ -33,6 +34,8 @@ def render_text(result: LintResult, color: bool = False) -> str:
                f", {c['suppressed']} suppressed")
     if c.get("info"):
         summary += f", {c['info']} info"
+    if c.get("skipped"):
+        summary += f", {c['skipped']} skipped"
     if result.incremental_mode:
         summary += f" (incremental branches: {result.incremental_mode})"
     for note in result.notes:

@@ -11,7 +11,7 @@ from ..context import ModelContext
 from ..findings import ERROR, INFO, WARNING
 from ..grain import Typer
 from .base import FILTER_CLAUSES, Hit, clause_of, column_names, needle, output_column, sql_text
-from .keys import select_keys
+from .keys import ATTRIBUTE, attribute_like, select_keys
 
 
 _NONDET_CLASSES = tuple(c for c in (getattr(exp, n, None) for n in (
@@ -254,6 +254,26 @@ def _qualified(cols: list[exp.Expression], select: exp.Select, typer: Typer, ctx
     return out
 
 
+def _equated(select: exp.Select, cols: set, typer: Typer, ctx: ModelContext) -> set:
+    """`cols` and the columns a join's `on a.x = b.y` makes equal to one of them (a window partitioned by
+    a.x is partitioned by b.y too)."""
+    out = set(cols)
+    pairs = []
+    for join in select.args.get("joins") or []:
+        on = join.args.get("on")
+        for eq in (on.find_all(exp.EQ) if on is not None else ()):
+            if isinstance(eq.this, exp.Column) and isinstance(eq.expression, exp.Column) and \
+                    eq.find_ancestor(exp.Or) is None:
+                pairs.append((_qualified([eq.this], select, typer, ctx), _qualified([eq.expression], select, typer, ctx)))
+    for _ in range(3):
+        for a, b in pairs:
+            if a & out:
+                out |= b
+            if b & out:
+                out |= a
+    return out
+
+
 def _grouped_order_total(select: exp.Select, nodes: list[exp.Expression]) -> bool:
     """A window runs after its select's GROUP BY, so the grouped values are unique in the rows it
     orders: an order (with the partition) that covers every grouped value is total (`lag(sum(x)) over
@@ -290,6 +310,48 @@ def _grouped_order_total(select: exp.Select, nodes: list[exp.Expression]) -> boo
         if not covered(g):
             return False
     return True
+
+
+# columns a loader stamps on every row it delivers (Fivetran, Airbyte, Stitch/Singer, dlt, the usual
+# hand-written names): two copies of a row with the same update time and the same load time are one delivery
+LOAD_TIME_COLUMNS = frozenset({
+    "_loaded_at", "loaded_at", "_load_time", "_loaded_time", "_etl_loaded_at", "_ingested_at", "ingested_at",
+    "_fivetran_synced", "_airbyte_emitted_at", "_airbyte_extracted_at", "_airbyte_normalized_at",
+    "_sdc_batched_at", "_sdc_received_at", "_sdc_extracted_at", "_dlt_load_id", "_synced_at", "_batched_at"})
+
+
+def _load_time_tiebreak(order_nodes: list[exp.Expression], ctx: ModelContext) -> str | None:
+    """The load-time column an order by ends with, after at least one other column (`order by
+    updated_at desc, _loaded_at desc`): rows tied on both differ in nothing the source delivered. A
+    load-time column is one a source upstream declares (loaded_at_field, meta.rerun_safety.loaded_at) or
+    one of LOAD_TIME_COLUMNS. None otherwise (ordered by the load time alone: one sync delivers two
+    versions of a row with the same stamp)."""
+    if len(order_nodes) < 2 or not isinstance(order_nodes[-1], exp.Column):
+        return None
+    declared = {load.lower() for _, _, load in ctx.load_times if load}
+    name = order_nodes[-1].name.lower()
+    if name not in LOAD_TIME_COLUMNS and name not in declared:
+        return None
+    if not any(c.name.lower() != name for n in order_nodes[:-1] for c in
+               ([n] if isinstance(n, exp.Column) else n.find_all(exp.Column))):
+        return None
+    return name
+
+
+def _keeps_only_numbers(select: exp.Select, win: exp.Window) -> bool:
+    """A numbering whose select keeps no column of the rows it numbers (`select row_number() over (order
+    by 1) as n from p`, the numbers of a date spine): whatever order ties take, the output is the same
+    numbers. Its partition must not be kept either (nothing outside the window names a column)."""
+    for proj in select.expressions:
+        if isinstance(proj, exp.Star) or (isinstance(proj, exp.Column) and isinstance(proj.this, exp.Star)):
+            return False
+        for col in proj.find_all(exp.Column):
+            if col.find_ancestor(exp.Window) is None:
+                return False
+        for other in proj.find_all(exp.Window):
+            if other is not win and not isinstance(other.this, _NUMBERING):
+                return False
+    return select.args.get("distinct") is None
 
 
 def unordered_aggregates(ctx: ModelContext) -> list[Hit]:
@@ -344,19 +406,39 @@ def dedup_order_not_total(ctx: ModelContext) -> list[Hit]:
                     exprs = list(on.expressions) if isinstance(on, exp.Tuple) else [on]
                     picks.append((distinct, exprs, select.args.get("order"), select,
                                   f"`{sql_text(distinct, ctx, 60)}`"))
+            for select in stmt.find_all(exp.Select):  # `order by x limit n`: ties at the cut keep arbitrary rows
+                limit, order = select.args.get("limit"), select.args.get("order")
+                count = limit.args.get("expression") if limit is not None else None
+                if order is None or limit is None or select.find_ancestor(exp.Exists) is not None or (
+                        isinstance(count, exp.Literal) and count.name == "0"):
+                    continue
+                if not select_keys(select, ctx, typer):
+                    continue  # nothing known unique in what it reads: `order by id limit 10` is not judged
+                picks.append((limit, [], order, select, f"`{sql_text(order, ctx, 60)} {sql_text(limit, ctx, 30)}`"))
             for node, part_nodes, order, select, label in picks:
                 partition = column_names(part_nodes)
                 order_nodes = [o.this if isinstance(o, exp.Ordered) else o for o in (order.expressions if order else [])]
                 order_cols = column_names(order.expressions) if order is not None else set()
                 joined = select is not None and bool(select.args.get("joins"))
                 total = False
+                attributes = None  # a key the order covers but for columns grouped beside it
                 if select is not None and _grouped_order_total(select, order_nodes + part_nodes):
                     continue
                 if select is not None:
                     keys = select_keys(select, ctx, typer)
                     only_part = _qualified(part_nodes, select, typer, ctx)
-                    both = _qualified(order_nodes, select, typer, ctx) | only_part
-                    total = any(k <= both and not k <= only_part for k in keys)
+                    both = _equated(select, _qualified(order_nodes, select, typer, ctx) | only_part, typer, ctx)
+                    only_part = _equated(select, only_part, typer, ctx)
+                    # a key of what the select reads within the order, or the partition itself a key (one
+                    # row per partition: a dedup by a connector's primary key, a source's unique id)
+                    # (not the model's own keys, which the tests' contexts fall back to: a dedup makes them)
+                    total = any(k <= both and (bool(ctx.relation_keys) or not k <= only_part) for k in keys)
+                    ordered = _qualified(order_nodes, select, typer, ctx)
+                    for k in keys:
+                        rest = k - both
+                        if rest and k & ordered and k & only_part and all(attribute_like(c) for _, c in rest):
+                            attributes = sorted(c.lstrip(ATTRIBUTE) for _, c in rest)
+                            break
                     everything = _source_columns(select, ctx, typer)
                     mentioned = {c.name.lower() for n in order_nodes + part_nodes
                                  for c in ([n] if isinstance(n, exp.Column) else n.find_all(exp.Column))}
@@ -366,11 +448,31 @@ def dedup_order_not_total(ctx: ModelContext) -> list[Hit]:
                     total = any(s <= (order_cols | partition) and not s <= partition for s in ctx.unique_sets)
                 if total:
                     continue
-                word = "distinct" if isinstance(node, exp.Distinct) else node.this.sql().split("(")[0].lower()
+                if select is not None and isinstance(node, exp.Window) and isinstance(node.this, _NUMBERING) \
+                        and not any(node is d for d in dedups) and _keeps_only_numbers(select, node):
+                    continue  # `select row_number() over (order by 1) as n from p` (a date spine): the same numbers
+                word = "distinct" if isinstance(node, exp.Distinct) else "limit" if isinstance(node, exp.Limit) else \
+                    node.this.sql().split("(")[0].lower()
                 why = "has no order by" if order is None else \
                     f"orders by {', '.join(sorted(order_cols)) or 'expressions'}, which is not a total order " \
                     "(no column known to be unique within the partition" + \
                     (", after its joins" if joined else "") + ")"
+                if attributes is not None and not isinstance(node, exp.Distinct):
+                    hits.append(Hit("dedup-order-not-total",
+                                    f"{label} orders by {', '.join(sorted(order_cols))} over rows unique on those "
+                                    f"with {', '.join(attributes)}: ties only where {', '.join(attributes)} takes "
+                                    "two values for one partition and order value (an attribute of the partition "
+                                    "key, as a grouped name usually is, never does)", branch, (needle(word),),
+                                    severity="warning", key=sql_text(node, ctx)))
+                    continue
+                load = _load_time_tiebreak(order_nodes, ctx)
+                if load is not None:
+                    hits.append(Hit("dedup-order-not-total",
+                                    f"{label} orders by {', '.join(sorted(order_cols))}, ending with the load time "
+                                    f"{load}: rows tied on both are copies of one delivery, so the pick does not "
+                                    "change the output (a note)", branch, (needle(word),), severity="info",
+                                    key=sql_text(node, ctx)))
+                    continue
                 hits.append(Hit("dedup-order-not-total", f"{label} {why}: ties keep an arbitrary row",
                                 branch, (needle(word),), key=sql_text(node, ctx)))
     return hits

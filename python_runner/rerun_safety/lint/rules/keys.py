@@ -26,15 +26,26 @@ def keys_of(src: exp.Expression, alias: str, ctx: ModelContext, typer: Typer, de
             names = set()
             for proj in src.expressions:
                 inner = proj.this if isinstance(proj, exp.Alias) else proj
-                if isinstance(inner, exp.Column) and (inner.table.lower(), inner.name.lower()) in key:
+                if isinstance(inner, exp.Column) and ((inner.table.lower(), inner.name.lower()) in key or (
+                        not inner.table and len(typer.sources(src)) == 1 and inner.name.lower() in {c for _, c in key})):
                     names.add((alias, proj.alias_or_name.lower()))
                 elif isinstance(inner, exp.Star) or (isinstance(inner, exp.Column) and isinstance(inner.this, exp.Star)):
                     names |= {(alias, c) for _, c in key}
             if len(names) >= len(key):
                 out.append(frozenset(names))
+            elif names and all(attribute_like(c) for _, c in key if (alias, c) not in names):
+                # a grouped name or type dropped: unique but for it (see determinism's warning)
+                out.append(frozenset(names | {(alias, ATTRIBUTE + c) for _, c in key if (alias, c) not in names}))
         group = group_key(src, alias)
         if group:
             out.append(group)
+        distinct = src.args.get("distinct")
+        if distinct is not None and not distinct.args.get("on"):
+            named = [p.alias_or_name.lower() for p in src.expressions]
+            if named and all(named) and not any(isinstance(p, exp.Star) or isinstance(p.this, exp.Star)
+                                                for p in src.expressions):
+                out.append(frozenset((alias, n) for n in named))
+        out += [frozenset({(alias, n)}) for n in numbered_columns(src)]
         return out
     return []
 
@@ -60,6 +71,52 @@ def group_key(select: exp.Select, alias: str) -> frozenset | None:
             return None
         cols.add((alias, found.alias_or_name.lower()))
     return frozenset(cols)
+
+
+ATTRIBUTE = "~"  # prefixes a column a key needs but a select dropped (never matches a real column)
+_NOT_ATTRIBUTES = ("id", "_id", "_key", "_sk", "_pk", "_date", "_day", "_at", "_ts", "_time", "_timestamp",
+                   "_month", "_week", "_year", "_number", "_no", "_seq")
+
+
+def attribute_like(column: str) -> bool:
+    """A column that names or classifies a key (store_name, product_type) rather than being one: grouped
+    beside a key, it does not split the key's rows (ids, times and sequence numbers do)."""
+    name = column.lstrip(ATTRIBUTE).lower()
+    return not name.endswith(_NOT_ATTRIBUTES)
+
+
+_INJECTIVE = (exp.Add, exp.Sub, exp.Paren, exp.Cast, exp.TryCast, exp.Alias, exp.DateAdd, exp.TsOrDsAdd,
+              exp.TimestampAdd, exp.Interval, exp.Literal, exp.Window, exp.RowNumber, exp.Neg)
+
+
+def _unique_numbering(node: exp.Expression) -> bool:
+    """`row_number() over (order by ...)` with no partition, or a shift of it by constants (`start +
+    (row_number() over (order by 1) - 1) * interval '1 day'`, a date spine's day): distinct on every row."""
+    wins = list(node.find_all(exp.Window))
+    if len(wins) != 1 or not isinstance(wins[0].this, exp.RowNumber) or wins[0].args.get("partition_by"):
+        return False
+    for n in node.walk():
+        if n is wins[0] or n.find_ancestor(exp.Window) is wins[0]:
+            continue  # inside the window: its order by
+        if isinstance(n, exp.Mul):
+            sides = (n.this, n.expression)
+            if not any(isinstance(s, exp.Interval) or (isinstance(s, exp.Literal) and s.name not in ("0", ""))
+                       for s in sides):
+                return False
+            continue
+        if isinstance(n, (exp.Identifier, exp.Var, exp.DataType)):
+            continue
+        if not isinstance(n, _INJECTIVE):
+            return False
+    return True
+
+
+def numbered_columns(select: exp.Select) -> list[str]:
+    """Output columns a select numbers uniquely (see _unique_numbering)."""
+    if not isinstance(select, exp.Select) or select.args.get("group") is not None:
+        return []
+    return [p.alias.lower() for p in select.expressions if isinstance(p, exp.Alias) and p.alias and
+            _unique_numbering(p.this)]
 
 
 def output_keys(stmt: exp.Expression, ctx: ModelContext) -> list[frozenset]:

@@ -200,12 +200,17 @@ def locate(raw_code: str, needles: Iterable[str]) -> int | None:
 
 
 def make_finding(ctx: ModelContext, rule_id: str, message: str, *, branch: str = "", line: int | None = None,
-                 severity: str = "") -> Finding:
+                 severity: str = "", key: str = "") -> Finding:
+    """`key`: the construct's identity (its SQL as sqlglot prints it), for the finding's fingerprint;
+    else the message (without where it is)."""
+    from ..baseline import fingerprint
+
     rule = RULES[rule_id]
     where = f"{ctx.path}:{line}" if ctx.path and line else ctx.path
     text = f"{message} ({where})" if where else message
     return Finding(rule=rule_id, model=ctx.name, severity=severity or rule.severity, message=text,
-                   hint=rule.fix, unique_id=ctx.unique_id, path=ctx.path, line=line, branch=branch)
+                   hint=rule.fix, unique_id=ctx.unique_id, path=ctx.path, line=line, branch=branch,
+                   fingerprint=fingerprint(ctx.name, rule_id, key or message))
 
 
 def run_rules(ctx: ModelContext) -> list[Finding]:
@@ -220,7 +225,8 @@ def run_rules(ctx: ModelContext) -> list[Finding]:
                 continue
             seen.add(ident)
             findings.append(make_finding(ctx, hit.rule, hit.message, branch=hit.branch,
-                                         line=locate(ctx.raw_code, hit.needles), severity=hit.severity))
+                                         line=locate(ctx.raw_code, hit.needles), severity=hit.severity,
+                                         key=hit.key))
     return findings
 
 
