@@ -4,32 +4,15 @@ sqlglot prints it (comments dropped, whitespace collapsed), never its line: a co
 lines, not fingerprints."""
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..errors import ConfigError
-from .findings import ERROR, Finding, LintResult
+from .findings import ERROR, Finding, LintResult, fingerprint, message_key  # noqa: F401 - the baseline's keys
 
 _WHERE = re.compile(r"\s*\([^()]*?(:\d+)?\)\s*$")  # the "(path:line)" make_finding appends
-
-
-def fingerprint(model: str, rule: str, what: str) -> str:
-    """16 hex digits of sha1(model, rule, what): `what` is the construct's key (its SQL), else the message
-    without where it is; whitespace collapsed."""
-    text = " ".join(str(what).split())
-    return hashlib.sha1(f"{model}\x1f{rule}\x1f{text}".encode()).hexdigest()[:16]
-
-
-def message_key(message: str, path: str = "") -> str:
-    """A message without the `(path[:line])` at its end."""
-    if path and message.endswith(")"):
-        start = message.rfind(f" ({path}")
-        if start >= 0:
-            return message[:start]
-    return message
 
 
 def of(finding: Finding) -> str:

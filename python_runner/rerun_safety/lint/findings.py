@@ -1,11 +1,30 @@
 """Lint results: frozen dataclasses with `to_dict()`; renderers take these and never recompute."""
 from __future__ import annotations
 
+import hashlib
+
 from dataclasses import asdict, dataclass, field
 
 ERROR = "error"
 WARNING = "warning"
 INFO = "info"  # a note: never fails the lint
+
+
+def fingerprint(model: str, rule: str, what: str) -> str:
+    """16 hex digits of sha1(model, rule, what): `what` is the construct's key (its SQL), else the message
+    without where it is; whitespace collapsed."""
+    text = " ".join(str(what).split())
+    return hashlib.sha1(f"{model}\x1f{rule}\x1f{text}".encode()).hexdigest()[:16]
+
+
+def message_key(message: str, path: str = "") -> str:
+    """A message without the `(path[:line])` at its end."""
+    if path and message.endswith(")"):
+        start = message.rfind(f" ({path}")
+        if start >= 0:
+            return message[:start]
+    return message
+
 
 
 @dataclass(frozen=True)
@@ -26,8 +45,6 @@ class Finding:
 
     def __post_init__(self) -> None:
         if not self.fingerprint:
-            from .baseline import fingerprint, message_key
-
             object.__setattr__(self, "fingerprint", fingerprint(self.model, self.rule,
                                                                  message_key(self.message, self.path)))
 
