@@ -7,8 +7,8 @@ import re
 from pathlib import Path
 from typing import Any, Iterable
 
-from ..warehouse.dialects import ENGINES, dialect_for
-from ..warehouse.engines import reader_for
+from ..warehouse.dialects import dialect_for
+from ..warehouse.registry import adapter
 from ..warehouse.scratch import RelationSpec, TargetProfile
 
 # Jinja that reads the catalog while compiling. `is_incremental()` also does (adapter.get_relation),
@@ -91,7 +91,8 @@ def read_target_columns(tp: TargetProfile, relations: list[tuple[str | None, str
         return {}
     wanted = {(s.lower(), n.lower()) for _, s, n in relations}
     try:
-        rows = reader_for(tp.adapter_type).target_columns(tp.output) if tp.adapter_type in ENGINES else []
+        found = adapter(tp.adapter_type)
+        rows = found.target_columns(tp.output) if found is not None else []
     except Exception:  # the target is optional here: YAML columns and the CSV remain
         return {}
     out: dict[tuple[str, str], list[tuple[str, str]]] = {}

@@ -71,4 +71,9 @@ class Adapter:
                 confined: bool = False) -> "Scratch":
         """The scratch catalog the lint compiles on. `confined`: it belongs to a role of its own where
         the engine has roles."""
-        raise ConfigError(f"lint supports duckdb and postgres targets; this target is '{self.name}'")
+        raise no_scratch(self.name)
+
+
+def no_scratch(adapter_type: str) -> ConfigError:
+    """The answer for a target the lint cannot compile on."""
+    return ConfigError(f"lint supports duckdb and postgres targets; this target is '{adapter_type}'")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import ConfigError
-from .adapter import Adapter
+from .adapter import Adapter, no_scratch
 from .base import Engine
 from .registry import adapter, names
 from .scratch import Scratch, TargetProfile
@@ -57,5 +57,5 @@ def scratch_for(adapter_type: str, tp: TargetProfile, work: Path, run_id: str, c
     lint confined by privilege (on PostgreSQL its scratch belongs to a role of its own)."""
     found = adapter(adapter_type)
     if found is None:
-        raise ConfigError(f"lint supports duckdb and postgres targets; this target is '{adapter_type}'")
+        raise no_scratch(adapter_type)
     return found.scratch(tp, work, run_id, catalogs, manifest, confined=confined)
