@@ -94,6 +94,12 @@ def test_every_model_gets_its_labelled_verdict(conformance_run):
     assert "not_written_yet" not in models
     assert "models with no SQL, which dbt builds nothing for (not judged): not_written_yet" in \
         r["report"]["summary"]["notes"]
+    # the on-run-end hook's log of the models each invocation ran: judged, it was `duplicates, root cause`
+    # (a rerun's invocation logs 12 rows more); built (the hook wrote it), never judged
+    assert "model_run_log" not in models
+    assert ("run logs, built but not judged (their rows record which models each invocation ran, and no replay "
+            "runs the reference build's invocations): model_run_log (written by the project's on-run-start/end "
+            "hooks)") in r["report"]["summary"]["notes"]
 
 
 def test_what_the_runner_handles_is_exercised_not_skipped(conformance_run):

@@ -74,6 +74,25 @@ def test_nondeterminism_of_whole_rows_stays_the_verdict():
                                  differing_columns=("id",))]) == ("nondeterministic", ())
 
 
+def test_a_random_sample_is_nondeterministic_whatever_rows_the_replays_keep():
+    """`where random() < 0.5`: two clean builds keep other rows (and another count), so rows lost,
+    added or changed in a replay are that same chance, not a loss; a key kept twice is not."""
+    cols = ("amount", "order_id")
+    sample = r("determinism", "nondeterministic", reference_rows=138, rows=156, extra_rows=80, missing_rows=62,
+               changed_rows=62, differing_columns=cols, volatile_columns=cols)
+    fewer = r("partial", "loss", reference_rows=138, rows=120, extra_rows=50, missing_rows=68, changed_rows=50,
+              differing_columns=cols)
+    more = r("replay", "drift", reference_rows=138, rows=142, extra_rows=80, missing_rows=76, changed_rows=76,
+             differing_columns=cols)
+    assert verdict_of([r("reference", "safe"), more, fewer, sample]) == ("nondeterministic", ())
+    copied = r("rerun", "duplicates", reference_rows=138, rows=150, extra_rows=12, duplicate_keys=12)
+    assert verdict_of([sample, more, copied]) == ("duplicates", ())
+    # the same counts without the sample's row-level difference (values only) stay a loss
+    values = r("determinism", "nondeterministic", changed_rows=4, extra_rows=4, missing_rows=4,
+               differing_columns=("amount",), volatile_columns=("amount",))
+    assert verdict_of([values, fewer]) == ("loss", ("amount",))
+
+
 def test_root_cause_and_contamination():
     parents = {"stg": (), "bad": ("stg",), "agg": ("bad",), "agg2": ("agg",), "ok": ("stg",), "mix": ("ok", "bad")}
     verdicts = {
@@ -188,3 +207,63 @@ def test_time_column_hint_fills_in_the_line_only_for_one_candidate(columns, expe
     from rerun_safety.gameday.plan import time_column_hint
 
     assert time_column_hint("raw.t", columns) == expected
+
+
+def _model(uid, materialized="table", parents=(), **kw):
+    from rerun_safety.project import Model
+
+    return Model(unique_id=uid, name=uid, fqn=(uid,), resource_type="model", materialized=materialized,
+                 strategy="merge" if materialized == "incremental" else None, key=("id",), partition_key=None,
+                 event_time=None, database=None, schema="main", identifier=uid, parents=parents, sources=(),
+                 ignore_columns=(), window_driven=False, raw_code="select 1", **kw)
+
+
+def test_a_table_differing_over_parents_that_all_match_is_its_own_nondeterminism():
+    """Ties a row_number breaks by the order of an intermediate model's rows: after incremental runs that
+    order is another, the model differs while its parent matches. Rebuilt at the reference's clock from
+    the same rows, the difference can only be its own: nondeterministic there, not drift."""
+    from rerun_safety.gameday.assemble import OWN_NONDETERMINISM, own_nondeterminism
+
+    inc = _model("inc", "incremental")
+    seq = _model("seq", parents=("inc",))
+    below = _model("below", parents=("seq",))
+    mystery = _model("mystery", parents=("inc",))
+    via_table = _model("via", parents=("hidden",))
+    models = {m.unique_id: m for m in (inc, seq, below, mystery, via_table)}
+    models["hidden"] = _model("hidden", parents=("inc",))  # built, not judged
+    judged = [inc, seq, below, mystery, via_table]
+    drift = r("replay", "drift", changed_rows=3, extra_rows=3, missing_rows=3, differing_columns=("n",))
+    safe = r("replay", "safe")
+    by_model = {"inc": {"replay": safe, "partial": r("partial", "loss", rows=8, missing_rows=2, missing_keys=2)},
+                "seq": {"replay": drift, "partial": replace(drift, name="partial")},
+                "below": {"replay": drift}, "mystery": {"replay": drift}, "via": {"replay": drift}}
+    graph = {"inc": (), "seq": ("inc",), "below": ("seq",), "mystery": ("inc",), "via": ("inc",)}
+    out = own_nondeterminism(models, judged, by_model, graph, unknown={"mystery"})
+    assert out["seq"]["replay"].verdict == "nondeterministic"
+    assert out["seq"]["replay"].volatile_columns == ("n",) and out["seq"]["replay"].message == OWN_NONDETERMINISM
+    # where its parent lost rows, the difference may be the parent's: left as it was
+    assert out["seq"]["partial"].verdict == "drift"
+    # below a parent that differs; reading something unknown (by name, a hook); a parent not judged
+    assert [out[u]["replay"].verdict for u in ("below", "mystery", "via")] == ["drift"] * 3
+    # an incremental model keeps state of its own: never excused this way
+    out = own_nondeterminism(models, judged, {**by_model, "inc": {"replay": drift}}, graph, unknown=set())
+    assert out["inc"]["replay"].verdict == "drift"
+
+
+@pytest.mark.parametrize("package, name, hooks, meta, expected", [
+    ("elementary", "dbt_run_results", "", {}, "Elementary's run records"),
+    ("dbt_artifacts", "model_executions", "", {}, "dbt_artifacts' run records"),
+    ("snowplow_web", "snowplow_web_incremental_manifest", "", {}, "an event package's incremental manifest"),
+    ("shop", "run_log", "insert into {{ target.schema }}.run_log values (1)", {}, "written by the project's"),
+    # a hook that grants or analyzes a model writes no rows into it
+    ("shop", "orders", "grant select on {{ target.schema }}.orders to reporter", {}, ""),
+    ("shop", "orders_log", "insert into {{ target.schema }}.orders_log_v2 values (1)", {}, ""),
+    ("shop", "orders", "", {"rerun_safety": {"run_log": True}}, "declared a run log"),
+    ("elementary", "dbt_run_results", "", {"rerun_safety": {"run_log": False}}, ""),
+])
+def test_run_logs_are_known_by_package_hook_or_declaration(package, name, hooks, meta, expected):
+    from rerun_safety.project import run_log_reason
+
+    node = SimpleNamespace(meta=meta, config=SimpleNamespace(get=lambda k, d=None: None))
+    assert run_log_reason(node, package, name, name, hooks).startswith(expected)
+    assert bool(run_log_reason(node, package, name, name, hooks)) is bool(expected)

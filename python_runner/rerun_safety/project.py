@@ -4,6 +4,7 @@ Parsed once; everything else reuses the manifest.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,9 @@ class Model:
     # meta.rerun_safety.compare_audit_columns: compare the columns that only stamp the run's clock (None:
     # the project's setting)
     compare_audit_columns: bool | None = None
+    # why its rows record dbt's own runs (a package's run results, an on-run-end hook's log), "" if not:
+    # what an invocation writes there depends on which models it ran, so it is built, never judged
+    run_log: str = ""
 
     @property
     def incremental(self) -> bool:
@@ -80,7 +84,7 @@ class Model:
 
     @property
     def judged(self) -> bool:
-        return not self.empty and (self.snapshot or self.custom or (
+        return not self.empty and not self.run_log and (self.snapshot or self.custom or (
             self.resource_type == "model" and self.materialized in JUDGED_MATERIALIZATIONS))
 
     @property
@@ -122,6 +126,31 @@ def _meta(node: Any) -> dict:
     meta.update(cfg_meta)
     rs = meta.get("rerun_safety") or {}
     return rs if isinstance(rs, dict) else {}
+
+
+# Packages whose tables record dbt's runs (invocations, run results, the artifacts they upload from an
+# on-run-end hook): what a run writes there follows which models that invocation ran.
+RUN_LOG_PACKAGES = {"elementary": "Elementary's run records", "dbt_artifacts": "dbt_artifacts' run records"}
+# an event package's incremental manifest: one row per model, written by its on-run-end hook
+_MANIFEST = re.compile(r"incremental_manifest$", re.IGNORECASE)
+_WRITES = r"(?:insert\s+(?:or\s+\w+\s+)?into|merge\s+into|update|delete\s+from|copy)\s+"
+
+
+def run_log_reason(node: Any, package: str, name: str, identifier: str, run_hooks: str) -> str:
+    """Why a model is a run log (see Model.run_log), or "": declared (meta.rerun_safety.run_log), a known
+    package's, an event package's incremental manifest, or a relation the project's on-run-start/end
+    hooks write into."""
+    declared = _flag(name, "run_log", _meta(node).get("run_log"))
+    if declared is not None:
+        return "declared a run log (meta.rerun_safety.run_log)" if declared else ""
+    if package in RUN_LOG_PACKAGES:
+        return RUN_LOG_PACKAGES[package]
+    if package.lower().startswith("snowplow") and _MANIFEST.search(name):
+        return "an event package's incremental manifest, written by its on-run-end hook"
+    for word in {name, identifier}:
+        if re.search(_WRITES + r"[^;]{0,120}?(?<![\w$])" + re.escape(word) + r"(?![\w$])", run_hooks, re.IGNORECASE):
+            return "written by the project's on-run-start/end hooks"
+    return ""
 
 
 def _flag(model: str, key: str, value: Any) -> bool | None:
@@ -294,6 +323,8 @@ class Project:
                                             load_column=str(load_col) if load_col and time_col else None)
         self.seed_inputs: dict[str, SourceTable] = {}
         keys_by_test = _keys_from_tests(m)
+        run_hooks = "\n".join(n.raw_code for u, n in m.nodes.items()
+                               if u.startswith("operation.") and not u.startswith("operation.rerun_safety."))
         for uid, node in m.nodes.items():
             rtype = node.resource_type.value
             if rtype not in ("model", "seed", "snapshot") or not node.config.enabled:
@@ -328,6 +359,8 @@ class Project:
                 window_driven=(strategy == "microbatch" or "window_filter" in raw),
                 language=str(getattr(node, "language", "sql") or "sql"),
                 raw_code=raw,
+                run_log=run_log_reason(node, str(getattr(node, "package_name", "") or ""), node.name,
+                                       getattr(node, "alias", None) or node.name, run_hooks) if rtype == "model" else "",
             )
             seed_time = cfg.get("event_time") or _meta(node).get("time_column") or _meta(node).get("event_time")
             if rtype == "seed" and seed_time:

@@ -20,7 +20,6 @@ def build_report(options: GamedayOptions, project: Project, plan: Plan, by_model
                  invocations, started: float, started_at: str, notes=(), side_found=None) -> GamedayReport:
     """The frozen report: verdicts per model, root causes and contamination, notes (`notes`: the run's
     notes so far, in the order found; `side_found`: scenario -> the side relations that differ)."""
-    verdicts = {uid: {s: r.verdict for s, r in rs.items()} for uid, rs in by_model.items()}
     parents = {m.unique_id: plan.parents_in_judged(m) for m in plan.judged}
     # a model reading a relation that another model's hook writes inherits that side effect
     readers = _side_readers(project, plan)
@@ -30,6 +29,11 @@ def build_report(options: GamedayOptions, project: Project, plan: Plan, by_model
     graph = {uid: tuple(sorted(set(ps) | readers.get(uid, set()) | writers.get(uid, set())))
              for uid, ps in parents.items()}
     names = {m.unique_id: m.name for m in plan.judged}
+    from .by_name import candidates
+
+    named = {m.unique_id for m in candidates(project, plan.build)}
+    by_model = own_nondeterminism(project.models, plan.judged, by_model, graph, set(readers) | set(writers) | named)
+    verdicts = {uid: {s: r.verdict for s, r in rs.items()} for uid, rs in by_model.items()}
     for uid, ws in writers.items():
         for scenario, v in verdicts[uid].items():
             bad = sorted(names[w] for w in ws if differs(verdicts.get(w, {}).get(scenario, Verdict.SAFE)))
@@ -67,6 +71,58 @@ def build_report(options: GamedayOptions, project: Project, plan: Plan, by_model
                                    "writable": list(options.confinement.writable)}}
                   if options.confinement is not None else {})},
         batch_size=t.batch.label, notes=tuple(run_notes), baseline=options.baseline)
+
+OWN_NONDETERMINISM = ("built again from parents that all matched the reference, at the reference's clock: "
+                      "a table's difference there is its own nondeterminism (ties broken another way, "
+                      "a value picked from a group, chance)")
+
+
+def own_nondeterminism(models, judged, by_model, graph, unknown: set[str]):
+    """A table or view differs in a scenario while every model it reads matched the reference there:
+    it was built again at the scenario's end, from the same rows, at the reference build's clock, so
+    the difference can only be its own nondeterminism (the determinism scenario may have broken its
+    ties as the reference did). Such a scenario is `nondeterministic`, its differing columns volatile.
+    Not where what it reads is not all known (`unknown`: relations read by name, hooks of other
+    models), nor over a parent that was not judged. `models`: uid -> Model; `graph`: uid -> judged
+    parents."""
+    from dataclasses import replace
+
+    ids = {m.unique_id for m in judged}
+    out = dict(by_model)
+    for m in judged:
+        uid = m.unique_id
+        if (m.materialized not in ("table", "view") or m.language != "sql" or m.keeps_state or uid in unknown
+                or not graph.get(uid) or not _reads_judged_only(models, m, ids)):
+            continue
+        changed = {}
+        for s, r in by_model[uid].items():
+            kind = scenario_kind(s)
+            if kind.baseline or kind.reorders or not r.verdict.row_defect or r.duplicate_keys or r.message:
+                continue
+            if all(by_model.get(p, {}).get(s) is not None and by_model[p][s].verdict == Verdict.SAFE
+                   for p in graph[uid]):
+                changed[s] = replace(r, verdict=Verdict.NONDETERMINISTIC, message=OWN_NONDETERMINISM,
+                                     volatile_columns=r.differing_columns)
+        if changed:
+            out[uid] = {**by_model[uid], **changed}
+    return out
+
+
+def _reads_judged_only(models, m, judged: set[str]) -> bool:
+    """Every model `m` reads (through ephemeral models) is judged; sources and seeds are inputs."""
+    stack, seen = list(m.parents), set()
+    while stack:
+        p = stack.pop()
+        if p in seen or p not in models:
+            continue
+        seen.add(p)
+        if p in judged:
+            continue
+        if models[p].materialized != "ephemeral":
+            return False
+        stack.extend(models[p].parents)
+    return True
+
 
 def _run_notes(options: GamedayOptions, plan: Plan, names: dict[str, str], notes, side_found) -> list[str]:
     """What the reader of the whole run should know: the schedule, how inputs arrive, what was left out,

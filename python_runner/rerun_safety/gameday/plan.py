@@ -359,6 +359,10 @@ def make_plan(project: Project, select: tuple[str, ...], exclude: tuple[str, ...
     empty = sorted(project.models[u].name for u in selected if project.models[u].empty)
     if empty:
         notes.append("models with no SQL, which dbt builds nothing for (not judged): " + ", ".join(empty))
+    logs = sorted((m.name, m.run_log) for m in build if m.run_log)
+    if logs:
+        notes.append("run logs, built but not judged (their rows record which models each invocation ran, and "
+                     "no replay runs the reference build's invocations): " + ", ".join(f"{n} ({why})" for n, why in logs))
     untimed = {uid: ms for uid, ms in untimed.items() if not project.sources[uid].kind}  # declared: known
     if untimed:
         notes.append(_untimed_note(project, untimed, columns_of))

@@ -109,6 +109,8 @@ class Replay:
         self.watch = watch  # statements timed in the reference build, stopped past a limit after it
         self.clocks: dict[str, dt.datetime] = {}  # sandbox -> the time its clock row holds
         self.shared: list[Sandbox] = []  # sandboxes scenarios clone (the shared first build), dropped at the end
+        # sandboxes whose tables dbt writes in another physical order (the determinism scenario's)
+        self.shuffled: set[str] = set()
 
     # ---------------------------------------------------------------- dbt in a sandbox
     def profiles_dir(self, sandbox: Sandbox, other_threads: bool = False) -> str:
@@ -145,8 +147,18 @@ class Replay:
         args, vars_yaml = run_args(plan, step, final, self.project.cli_vars, only, exclude, models)
         return self.project.session.invoke(args, profiles_dir=profiles_dir, vars_yaml=vars_yaml or "",
                                            clock=step.clock, dialect=self.engine.dialect,
-                                           rewrite_sql=self.engine.sql_rewriter(sandbox),
+                                           rewrite_sql=self._rewriter(sandbox),
                                            context=self.engine.invocation_context(sandbox), watch=self.watch)
+
+    def _rewriter(self, sandbox: Sandbox):
+        """What dbt's statements go through in `sandbox`: the engine's rewrite, and in a shuffled sandbox
+        every table written in another row order (Dialect.shuffled_write), so that a model that reads an
+        intermediate model's ties breaks them otherwise than in the reference build."""
+        own = self.engine.sql_rewriter(sandbox)
+        if sandbox.name not in self.shuffled:
+            return own
+        shuffle = self.engine.dialect.shuffled_write
+        return shuffle if own is None else (lambda sql: own(shuffle(sql)))
 
     def set_clock(self, con: Connection, sandbox: Sandbox, when: dt.datetime) -> None:
         con.execute(clock.set_sql(when, con.dialect))
@@ -177,6 +189,8 @@ class Replay:
         side_found: dict[str, list] = {}
         spent: dict[str, float] = {}
         copies: list[tuple[str, Sandbox, ChainState]] = []  # the branches' sandboxes, when taken
+        if any(scenario_kind(n).reorders for n in names):
+            self.shuffled.add(sb.name)
         try:
             for n in names:
                 scenario_kind(n).prepare_sandbox(self.engine, plan, sb)
@@ -203,6 +217,7 @@ class Replay:
             for _, copy, _ in copies:
                 self._drop(copy)
             self._drop(sb)
+            self.shuffled.discard(sb.name)
             spent.update(cost.take())
             cost.add(outer)
         return JobResult(judged_all, side_found, spent, state.results)

@@ -178,25 +178,45 @@ def root_causes(verdicts: Mapping[str, Mapping[str, str]], parents: Mapping[str,
     return roots, contaminated, inconclusive
 
 
-def explained_by_nondeterminism(s: ScenarioResult, volatile: set[str]) -> bool:
+def row_level(s: ScenarioResult) -> bool:
+    """Whether a nondeterministic scenario's difference is in the rows themselves (a random sample, a
+    `limit` without a total order: other rows, another count), not only in some columns' values."""
+    return s.verdict == Verdict.NONDETERMINISTIC and bool(
+        s.rows != s.reference_rows or s.missing_keys or s.extra_keys
+        or (s.extra_rows or s.missing_rows) and not s.volatile_columns
+        or s.extra_rows != s.changed_rows or s.missing_rows != s.changed_rows)
+
+
+def explained_by_nondeterminism(s: ScenarioResult, volatile: set[str], rows: bool = False) -> bool:
     """Whether a scenario's difference is the nondeterminism already shown: values changed, rows and keys
-    as in the reference, and only in the columns that differ between two builds of the same data."""
-    return (s.verdict == Verdict.NONDETERMINISTIC or (
-        s.verdict == Verdict.DRIFT and bool(s.differing_columns) and set(s.differing_columns) <= volatile
-        and s.rows == s.reference_rows and not (s.missing_keys or s.extra_keys or s.duplicate_keys)
-        and s.extra_rows == s.missing_rows == s.changed_rows))
+    as in the reference, and only in the columns that differ between two builds of the same data. Where
+    the rows themselves differed between two builds (`rows`), rows lost, added or changed are that too;
+    copies of a key are not (two builds of a sample never keep a row twice)."""
+    if s.verdict == Verdict.NONDETERMINISTIC:
+        return True
+    if rows:
+        return s.verdict in (Verdict.LOSS, Verdict.DRIFT) and not s.duplicate_keys and not s.message
+    return (s.verdict == Verdict.DRIFT and bool(s.differing_columns) and set(s.differing_columns) <= volatile
+            and s.rows == s.reference_rows and not (s.missing_keys or s.extra_keys or s.duplicate_keys)
+            and s.extra_rows == s.missing_rows == s.changed_rows)
 
 
 def verdict_of(scenarios) -> tuple[str, tuple[str, ...]]:
     """A model's verdict from its scenarios, and its nondeterministic columns. Nondeterminism never hides
     another defect: where a scenario differs beyond what nondeterminism explains (in other columns, in
-    rows or keys), that defect is the verdict and the nondeterministic columns are named beside it. When
-    no column explains the nondeterminism (rows themselves differ), it stays the verdict."""
-    volatile = {c for s in scenarios if s.verdict == Verdict.NONDETERMINISTIC for c in s.volatile_columns}
+    rows or keys), that defect is the verdict and the nondeterministic columns are named beside it. Where
+    two clean builds gave other rows (row_level), rows lost, added or changed are explained by it; and
+    when no column explains the nondeterminism, it stays the verdict."""
     if not any(s.verdict == Verdict.NONDETERMINISTIC for s in scenarios):
         return worst(s.verdict for s in scenarios), ()
-    if volatile:
-        defects = [s.verdict for s in scenarios if differs(s.verdict) and not explained_by_nondeterminism(s, volatile)]
+    # where some build kept other rows, no column is named (other rows differ in every column, and a
+    # scenario whose counts came out alike by chance says nothing more)
+    rows = any(row_level(s) for s in scenarios)
+    volatile = set() if rows else {c for s in scenarios if s.verdict == Verdict.NONDETERMINISTIC
+                                   for c in s.volatile_columns}
+    if volatile or rows:
+        defects = [s.verdict for s in scenarios
+                   if differs(s.verdict) and not explained_by_nondeterminism(s, volatile, rows)]
         if defects:
             return worst(defects), tuple(sorted(volatile))
     return worst(s.verdict for s in scenarios), tuple(sorted(volatile))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import functools
+import re
 from typing import Iterable, Sequence
 
 from sqlglot import exp
@@ -164,6 +165,20 @@ class Dialect(str):
             rows.subquery("rs_rows")).sql(dialect=str(self))
 
     # --- the game day's SQL ---
+    def shuffled_write(self, sql: str) -> str:
+        """dbt's `create table ... as (<the model's SQL>)` with the rows written in another physical order
+        (by a hash of each row, `row_order`): what the determinism scenario sends, so that every model it
+        builds, intermediate ones included, is read by the models below in an order unrelated to the
+        reference build's. Any other statement, and every statement on an engine that keeps no row order,
+        goes as it is. The model's SQL stays whole inside dbt's own parentheses."""
+        if not self.physical_row_order:
+            return sql
+        found = _CREATE_TABLE_AS.match(sql)
+        if not found:
+            return sql
+        order = exp.Order(expressions=[exp.Ordered(this=self.row_order())]).sql(dialect=str(self))
+        return f"{found['head']}select * from (\n{found['body']}\n) as rs_row {order.strip()}\n{found['tail']}"
+
     def row_order(self, columns: Sequence[str] = ()) -> exp.Expression:
         """An order of the rows of a table aliased `rs_row` (whose columns are `columns`) unrelated to how
         they were written."""
@@ -305,3 +320,13 @@ def functions_called(cond: exp.Expression, dialect: str) -> list[str]:
         elif not isinstance(func, (exp.Cast, exp.TryCast, exp.Case, exp.If, exp.Coalesce, exp.Connector)):
             names.append(func.sql(dialect=dialect).split("(")[0].strip().lower())
     return names
+
+
+# dbt's create_table_as on the engines that keep row order: an optional query comment, `create [or
+# replace] [temporary] table <name> as (`, the model's SQL, `)`. Names are quoted identifiers (any
+# character, "" for a quote) or plain words, dotted.
+_NAME = r'(?:"(?:[^"]|"")*"|[\w$]+)(?:\s*\.\s*(?:"(?:[^"]|"")*"|[\w$]+))*'
+_CREATE_TABLE_AS = re.compile(
+    r"(?P<head>\s*(?:/\*.*?\*/\s*)*create\s+(?:or\s+replace\s+)?(?:(?:local\s+|global\s+)?(?:temporary|temp)\s+"
+    r"|unlogged\s+)?table\s+(?:if\s+not\s+exists\s+)?" + _NAME + r"\s+as\s*\()(?P<body>.*)(?P<tail>\)\s*;?\s*)\Z",
+    re.IGNORECASE | re.DOTALL)

@@ -85,6 +85,11 @@ class SparkDialect(Dialect):
         return exp.maybe_parse(self.row_hash([f"rs_row.{exp.to_identifier(c, quoted=True).sql(dialect='spark')}"
                                               for c in columns]), dialect="spark")
 
+    def shuffled_write(self, sql: str) -> str:
+        """As it is: a Spark table keeps no row order across its files, and its ORDER BY names no whole row
+        (reorder_inputs writes the inputs anew by their columns instead)."""
+        return sql
+
     def row_share(self, modulus: int, below: int) -> exp.Expression:
         return exp.condition(f"pmod(xxhash64(rs_row.*), {int(modulus)}) < {int(below)}", dialect="spark")
 
