@@ -125,6 +125,41 @@ def test_bad_selector_method(isolated, payments):
     assert payments.fingerprint() == before
 
 
+def test_a_misspelt_model_is_named_before_the_parse_with_the_closest_names(isolated, payments):
+    before = payments.fingerprint()
+    code, _, err = gameday(payments.project, payments.profiles, "--select", "+payments_mergd+", *CHEAP)
+    assert one_line(code, err) == (
+        "rerun-safety: error: the selection matches no model (--select +payments_mergd+): no model, seed, "
+        "snapshot, folder or package is named payments_mergd (did you mean payments_merged, payments_appended, "
+        "payments_current?)")
+    assert payments.fingerprint() == before
+    # one good term among typos: dbt selects it, nothing is said before the parse
+    code, _, err = gameday(payments.project, payments.profiles, "--select", "payments_mergd nosuch_model_at_all",
+                           *CHEAP)
+    assert "no model, seed, snapshot, folder or package is named nosuch_model_at_all" in one_line(code, err)
+
+
+def test_selection_terms_that_only_dbt_can_answer_are_left_to_it(tmp_path):
+    from rerun_safety.select_names import unmatched
+
+    (tmp_path / "dbt_project.yml").write_text("name: shop\nmodel-paths: [transform]\n")
+    (tmp_path / "transform" / "marts").mkdir(parents=True)
+    (tmp_path / "transform" / "marts" / "orders_v2.sql").write_text("select 1")
+    (tmp_path / "transform" / "schema.yml").write_text("models:\n  - name: orders\n    versions: [{v: 2}]\n")
+    (tmp_path / "dbt_packages" / "fivetran_log" / "models").mkdir(parents=True)
+    (tmp_path / "dbt_packages" / "fivetran_log" / "dbt_project.yml").write_text("name: fivetran_log\n")
+    (tmp_path / "dbt_packages" / "fivetran_log" / "models" / "fivetran_log__connector_status.sql").write_text("1")
+    for fine in ("orders", "orders.v2", "marts", "shop.marts.orders", "fivetran_log", "2+orders_v2+",
+                 "@fivetran_log__connector_status", "tag:nightly", "path:transform/marts", "orders_*",
+                 "transform/marts/orders_v2.sql", "orderz,tag:x"):
+        assert unmatched(tmp_path, [fine]) == "", fine
+    assert unmatched(tmp_path, ["fivetran_log__connector_statsu"]) == (
+        "no model, seed, snapshot, folder or package is named fivetran_log__connector_statsu (did you mean "
+        "fivetran_log__connector_status?)")
+    assert unmatched(tmp_path, ["orders,ordrs"]).endswith("named ordrs (did you mean orders_v2?)")
+    assert unmatched(tmp_path, ["nothing_like_it"]) == "no model, seed, snapshot, folder or package is named nothing_like_it"
+
+
 # ------------------------------------------------------------------ data
 
 def test_unparsable_event_time(isolated, payments, tmp_path):

@@ -6,15 +6,17 @@ import shutil
 import time
 import uuid
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from .. import clock
 from ..confine import statement_guard_on
-from ..dbt_invoke import StatementWatch, scrub_dbt_environment, scrub_note
+from ..dbt_invoke import StatementWatch, scrub_dbt_environment, scrub_note, selection_terms
 from ..errors import ConfigError, RerunSafetyError, SandboxError, first_line
 from ..partial_parse import read_partial_parse
 from ..project import Project
 from ..results import GamedayReport, ScenarioResult, Verdict
+from ..select_names import unmatched
 from ..warehouse.base import (PARSE_PREFIX, SNAPSHOT_SCHEMA, Engine, Sandbox, check_writable_dir, make_locked_dir,
                               private_work_root, snapshot_table)
 from ..warehouse.dialect import Dialect
@@ -175,6 +177,11 @@ class Gameday:
         """Parse the project, open the engine (sweeping what dead runs left), plan; the scenario chains."""
         o = self.options
         ignored = scrub_note(scrub_dbt_environment())
+        if not o.state:
+            # a typo in --select, told before the parse (a minute on a large project)
+            unknown = unmatched(Path(o.project_dir), o.select)
+            if unknown:
+                raise ConfigError(f"the selection matches no model ({selection_terms(o.select, o.exclude)}): {unknown}")
         with cost.spent("parse"):
             self.project = project = Project(o.project_dir, o.profiles_dir, o.target, o.vars_yaml, parse_dir)
         if o.fix:  # the fix search's game days parse copies of this project: from this parse's state

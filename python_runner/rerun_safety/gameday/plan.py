@@ -12,6 +12,7 @@ from typing import Any, Mapping
 from ..dbt_invoke import selection_terms, selects_by_state
 from ..errors import ConfigError, NothingToCheck
 from ..project import Model, Project, SourceTable
+from ..select_names import closest
 from .facts import Facts, FrozenMap, frozen_map
 from .scenarios import Batch, Timeline
 from .scenarios import scenario as scenario_kind
@@ -324,8 +325,12 @@ def make_plan(project: Project, select: tuple[str, ...], exclude: tuple[str, ...
     if not selected:
         if by_state:
             raise NothingToCheck(f"the selection matches no model ({terms})")
-        raise ConfigError(f"the selection matches no model ({terms})" if (select or exclude)
-                          else "the project has no models")
+        if not (select or exclude):
+            raise ConfigError("the project has no models")
+        close = sorted({c for t in select for w in t.replace(",", " ").split()
+                        for c in closest(w.strip("+@0123456789"), (m.name for m in project.models.values()))})
+        raise ConfigError(f"the selection matches no model ({terms})"
+                          + (f"; closest names: {', '.join(close[:5])}" if close else ""))
     if not any(project.models[u].keeps_state for u in selected):
         if by_state:
             raise NothingToCheck(f"no incremental model among the {len(selected)} selected ({terms}): "
