@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from support.common import FIXTURES, write_profiles
-from support.gameday import (again_with_threads, by_name, differences, copy_project, dbt_deps, file_sha256, load_report,
+from support.gameday import (again_with_threads, by_name, scenario, differences, copy_project, dbt_deps, file_sha256, load_report,
                              pg_fingerprint, report_essentials, run_cli)
 
 
@@ -100,6 +100,27 @@ def test_every_model_gets_its_labelled_verdict(conformance_run):
     assert ("run logs, built but not judged (their rows record which models each invocation ran, and no replay "
             "runs the reference build's invocations): model_run_log (written by the project's on-run-start/end "
             "hooks)") in r["report"]["summary"]["notes"]
+
+
+def test_lost_events_are_told_apart_from_renumbered_ones(conformance_run):
+    """An unkeyed model numbering each customer's events over the rows a run reads: each run numbers from 1
+    again. Its half-committed batch loses exactly the events its keyed twin (the same watermark) loses;
+    those are counted missing and shown first in the sample, every other differing row changed in
+    event_index, not one missing and one extra."""
+    models = by_name(conformance_run["report"])
+    twin = scenario(models["inc_watermark_events"], "partial")
+    numbered = scenario(models["inc_numbered_events"], "partial")
+    lost = twin["missing_keys"]
+    assert lost > 0 and twin["missing_rows"] == lost and twin["extra_rows"] == 0
+    assert numbered["changed_rows"] > 0 and numbered["differing_columns"][0] == "event_index"
+    assert numbered["missing_rows"] - numbered["changed_rows"] == lost
+    assert numbered["extra_rows"] == numbered["changed_rows"]
+    # the sample leads with lost events, the twin's own (both in key order)
+    lost_ids = [r["event_id"] for r in twin["sample"] if r["_diff"] == "missing"][:3]
+    assert numbered["sample"][0]["_diff"] == "missing"
+    assert [r["event_id"] for r in numbered["sample"] if r["_diff"] == "missing"][:3] == lost_ids
+    replay = scenario(models["inc_numbered_events"], "replay")
+    assert replay["verdict"] == "drift" and replay["missing_rows"] == replay["extra_rows"] == replay["changed_rows"] > 0
 
 
 def test_what_the_runner_handles_is_exercised_not_skipped(conformance_run):

@@ -227,13 +227,13 @@ def test_junit_failures_carry_the_numbers(written):
 
     f = case("model.shop.orders_append", "replay").find("failure")
     assert f.get("type") == "duplicates"
-    assert f.get("message") == ("duplicates: 100 extra rows, 0 missing rows, 100 duplicate keys, 0 changed rows "
-                                "(reference 500 rows, scenario 600 rows); root cause")
+    # counted as a user counts: keys (the model has one), each difference once
+    assert f.get("message") == "duplicates: 100 keys duplicated (reference 500 rows, scenario 600 rows); root cause"
     assert "  2024-01-03: 100 -> 200" in f.text
     assert "2024-01-02" not in f.text
     loss = case("model.shop.sessions_watermark", "partial").find("failure")
-    assert loss.get("message").startswith("loss: 0 extra rows, 60 missing rows,")
-    assert "60 missing keys, 0 extra keys" in loss.text
+    assert loss.get("message").startswith("loss: 60 keys missing (reference")
+    assert "60 keys missing" in loss.text
     assert case("model.shop.daily_revenue", "replay").find("failure").get("message").endswith(
         "; contaminated by orders_append")
     err = case("model.shop.broken_model", "replay").find("error")
@@ -272,7 +272,7 @@ def test_markdown_root_causes_before_contamination(written):
     roots = lines[i_root + 2:i_cont - 1]
     assert [re.match(r"- \*\*(.+?)\*\*", r).group(1) for r in roots] == [
         "&lt;script&gt;alert(1)&lt;/script&gt;\\|x", "sessions\\_watermark", "orders\\_append"]
-    assert roots[2] == ("- **orders\\_append**: **duplicates** in `rerun`: 200 extra rows, 200 duplicate keys "
+    assert roots[2] == ("- **orders\\_append**: **duplicates** in `rerun`: 200 keys duplicated "
                         "(reference 500, scenario 700); partitions 2024-01-03: 100 → 200, 2024-01-04: 100 → 200. "
                         "Contaminates daily\\_revenue")
     assert lines[i_cont + 2] == "- **daily\\_revenue**: **drift**, contaminated by **orders\\_append**"
@@ -420,10 +420,10 @@ def test_print_summary_lists_every_model_worst_first(report, written):
     # model, verdict, cause (empty cells collapse), worst scenario with its non-zero numbers
     assert rows == [
         ["broken_model", "error", "replay: failed"],
-        [HOSTILE, "nondeterministic", "root cause", "determinism: 500 changed"],
-        ["sessions_watermark", "loss", "root cause", "partial: 60 missing"],
-        ["orders_append", "duplicates", "root cause", "rerun: 200 extra, 200 dup keys"],
-        ["daily_revenue", "drift", "contaminated by orders_append", "rerun: 2 changed"],
+        [HOSTILE, "nondeterministic", "root cause", "determinism: 500 rows changed"],
+        ["sessions_watermark", "loss", "root cause", "partial: 60 keys missing"],
+        ["orders_append", "duplicates", "root cause", "rerun: 200 keys duplicated"],
+        ["daily_revenue", "drift", "contaminated by orders_append", "rerun: 2 rows changed (revenue)"],
         ["stg_orders", "safe", "replay: no difference"],
         ["country_codes", "skipped", "static reference data: no time column"]]
     assert "contaminated by orders_append" in out
@@ -534,7 +534,7 @@ def test_print_summary_fits_an_80_column_terminal(report):
     out = _tty_output(report, 80)
     assert max(len(line) for line in out.splitlines()) <= 80
     flat = re.sub(r"\s+", " ", out)
-    for text in ("sessions_watermark loss root cause partial: 60", "orders_append duplicates root cause rerun: 200 extra,",
+    for text in ("sessions_watermark loss root cause partial: 60", "orders_append duplicates root cause rerun: 200 keys duplicated",
                  "daily_revenue drift contaminated by"):
         assert text in flat
 
@@ -573,7 +573,7 @@ def _assert_uncropped(out: str) -> None:
     # one table line per model, each with the whole name, verdict and cause on it
     row = next(line for line in lines if line.lstrip().startswith(LONG_NAME))
     assert re.split(r"\s{2,}", row.strip()) == [
-        LONG_NAME, "drift", f"contaminated by orders_append, {LONG_NAME}_upstream", "rerun: 3 changed"]
+        LONG_NAME, "drift", f"contaminated by orders_append, {LONG_NAME}_upstream", "rerun: 3 rows changed"]
     row = next(line for line in lines if line.lstrip().startswith("country_codes"))
     assert re.split(r"\s{2,}", row.strip()) == ["country_codes", "skipped", LONG_REASON]
     assert max(len(line) for line in lines) > 200  # wider than any CI log's COLUMNS: nothing folded
@@ -698,13 +698,13 @@ def test_markdown_drops_samples_to_fit_a_comment():
     sample = tuple({"id": i, "payload": "x" * 40} for i in range(5))
     models = tuple(
         ModelVerdict(f"model_{i:03d}", f"model.p.model_{i:03d}", "duplicates", True, (), "incremental", "append",
-                     ("id",), (), (ScenarioResult("rerun", "duplicates", 10, 20, extra_rows=10, sample=sample),))
+                     ("id",), (), (ScenarioResult("rerun", "duplicates", 10, 20, extra_rows=10, duplicate_keys=10, sample=sample),))
         for i in range(300))
     rep = GamedayReport("p", "duckdb", "dev", ("rerun",), 2, (), models, 0.0, 1, 0.0, "now")
     text = MarkdownRenderer().render(rep)
     assert len(text) <= MAX_CHARS
     assert "Sample rows omitted to fit a comment; see report.html." in text
-    assert "| model\\_299 | **duplicates** | root cause | rerun | 10 | 0 | 0 | 0 |" in text
+    assert "| model\\_299 | **duplicates** | root cause | rerun | 0 | 0 | 10 | 0 |" in text
     assert "payload" not in text
 
 
@@ -719,7 +719,7 @@ def test_markdown_lists_only_unsafe_models_when_the_project_is_huge():
     text = MarkdownRenderer().render(rep)
     assert len(text) <= MAX_CHARS
     assert "#### Unsafe models" in text and "#### All models" not in text
-    assert "| orders | **duplicates** | root cause | rerun | 10 | 0 | 0 | 0 |" in text
+    assert "| orders | **duplicates** | root cause | rerun | 0 | 10 | 0 | 0 |" in text
     assert "_1500 safe or skipped models not listed; see report.json._" in text
     assert "safe\\_model" not in text
 
@@ -829,3 +829,14 @@ def test_every_report_names_nondeterministic_columns_beside_a_data_defect(tmp_pa
     console = _console()
     print_summary(rep, paths, console=console)
     assert said in console.export_text()
+
+
+def test_markdown_says_per_partition_where_each_unsafe_model_differs(written):
+    text = written["markdown"].read_text(encoding="utf-8")
+    where = text[text.index("<details><summary>Where: rows per partition</summary>"):]
+    where = where[:where.index("</details>")]
+    assert ("**sessions\\_watermark** in `partial`, by session\\_date:\n\n| session\\_date | Reference | Scenario | "
+            "Difference |\n|---|---|---|---|\n| 2024-01-05 | 100 | 40 | -60 |") in where
+    assert "| 2024-01-03 | 100 | 200 | +100 |\n| 2024-01-04 | 100 | 200 | +100 |" in where
+    assert "2024-01-02" not in where  # a partition that matched is not listed
+    assert where.index("sessions\\_watermark") < where.index("orders\\_append")  # worst first

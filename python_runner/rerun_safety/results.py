@@ -177,8 +177,9 @@ class ModelVerdict:
         """The scenario that decided the verdict: worst verdict first, then the largest difference."""
         if not self.scenarios:
             return None
+        # on a tie, the scenario that found it by itself (not one judged so by another's reasoning)
         return min(self.scenarios,
-                   key=lambda s: (_verdict_rank(s.verdict), -s.difference))
+                   key=lambda s: (_verdict_rank(s.verdict), -s.difference, bool(s.message)))
 
 
 @dataclass(frozen=True)

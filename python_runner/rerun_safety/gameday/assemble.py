@@ -47,7 +47,10 @@ def build_report(options: GamedayOptions, project: Project, plan: Plan, by_model
         uid = m.unique_id
         scen = tuple(by_model[uid][s] for s in options.scenarios if s in by_model[uid])
         v, volatile = verdict_of(scen)
-        reason = next((s.message for s in scen if s.verdict == v and s.message), "")
+        reason = next((s.message for s in scen if s.verdict == v and s.message and s.message != OWN_NONDETERMINISM), "")
+        if not reason and all(s.message == OWN_NONDETERMINISM for s in scen if s.verdict == v):
+            reason = OWN_NONDETERMINISM  # only this reasoning found it (no build of its own showed it)
+
         models.append(ModelVerdict(
             name=m.name, unique_id=uid, verdict=v, root_cause=uid in roots,
             contaminated_by=tuple(sorted(names[r] for r in contaminated.get(uid, ()))),

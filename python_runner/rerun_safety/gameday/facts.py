@@ -50,6 +50,8 @@ class Facts:
     audit_columns: Mapping[str, tuple[str, ...]] = field(default_factory=FrozenMap)
     # model -> its output columns it computes itself, each with the columns it reads (lineage.computed_columns)
     computed_columns: Mapping[str, Mapping[str, frozenset[str]]] = field(default_factory=FrozenMap)
+    # model -> its output columns a window function computes (lineage.window_columns): renumbered, not lost
+    window_columns: Mapping[str, tuple[str, ...]] = field(default_factory=FrozenMap)
     reference_rows: Mapping[str, int] = field(default_factory=FrozenMap)
     # model -> its reference output's fingerprint (diff.fingerprint) and columns (GamedayOptions.fingerprints)
     fingerprints: Mapping[str, Any] = field(default_factory=FrozenMap)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..diff import diff_relations
+from ..diff import DiffResult, diff_relations
 from ..results import ScenarioResult, Verdict
 from ..warehouse.base import REFERENCE_SCHEMA, Connection
 from . import order_only, side_effects
@@ -49,8 +49,29 @@ def judge_one(con: Connection, name: str, plan: Plan, m, errors: dict[str, str],
                        key=m.key, ignore_columns=ignored, where=current_versions(m, con.dialect),
                        partition_column=plan.facts.time_columns.get(uid) or partition_column(m),
                        column_detail=kind.column_detail, float_tolerance=tol)
+    numbers = [c for c in plan.facts.window_columns.get(uid, ()) if c not in {i.lower() for i in ignored}]
+    if numbers and not d.identical and not d.keyed and d.missing_rows and d.extra_rows and not d.schema_message:
+        d = renumbered(d, diff_relations(con, (REFERENCE_SCHEMA, plan.ref_names[uid]), (m.schema, m.identifier),
+                                         ignore_columns=(*ignored, *numbers), where=current_versions(m, con.dialect),
+                                         float_tolerance=tol), numbers)
     r = replace(scenario_result(name, d), input_rows=plan.decisive_rows(m, name))
     r = order_only.judge(con, plan, m, r, lambda a, b: diff_relations(
         con, a, b, key=m.key, ignore_columns=ignored, where=current_versions(m, con.dialect),
         float_tolerance=tol))
     return kind.coverage(plan, m, r)
+
+
+def renumbered(d: DiffResult, without: DiffResult, numbers: list[str]) -> DiffResult:
+    """An unkeyed comparison told in the user's units where the model numbers its rows with a window
+    (`numbers`): `without` compares the same sides leaving those columns out. A row that matches there
+    was renumbered (a window counted anew over a re-read window), one changed row, not a missing and an
+    extra one; what still differs there is lost or added. The sample shows those rows first (a lost row
+    when there is one), then renumbered ones."""
+    moved = min(d.missing_rows - without.missing_rows, d.extra_rows - without.extra_rows)
+    if moved <= 0:
+        return d
+    named = [c for c in d.differing_columns if c.lower() in numbers] or numbers
+    columns = tuple(dict.fromkeys([*named, *without.differing_columns]))
+    return replace(d, extra_rows=without.extra_rows + moved, missing_rows=without.missing_rows + moved,
+                   extra_copies=without.extra_copies, changed_rows=without.changed_rows + moved,
+                   differing_columns=columns, sample=(*without.sample, *d.sample)[:max(len(d.sample), 10)])

@@ -25,7 +25,7 @@ from sqlglot.errors import SqlglotError
 from ..lint.clock_stamps import stamps_the_clock
 from ..warehouse.dialects import dialect_for
 
-__all__ = ["audit_columns", "computed_columns", "output_time_column"]
+__all__ = ["audit_columns", "computed_columns", "output_time_column", "window_columns"]
 
 # How directly an output column carries the input's time. Lower wins.
 DIRECT = 0     # the column itself, renamed, cast to a date/timestamp, truncated, shifted
@@ -364,6 +364,23 @@ def _computed_in(sel: exp.Select, ctes: Mapping[str, exp.Expression], dialect: s
             continue
         out[name] = frozenset(c.name.lower() for c in e.find_all(exp.Column) if not isinstance(c.this, exp.Star))
     return out
+
+
+def window_columns(sql: str, dialect: str) -> tuple[str, ...]:
+    """The output columns (lower case) a window function computes (`row_number() over (...)`, `lag`,
+    a running sum), defined in the outermost select or under the same name in a CTE or subquery it
+    reads: over a re-read window such a number is counted anew, so a row that differs in it alone was
+    renumbered, not lost. SQL that does not parse gives ()."""
+    try:
+        tree = sqlglot.parse_one(sql.strip().rstrip(";"), read=dialect)
+    except (SqlglotError, ValueError):
+        return ()
+    sel = _leftmost_select(tree) if isinstance(tree, exp.Query) else None
+    if sel is None:
+        return ()
+    windowed = {a.alias.lower() for a in tree.find_all(exp.Alias) if a.alias and a.this.find(exp.Window)}
+    out = [n for n in (_output_name(p, dialect).lower() for p in sel.expressions) if n in windowed]
+    return tuple(dict.fromkeys(out))
 
 
 def key_candidates(key: tuple[str, ...], columns: list[str], time_columns: list[str]) -> list[tuple[str, ...]]:

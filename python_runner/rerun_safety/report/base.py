@@ -24,11 +24,39 @@ class Renderer(ABC):
         """The whole file's text."""
 
 
-def numbers(s: ScenarioResult) -> str:
+def units(s: ScenarioResult, keyed: bool) -> list[tuple[int, str]]:
+    """A scenario's difference as a user counts it, every count shown once: with a key, keys missing,
+    keys extra, keys duplicated and rows changed (a changed key is one changed row, not also a missing
+    and an extra one); without, rows missing and extra beside the rows changed. Zeros included, in
+    this order."""
+    changed = s.changed_rows
+    if keyed and s.verdict != Verdict.SIDE_EFFECT:  # a side effect counts the rows of the relation its hook writes
+        return [(s.missing_keys, "keys missing"), (s.extra_keys, "keys extra"), (s.duplicate_keys, "keys duplicated"),
+                (changed, "rows changed")]
+    return [(max(s.missing_rows - changed, 0), "rows missing"), (max(s.extra_rows - changed, 0), "rows extra"),
+            (s.duplicate_keys, "keys duplicated"), (changed, "rows changed")]
+
+
+def counted(n: int, label: str) -> str:
+    """'1,204 rows missing', '1 row missing'."""
+    return f"{n:,} {label.replace('rows ', 'row ', 1).replace('keys ', 'key ', 1) if n == 1 else label}"
+
+
+def changed_columns(s: ScenarioResult, limit: int = 6) -> str:
+    """' (status, assignee)': the columns the changed rows differ in, or ''."""
+    if not (s.changed_rows and s.differing_columns):
+        return ""
+    cols = list(s.differing_columns)
+    shown = ", ".join(cols[:limit]) + (f" and {len(cols) - limit} more" if len(cols) > limit else "")
+    return f" ({shown})"
+
+
+def numbers(s: ScenarioResult, keyed: bool = False) -> str:
     """The key numbers of a scenario in one line, as every format shows them."""
-    parts = [f"{s.extra_rows} extra rows", f"{s.missing_rows} missing rows",
-             f"{s.duplicate_keys} duplicate keys", f"{s.changed_rows} changed rows"]
-    return f"{', '.join(parts)} (reference {s.reference_rows} rows, scenario {s.rows} rows)"
+    parts = [counted(n, label) for n, label in units(s, keyed) if n]
+    if parts and s.changed_rows:
+        parts[-1] += changed_columns(s)
+    return f"{', '.join(parts) or 'no row difference'} (reference {s.reference_rows:,} rows, scenario {s.rows:,} rows)"
 
 
 def cause(model: ModelVerdict) -> str:

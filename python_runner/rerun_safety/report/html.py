@@ -19,7 +19,7 @@ from importlib import resources
 from .. import __version__
 from ..results import (Verdict, UNSAFE, VERDICT_ORDER, GamedayReport, ModelVerdict, ScenarioResult,
                        sort_worst_first)
-from .base import Renderer, baseline_lines, cause, headline, sample_cell, sample_columns
+from .base import Renderer, baseline_lines, cause, headline, sample_cell, sample_columns, units
 
 
 def e(value) -> str:
@@ -247,16 +247,13 @@ def _num(v: int) -> str:
     return f'<td class="num{" nonzero" if v else ""}">{v:,}</td>'
 
 
-_NUMBERS = (("reference_rows", "reference rows"), ("rows", "rows"), ("extra_rows", "extra"),
-            ("missing_rows", "missing"), ("duplicate_keys", "dup keys"), ("missing_keys", "missing keys"),
-            ("extra_keys", "extra keys"), ("changed_rows", "changed"))
-
-
 def _scenario_table(m: ModelVerdict) -> str:
     """Every scenario of a model in one small table: a column per scenario, its verdict and its
     numbers (rows that are zero in every scenario left out)."""
-    shown = [(f, label) for f, label in _NUMBERS
-             if f in ("reference_rows", "rows") or any(getattr(s, f) for s in m.scenarios)]
+    keyed = bool(m.key)
+    counted = [dict((label, n) for n, label in units(s, keyed)) for s in m.scenarios]
+    labels = list(dict.fromkeys(label for c in counted for label in c))  # a side effect counts rows
+    shown = [label for label in labels if any(c.get(label) for c in counted)]
     out = ['<table class="scenarios"><tr><th></th>'
            + "".join(f'<th class="num">{e(s.name)}</th>' for s in m.scenarios) + "</tr>",
            '<tr><th>verdict</th>' + "".join(f'<td class="num">{_badge(s.verdict)}</td>' for s in m.scenarios)
@@ -266,10 +263,11 @@ def _scenario_table(m: ModelVerdict) -> str:
                    'replayed batch, the half-committed batch, the backfilled batch, the late rows">input rows tested</th>'
                    + "".join(f'<td class="num">{"" if s.input_rows is None else f"{s.input_rows:,}"}</td>'
                              for s in m.scenarios) + "</tr>")
-    for f, label in shown:
-        out.append(f"<tr><th>{e(label)}</th>" + "".join(
-            _num(getattr(s, f)) if f not in ("reference_rows", "rows") else f'<td class="num">{getattr(s, f):,}</td>'
-            for s in m.scenarios) + "</tr>")
+    for f, label in (("reference_rows", "reference rows"), ("rows", "rows")):
+        out.append(f"<tr><th>{e(label)}</th>" + "".join(f'<td class="num">{getattr(s, f):,}</td>'
+                                                       for s in m.scenarios) + "</tr>")
+    for label in shown:
+        out.append(f"<tr><th>{e(label)}</th>" + "".join(_num(c.get(label, 0)) for c in counted) + "</tr>")
     out.append("</table>")
     return "".join(out)
 

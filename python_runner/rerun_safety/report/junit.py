@@ -29,9 +29,7 @@ def _clean(text: str) -> str:
 
 def _body(model: ModelVerdict, s: ScenarioResult) -> str:
     lines = [f"model: {model.name} ({model.unique_id})",
-             f"scenario: {s.name}", f"verdict: {s.verdict}", numbers(s)]
-    if s.missing_keys or s.extra_keys:
-        lines.append(f"{s.missing_keys} missing keys, {s.extra_keys} extra keys")
+             f"scenario: {s.name}", f"verdict: {s.verdict}", numbers(s, bool(model.key))]
     if cause(model):
         lines.append(cause(model))
     if s.volatile_columns:
@@ -48,7 +46,7 @@ def _body(model: ModelVerdict, s: ScenarioResult) -> str:
 
 
 def _message(model: ModelVerdict, s: ScenarioResult) -> str:
-    text = f"{s.verdict}: {numbers(s)}"
+    text = f"{s.verdict}: {numbers(s, bool(model.key))}"
     if model.root_cause:
         text += "; root cause"
     elif model.contaminated_by:

@@ -11,7 +11,7 @@ import re
 
 from ..results import UNSAFE, GamedayReport, ModelVerdict, ScenarioResult, sort_worst_first, Verdict
 from ..errors import printable
-from .base import Renderer, baseline_lines, cause, errors, headline, sample_cell, sample_columns
+from .base import Renderer, baseline_lines, cause, changed_columns, counted, errors, headline, sample_cell, sample_columns, units
 
 # GitHub rejects comments over 65,536 characters; samples are dropped first to stay under.
 MAX_CHARS = 60_000
@@ -39,9 +39,9 @@ def _worst_line(model: ModelVerdict) -> str:
         return ""
     if s.verdict == Verdict.ERROR:
         return f"in `{md_code(s.name)}`: dbt failed" + (" (message under Errors)" if s.message else "")
-    bits = [f"{n} {label}" for n, label in ((s.extra_rows, "extra rows"), (s.missing_rows, "missing rows"),
-                                             (s.duplicate_keys, "duplicate keys"),
-                                             (s.changed_rows, "changed rows")) if n]
+    bits = [counted(n, label) for n, label in units(s, bool(model.key)) if n]
+    if bits and s.changed_rows:
+        bits[-1] += md(changed_columns(s))
     text = f"in `{md_code(s.name)}`: " + (", ".join(bits) if bits else "no row difference")
     text += f" (reference {s.reference_rows}, scenario {s.rows})"
     diff = s.differing_partitions
@@ -117,13 +117,18 @@ def _fixes(report: GamedayReport) -> list[str]:
     return out + [""]
 
 
+WHERE_ROWS = 31  # differing partitions listed per model (a month of days)
+
+
 class MarkdownRenderer(Renderer):
     key = "markdown"
     filename = "report.md"
 
     def render(self, report: GamedayReport) -> str:
-        head, samples = self._main(report), self._samples(report)
-        text = "\n".join(head + samples)
+        head, where, samples = self._main(report), self._where(report), self._samples(report)
+        text = "\n".join(head + where + samples)
+        if len(text) > MAX_CHARS:
+            text = "\n".join(head + where + ["_Sample rows omitted to fit a comment; see report.html._", ""])
         if len(text) > MAX_CHARS:
             text = "\n".join(head + ["_Sample rows omitted to fit a comment; see report.html._", ""])
         if len(text) > MAX_CHARS:
@@ -199,12 +204,33 @@ class MarkdownRenderer(Renderer):
         rows = []
         for m in models:
             s = m.worst_scenario
-            nums = [str(s.extra_rows), str(s.missing_rows), str(s.duplicate_keys), str(s.changed_rows)] \
-                if s else ["", "", "", ""]
+            nums = [f"{n:,}" + (" keys" if n and label.startswith("keys") and i < 2 else "")
+                    for i, (n, label) in enumerate(units(s, bool(m.key)))] if s else ["", "", "", ""]
             rows.append([md(m.name), _verdict(m.verdict), md(cause(m)),
                          md(s.name) if s else ""] + nums)
-        return _table(["Model", "Verdict", "Cause", "Worst scenario", "Extra", "Missing",
-                       "Dup keys", "Changed"], rows)
+        return _table(["Model", "Verdict", "Cause", "Worst scenario", "Missing", "Extra",
+                       "Dup keys", "Changed rows"], rows)
+
+    @staticmethod
+    def _where(report: GamedayReport) -> list[str]:
+        """Where each unsafe model's worst scenario differs, partition by partition (a day, by the model's
+        time column): one folded table per model (root causes first), the first 31 differing partitions."""
+        out: list[str] = []
+        for m in sort_worst_first(report.unsafe):
+            s = m.worst_scenario
+            if m in report.same_as_baseline or s is None or not s.differing_partitions:
+                continue
+            diff = s.differing_partitions
+            rows = [[md(p.partition), f"{p.reference_rows:,}", f"{p.rows:,}", f"{p.rows - p.reference_rows:+,}"]
+                    for p in diff[:WHERE_ROWS]]
+            out += [f"**{md(m.name)}** in `{md_code(s.name)}`, by {md(s.partition_column or 'partition')}:", ""]
+            out += _table([md(s.partition_column or "partition"), "Reference", "Scenario", "Difference"], rows)
+            if len(diff) > WHERE_ROWS:
+                out.append(f"_and {len(diff) - WHERE_ROWS} more; see report.html._")
+            out.append("")
+        if out:
+            out = ["<details><summary>Where: rows per partition</summary>", ""] + out + ["</details>", ""]
+        return out
 
     def _samples(self, report: GamedayReport) -> list[str]:
         out: list[str] = []

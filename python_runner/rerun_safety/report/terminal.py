@@ -22,7 +22,7 @@ from rich.text import Text
 
 from ..errors import printable
 from ..results import GamedayReport, sort_worst_first, Verdict
-from .base import cause, errors, headline
+from .base import cause, changed_columns, counted, errors, headline, units
 
 VERDICT_STYLE = {Verdict.ERROR: "bold magenta", Verdict.NONDETERMINISTIC: "bold yellow", Verdict.LOSS: "bold red",
                  Verdict.DUPLICATES: "bold red", Verdict.DRIFT: "yellow", Verdict.SIDE_EFFECT: "magenta", Verdict.UNTESTED: "cyan", Verdict.SAFE: "green", Verdict.SKIPPED: "dim"}
@@ -85,16 +85,13 @@ class TerminalProgress:
             self.console.print(Text(printable(f"rerun-safety: {line}")), highlight=False, soft_wrap=True)
 
 
-def difference(s) -> Text:
-    """The worst scenario and its numbers that are not zero: 'rerun: 200 extra, 200 dup keys'."""
+def difference(s, keyed: bool = False) -> Text:
+    """The worst scenario and its numbers that are not zero: 'rerun: 200 keys duplicated'."""
     if s is None:
         return Text("")
-    extra, missing = s.extra_rows, s.missing_rows
-    if s.changed_rows:  # a changed row is counted once, not also as its extra and its missing version
-        extra, missing = max(extra - s.changed_rows, 0), max(missing - s.changed_rows, 0)
-    parts = [f"{n:,} {label}" for n, label in ((extra, "extra"), (missing, "missing"),
-                                               (s.duplicate_keys, "dup keys"), (s.changed_rows, "changed"))
-             if n]
+    parts = [counted(n, label) for n, label in units(s, keyed) if n]
+    if parts and s.changed_rows:
+        parts[-1] += changed_columns(s, 3)
     text = Text(printable(f"{s.name}: "))
     if parts:
         text.append(", ".join(parts), style="bold red")
@@ -122,7 +119,7 @@ def summary_table(report: GamedayReport, fold: bool = True) -> Table:
     for m in sort_worst_first(report.models):
         why = Text(printable(cause(m)), style="bold red" if m.root_cause else "yellow" if m.contaminated_by else "dim")
         table.add_row(Text(printable(m.name)), Text(m.verdict, style=VERDICT_STYLE.get(m.verdict, "")), why,
-                      difference(m.worst_scenario))
+                      difference(m.worst_scenario, bool(m.key)))
     return table
 
 
