@@ -202,10 +202,24 @@ def test_an_untimed_seed_says_how_to_name_its_time_column(isolated, tmp_path):
     code, _, err = gameday(project, project, *CHEAP)
     assert one_line(code, err) == (
         "rerun-safety: error: no input of the selected models has a time column, so no rows can arrive batch by "
-        "batch and there is nothing to replay (inputs without one: seed visits (date or time columns: "
+        "batch and there is nothing to replay (1 input(s) without one: seed visits (date or time columns: "
         "last_visit_date; to replay by it: `time_columns: {visits: last_visit_date}`)): name the column rows "
         "arrive by, `config: {event_time: <column>}` on a source or seed, or `time_columns: {<name>: <column>}` "
         "in rerun_safety.yml")
+    # a hundred reference seeds beside it: still one short line, the seed a hint fills in named first
+    for i in range(100):
+        (project / "seeds" / f"code_list_{i:03d}.csv").write_text("code,label\n1,a\n")
+    (project / "models" / "codes.sql").write_text(" union all ".join(
+        f"select * from {{{{ ref('code_list_{i:03d}') }}}}" for i in range(100)))
+    code, _, err = gameday(project, project, *CHEAP)
+    line = one_line(code, err)
+    assert len(line) < 700, len(line)
+    assert ("(101 input(s) without one: seed visits (date or time columns: last_visit_date; to replay by it: "
+            "`time_columns: {visits: last_visit_date}`), seed code_list_000, seed code_list_001, seed code_list_002, "
+            "seed code_list_003 and 96 more)") in line
+    for i in range(100):
+        (project / "seeds" / f"code_list_{i:03d}.csv").unlink()
+    (project / "models" / "codes.sql").unlink()
     (project / "rerun_safety.yml").write_text("time_columns:\n  visits: last_visit_date\n")
     code, out, err = gameday(project, project, *CHEAP, "--output-dir", str(tmp_path / "out"))
     assert code in (0, 1), err

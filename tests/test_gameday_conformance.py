@@ -97,6 +97,8 @@ def test_every_model_gets_its_labelled_verdict(conformance_run):
     # the on-run-end hook's log of the models each invocation ran: judged, it was `duplicates, root cause`
     # (a rerun's invocation logs 12 rows more); built (the hook wrote it), never judged
     assert "model_run_log" not in models
+    # reconcile_counts(group_by=...) on a model read by name: compiled without its test, nothing failed
+    assert not [n for n in r["report"]["summary"]["notes"] if "did not compile" in n]
     assert ("run logs, built but not judged (their rows record which models each invocation ran, and no replay "
             "runs the reference build's invocations): model_run_log (written by the project's on-run-start/end "
             "hooks)") in r["report"]["summary"]["notes"]

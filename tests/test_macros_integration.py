@@ -42,6 +42,10 @@ EXPECTED_FAILURES = {
     "expect_fail_doubled_unique_key": 23,           # each of its 23 keys twice
     "expect_fail_doubled_reconcile_counts": 1,      # that day: 46 rows for 23 distinct keys
     "expect_fail_doubled_reconcile_sums": 1,        # that day's sum doubled
+    "expect_fail_doubled_mapped_reconcile_sums": 1,  # the same against the daily aggregate's own names
+    "expect_fail_doubled_mapped_reconcile_counts": 1,  # that day: 46 rows for 23 keys, against the renamed events
+    "mapped_reconcile_sums": 0,                     # revenue per revenue_date = amount per paid_date
+    "mapped_reconcile_counts": 0,
     "expect_fail_doubled_equal_multiset": 23,       # 23 rows with count 2 vs 1
     "expect_fail_doubled_volume_within_band": 1,    # duplicate_rows (distinct 23 is in band)
     # last day: 11 of 23 events kept, each twice (22 rows, inside the band)

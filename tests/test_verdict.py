@@ -126,7 +126,7 @@ class _Models:
 class _Plan:
     def __init__(self, names, computed):
         self.project = _Models(names)
-        self.facts = SimpleNamespace(computed_columns=computed)  # what the reference's SQL taught
+        self.facts = SimpleNamespace(computed_columns=computed, row_columns={})  # what the reference's SQL taught
 
 
 def test_contaminated_only_where_the_isolation_showed_it():
@@ -267,3 +267,45 @@ def test_run_logs_are_known_by_package_hook_or_declaration(package, name, hooks,
     node = SimpleNamespace(meta=meta, config=SimpleNamespace(get=lambda k, d=None: None))
     assert run_log_reason(node, package, name, name, hooks).startswith(expected)
     assert bool(run_log_reason(node, package, name, name, hooks)) is bool(expected)
+
+
+def test_own_defect_beside_a_parent_whose_values_alone_differ():
+    """A daily history carrying each field forward (its own defect: the status column) below a pivot whose
+    only difference is the order of a string_agg of labels. The isolated replay cannot put the pivot back
+    (it is nondeterministic), but the model picks and pairs no row by `labels`: its status is its own."""
+    from rerun_safety.gameday.lineage import computed_columns, row_columns
+
+    sql = ("with days as (select issue_id, day, last_value(status ignore nulls) over (partition by issue_id "
+           "order by day) as status from changes) select d.issue_id, d.day, d.status, p.labels from days d "
+           "join pivot p on p.issue_id = d.issue_id")
+    facts = SimpleNamespace(computed_columns={"hist": computed_columns(sql, "duckdb")},
+                            row_columns={"hist": row_columns(sql, "duckdb")})
+    plan = SimpleNamespace(facts=facts, project=SimpleNamespace(models={"pivot": SimpleNamespace(name="pivot")}))
+    pivot = r("replay", "drift", changed_rows=4, extra_rows=4, missing_rows=4, differing_columns=("labels",))
+    hist = r("replay", "drift", changed_rows=6, extra_rows=6, missing_rows=6, differing_columns=("status", "labels"))
+    iso = Isolation()
+    iso.add(plan, "hist", "replay", {"hist": hist, "pivot": pivot}, ("pivot",))
+    assert iso.own == {"hist": {"replay"}} and iso.unshown == {}
+    # only the carried labels differ: that may be the pivot's alone
+    iso = Isolation()
+    iso.add(plan, "hist", "replay", {"hist": replace(hist, differing_columns=("labels",)), "pivot": pivot}, ("pivot",))
+    assert iso.own == {} and "hist" in iso.unshown
+    # joined on the labels: the pivot's values decide which rows pair, so nothing can be told
+    joined = sql.replace("p.issue_id = d.issue_id", "p.labels = d.status")
+    facts.row_columns["hist"] = row_columns(joined, "duckdb")
+    iso = Isolation()
+    iso.add(plan, "hist", "replay", {"hist": hist, "pivot": pivot}, ("pivot",))
+    assert iso.own == {} and "hist" in iso.unshown
+    # a parent that lost rows may explain anything below it
+    facts.row_columns["hist"] = row_columns(sql, "duckdb")
+    iso = Isolation()
+    iso.add(plan, "hist", "replay", {"hist": hist, "pivot": replace(pivot, rows=8, missing_rows=6, missing_keys=2)},
+            ("pivot",))
+    assert iso.own == {}
+
+
+def test_a_long_list_folds_into_one_short_line():
+    from rerun_safety.errors import folded
+
+    assert folded(["a", "b"]) == "a, b"
+    assert folded([f"seed s{i}" for i in range(104)], 3) == "seed s0, seed s1, seed s2 and 101 more"

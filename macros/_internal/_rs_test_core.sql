@@ -166,18 +166,24 @@
 {% endmacro %}
 
 {#- The arguments reconcile_counts and reconcile_sums share, checked: compare_to must be a
-    relation, tolerance a number >= 0, group_by (optional) columns of both relations. Returns
-    {'tolerance', 'model_groups', 'compare_groups'} (quoted column names; the groups are only
-    resolved against the relations at execution time, empty lists before). -#}
-{% macro _rs_reconcile_args(caller_name, model, compare_to, group_by, tolerance) %}
+    relation, tolerance a number >= 0, group_by (optional) columns of the model, compare_group_by
+    (optional, default group_by) the columns of compare_to in the same order (a daily aggregate's
+    `revenue_date` beside the payments' `paid_date`). Returns {'tolerance', 'model_groups',
+    'compare_groups'} (quoted column names; the groups are only resolved against the relations at
+    execution time, empty lists before). -#}
+{% macro _rs_reconcile_args(caller_name, model, compare_to, group_by, tolerance, compare_group_by=none) %}
   {%- do rerun_safety._rs_require_relation(caller_name, 'compare_to', compare_to) -%}
   {%- set groups = rerun_safety._rs_as_list(caller_name, 'group_by', group_by, required=false) -%}
+  {%- set compare_groups = groups if compare_group_by is none else rerun_safety._rs_as_list(caller_name, 'compare_group_by', compare_group_by) -%}
+  {%- if compare_groups | length != groups | length -%}
+    {{ exceptions.raise_compiler_error(caller_name ~ ": argument 'compare_group_by' names " ~ compare_groups | length ~ " column(s) and 'group_by' " ~ groups | length ~ "; they pair in order. Fix: group_by: ['revenue_date'] with compare_group_by: ['paid_date']") }}
+  {%- endif -%}
   {%- set out = {'tolerance': rerun_safety._rs_number(caller_name, 'tolerance', tolerance, minimum=0),
                  'model_groups': [], 'compare_groups': []} -%}
   {%- if execute -%}
     {%- do out.update({
         'model_groups': rerun_safety._rs_quote_all(rerun_safety._rs_resolve_columns(caller_name, 'group_by', model, groups)),
-        'compare_groups': rerun_safety._rs_quote_all(rerun_safety._rs_resolve_columns(caller_name, 'group_by (in compare_to)', compare_to, groups))}) -%}
+        'compare_groups': rerun_safety._rs_quote_all(rerun_safety._rs_resolve_columns(caller_name, 'compare_group_by' if compare_group_by is not none else 'group_by (in compare_to)', compare_to, compare_groups))}) -%}
   {%- endif -%}
   {{ return(out) }}
 {% endmacro %}

@@ -1,19 +1,24 @@
 {#- Per group (e.g. per day): count(distinct key) in the model vs in compare_to, plus the model's
     raw count(*). Fails a group when the distinct keys differ by more than tolerance (an absolute
     number of keys), or when the model has more rows than distinct keys there (duplicates).
-    A group present on one side only counts 0 on the other. -#}
-{% test reconcile_counts(model, compare_to, key, group_by=none, tolerance=0) %}
-  {{ return(adapter.dispatch('test_reconcile_counts', 'rerun_safety')(model, compare_to, key, group_by, tolerance)) }}
+    A group present on one side only counts 0 on the other. compare_key and compare_group_by name
+    compare_to's columns where they differ from the model's (paired in order). -#}
+{% test reconcile_counts(model, compare_to, key, group_by=none, tolerance=0, compare_key=none, compare_group_by=none) %}
+  {{ return(adapter.dispatch('test_reconcile_counts', 'rerun_safety')(model, compare_to, key, group_by, tolerance, compare_key, compare_group_by)) }}
 {% endtest %}
 
-{% macro default__test_reconcile_counts(model, compare_to, key, group_by, tolerance) %}
-  {%- set args = rerun_safety._rs_reconcile_args('reconcile_counts', model, compare_to, group_by, tolerance) -%}
+{% macro default__test_reconcile_counts(model, compare_to, key, group_by, tolerance, compare_key=none, compare_group_by=none) %}
+  {%- set args = rerun_safety._rs_reconcile_args('reconcile_counts', model, compare_to, group_by, tolerance, compare_group_by) -%}
   {%- set keys = rerun_safety._rs_as_list('reconcile_counts', 'key', key) -%}
+  {%- set other_keys = keys if compare_key is none else rerun_safety._rs_as_list('reconcile_counts', 'compare_key', compare_key) -%}
+  {%- if other_keys | length != keys | length -%}
+    {{ exceptions.raise_compiler_error("reconcile_counts: argument 'compare_key' names " ~ other_keys | length ~ " column(s) and 'key' " ~ keys | length ~ "; they pair in order. Fix: key: ['order_id'] with compare_key: ['id']") }}
+  {%- endif -%}
   {{ config(fail_calc='count(*)') }}
   {%- if not execute -%}{{ return('') }}{%- endif -%}
   {%- set tolerance, model_groups, compare_groups = args.tolerance, args.model_groups, args.compare_groups -%}
   {%- set model_keys = rerun_safety._rs_resolve_columns('reconcile_counts', 'key', model, keys) -%}
-  {%- set compare_keys = rerun_safety._rs_resolve_columns('reconcile_counts', 'key (in compare_to)', compare_to, keys) -%}
+  {%- set compare_keys = rerun_safety._rs_resolve_columns('reconcile_counts', 'compare_key' if compare_key is not none else 'key (in compare_to)', compare_to, other_keys) -%}
   {%- set model_sql = rerun_safety._rs_key_stats_sql(model, model_keys, model_groups, model_groups) -%}
   {%- set compare_sql = rerun_safety._rs_key_stats_sql(compare_to, compare_keys, compare_groups, model_groups) -%}
 with per_group as (

@@ -3,23 +3,29 @@
     NULL values count as 0. A float column (double, real) also tolerates float rounding:
     float_tolerance (relative, default 1e-9, 0 for exact) times the larger sum of absolute values
     (at least 1), the scale of a float sum's rounding error, so that the same rows summed in
-    another order pass. Integer and decimal columns stay exact. -#}
-{% test reconcile_sums(model, compare_to, column, group_by=none, tolerance=0, float_tolerance=none) %}
-  {{ return(adapter.dispatch('test_reconcile_sums', 'rerun_safety')(model, compare_to, column, group_by, tolerance, float_tolerance)) }}
+    another order pass. Integer and decimal columns stay exact. compare_column and compare_group_by
+    name compare_to's columns where they differ from the model's (a daily aggregate's revenue per
+    revenue_date against the payments' amount per paid_date). -#}
+{% test reconcile_sums(model, compare_to, column, group_by=none, tolerance=0, float_tolerance=none, compare_column=none, compare_group_by=none) %}
+  {{ return(adapter.dispatch('test_reconcile_sums', 'rerun_safety')(model, compare_to, column, group_by, tolerance, float_tolerance, compare_column, compare_group_by)) }}
 {% endtest %}
 
-{% macro default__test_reconcile_sums(model, compare_to, column, group_by, tolerance, float_tolerance=none) %}
-  {%- set args = rerun_safety._rs_reconcile_args('reconcile_sums', model, compare_to, group_by, tolerance) -%}
+{% macro default__test_reconcile_sums(model, compare_to, column, group_by, tolerance, float_tolerance=none, compare_column=none, compare_group_by=none) %}
+  {%- set args = rerun_safety._rs_reconcile_args('reconcile_sums', model, compare_to, group_by, tolerance, compare_group_by) -%}
   {%- set float_tolerance = rerun_safety._rs_float_tolerance_arg('reconcile_sums', float_tolerance) -%}
   {%- set cols = rerun_safety._rs_as_list('reconcile_sums', 'column', column) -%}
   {%- if cols | length != 1 -%}
     {{ exceptions.raise_compiler_error("reconcile_sums: argument 'column' must name one numeric column; got " ~ cols ~ ". Fix: column: amount") }}
   {%- endif -%}
+  {%- set other_cols = cols if compare_column is none else rerun_safety._rs_as_list('reconcile_sums', 'compare_column', compare_column) -%}
+  {%- if other_cols | length != 1 -%}
+    {{ exceptions.raise_compiler_error("reconcile_sums: argument 'compare_column' must name one numeric column of compare_to; got " ~ other_cols ~ ". Fix: compare_column: amount") }}
+  {%- endif -%}
   {{ config(fail_calc='count(*)') }}
   {%- if not execute -%}{{ return('') }}{%- endif -%}
   {%- set tolerance, model_groups, compare_groups = args.tolerance, args.model_groups, args.compare_groups -%}
   {%- set model_name = rerun_safety._rs_resolve_columns('reconcile_sums', 'column', model, cols)[0] -%}
-  {%- set compare_name = rerun_safety._rs_resolve_columns('reconcile_sums', 'column (in compare_to)', compare_to, cols)[0] -%}
+  {%- set compare_name = rerun_safety._rs_resolve_columns('reconcile_sums', 'compare_column' if compare_column is not none else 'column (in compare_to)', compare_to, other_cols)[0] -%}
   {%- set model_col, compare_col = adapter.quote(model_name), adapter.quote(compare_name) -%}
   {#- a float on either side: the sums are floats -#}
   {%- set loose = [rerun_safety._rs_float_tolerances(model, float_tolerance).get(model_name | lower, 0),

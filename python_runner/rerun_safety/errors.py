@@ -39,6 +39,15 @@ def printable(text, keep_newlines: bool = True) -> str:
     return out if keep_newlines else out.replace("\n", " ")
 
 
+def folded(items, limit: int = 5) -> str:
+    """A list in a message a user reads in one line: the first `limit` items, then how many more
+    ('a, b, c and 101 more')."""
+    items = list(items)
+    if len(items) <= limit:
+        return ", ".join(items)
+    return f"{', '.join(items[:limit])} and {len(items) - limit} more"
+
+
 def first_line(err: BaseException) -> str:
     """The first line of an error's text worth showing (not a JVM stack frame), or its type.
 

@@ -52,6 +52,8 @@ class Facts:
     computed_columns: Mapping[str, Mapping[str, frozenset[str]]] = field(default_factory=FrozenMap)
     # model -> its output columns a window function computes (lineage.window_columns): renumbered, not lost
     window_columns: Mapping[str, tuple[str, ...]] = field(default_factory=FrozenMap)
+    # model -> the columns its SQL picks or pairs rows by (lineage.row_columns; absent: not known)
+    row_columns: Mapping[str, frozenset[str]] = field(default_factory=FrozenMap)
     reference_rows: Mapping[str, int] = field(default_factory=FrozenMap)
     # model -> its reference output's fingerprint (diff.fingerprint) and columns (GamedayOptions.fingerprints)
     fingerprints: Mapping[str, Any] = field(default_factory=FrozenMap)

@@ -25,7 +25,7 @@ from sqlglot.errors import SqlglotError
 from ..lint.clock_stamps import stamps_the_clock
 from ..warehouse.dialects import dialect_for
 
-__all__ = ["audit_columns", "computed_columns", "output_time_column", "window_columns"]
+__all__ = ["audit_columns", "computed_columns", "output_time_column", "row_columns", "window_columns"]
 
 # How directly an output column carries the input's time. Lower wins.
 DIRECT = 0     # the column itself, renamed, cast to a date/timestamp, truncated, shifted
@@ -381,6 +381,38 @@ def window_columns(sql: str, dialect: str) -> tuple[str, ...]:
     windowed = {a.alias.lower() for a in tree.find_all(exp.Alias) if a.alias and a.this.find(exp.Window)}
     out = [n for n in (_output_name(p, dialect).lower() for p in sel.expressions) if n in windowed]
     return tuple(dict.fromkeys(out))
+
+
+def row_columns(sql: str, dialect: str) -> frozenset[str] | None:
+    """The columns (lower case) a model's SQL uses to decide which rows come out and how they pair: in a
+    WHERE, a JOIN's ON or USING, GROUP BY, HAVING, QUALIFY, the projection of a SELECT DISTINCT, the
+    ORDER BY of a LIMIT, at any depth. A column used only to compute output values is not among them
+    (`computed_columns` has those). None: not known (SQL that does not parse, a UNION that drops
+    copies, which decides by every column)."""
+    try:
+        tree = sqlglot.parse_one(sql.strip().rstrip(";"), read=dialect)
+    except (SqlglotError, ValueError):
+        return None
+    if any(u.args.get("distinct") for u in tree.find_all(exp.Union)):
+        return None
+
+    def names(node) -> set[str]:
+        return {c.name.lower() for c in node.find_all(exp.Column) if not isinstance(c.this, exp.Star)} \
+            if isinstance(node, exp.Expression) else set()
+
+    out: set[str] = set()
+    for sel in tree.find_all(exp.Select):
+        if sel.args.get("distinct"):
+            for p in sel.expressions:
+                out |= names(p)
+        for key in ("where", "group", "having", "qualify"):
+            out |= names(sel.args.get(key))
+        for join in sel.args.get("joins") or ():
+            out |= names(join.args.get("on"))
+            out |= {i.name.lower() for i in join.args.get("using") or () if isinstance(i, exp.Expression)}
+        if sel.args.get("limit") or sel.args.get("offset") or sel.args.get("fetch"):
+            out |= names(sel.args.get("order"))
+    return frozenset(out)
 
 
 def key_candidates(key: tuple[str, ...], columns: list[str], time_columns: list[str]) -> list[tuple[str, ...]]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from ..diff.fingerprint import fingerprint, unique_keys
 from ..warehouse.base import REFERENCE_SCHEMA, Connection, table
 from . import order_only
-from .lineage import audit_columns, computed_columns, key_candidates, output_time_column, window_columns
+from .lineage import audit_columns, computed_columns, key_candidates, output_time_column, row_columns, window_columns
 from .plan import Plan, partition_column
 from .preflight import check_columns
 from .rebuild import frozen_ids, order_sensitive
@@ -33,7 +33,9 @@ def learn_from_sql(plan: Plan, res, compare_audit: bool, dialect) -> Plan:
         computed_columns={m.unique_id: computed_columns(compiled[m.unique_id], dialect)
                           for m in plan.judged if m.unique_id in compiled and m.language == "sql"},
         window_columns={m.unique_id: found for m in plan.judged if m.unique_id in compiled and m.language == "sql"
-                        and (found := window_columns(compiled[m.unique_id], dialect))})
+                        and (found := window_columns(compiled[m.unique_id], dialect))},
+        row_columns={m.unique_id: found for m in plan.judged if m.unique_id in compiled and m.language == "sql"
+                     and (found := row_columns(compiled[m.unique_id], dialect)) is not None})
     plan = plan.learned(order_sensitive=frozenset(order_sensitive(plan, compiled, dialect)))
     return plan.learned(frozen=frozenset(frozen_ids(plan)),
                         unordered=order_only.unordered_in_results(res.raw, plan, dialect))

@@ -51,9 +51,16 @@ def snapshot_versions(engine: Engine, sandbox: Sandbox, snapshots: list) -> dict
 
 
 def place_reference(engine: Engine, plan: Plan, sandbox: Sandbox, broken: set[str]) -> None:
-    """Determinism in isolation: the broken models' relations hold their reference output."""
+    """Determinism in isolation: the broken models' relations hold their reference output, written in
+    another physical order (as the determinism build writes every table): a model that breaks ties in
+    their order shows its own nondeterminism there, instead of reading them as the reference did."""
+    from .reorder import reorder
+
     with engine.connect(sandbox) as con:
+        placed = []
         for m in plan.judged:
             if m.unique_id in broken:
                 con.drop_relation(m.schema, m.identifier)
                 con.copy_table(REFERENCE_SCHEMA, plan.ref_names[m.unique_id], m.schema, m.identifier)
+                placed.append((m.schema, m.identifier))
+        reorder(con, placed)

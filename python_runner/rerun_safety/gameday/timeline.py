@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
-from ..errors import ConfigError, first_line
+from ..errors import ConfigError, folded, first_line
 
 from ..project import SourceTable
 from ..warehouse.dialects import dialect_for
@@ -270,16 +270,19 @@ def _no_time_column(con: Connection, plan: Plan) -> None:
     untimed = [*(("source", s.name, s.schema, s.identifier) for s in plan.static_sources),
                *(("seed", m.name, m.schema, m.identifier) for m in plan.seeds if m.unique_id not in timed)]
     columns = _input_columns(con, untimed)
-    static = ", ".join(f"{kind} {name}" + (f" ({hint})" if (hint := time_column_hint(name, columns.get(name, [])))
-                                           else "") for kind, name, _, _ in untimed)
+    hints = {name: time_column_hint(name, columns.get(name, [])) for _, name, _, _ in untimed}
+    # one line however many inputs: those a hint fills in first (what to write), then the others
+    named = [f"{kind} {name}" + (f" ({hints[name]})" if hints[name] else "")
+             for kind, name, _, _ in sorted(untimed, key=lambda u: not hints[u[1]])]
+    static = folded(named, 5)
+    failures = [f"{name} (dbt: {message[:120]})" for name, message in plan.facts.compile_failures.items()]
     raise ConfigError("no input of the selected models has a time column, so no rows can arrive batch by "
-                      "batch and there is nothing to replay" + (f" (inputs without one: {static})" if static else
-                                                                  " (they read no source or seed)") +
+                      "batch and there is nothing to replay" + (
+                          f" ({len(named)} input(s) without one: {static})" if static else " (they read no source or seed)") +
                       ": name the column rows arrive by, `config: {event_time: <column>}` on a source or "
                       "seed, or `time_columns: {<name>: <column>}` in rerun_safety.yml" + (
-                          "; models that did not compile, so what they read by name is not known: " + "; ".join(
-                              f"{name} (dbt: {message})" for name, message in plan.facts.compile_failures.items())
-                          if plan.facts.compile_failures else ""))
+                          "; models that did not compile, so what they read by name is not known: " + folded(failures, 3)
+                          if failures else ""))
 
 
 def _count_arrivals(con: Connection, plan: Plan, src: SourceTable, timeline: Timeline, out: dict[str, dict]) -> None:

@@ -106,7 +106,9 @@ class Isolation:
         if not differs(r.verdict):
             return  # right on its parents' clean output: its difference came from them
         still = [p for p in parents if p in results and differs(results[p].verdict)]
-        if not still or own_difference(r, [results[p] for p in still], plan.facts.computed_columns.get(uid, {})):
+        computed = plan.facts.computed_columns.get(uid, {})
+        if not still or own_difference(r, [results[p] for p in still], computed) or beside_parent_values(
+                r, [results[p] for p in still], computed, plan.facts.row_columns.get(uid)):
             self.own.setdefault(uid, set()).add(scenario)
             return
         names = ", ".join(sorted(plan.project.models[p].name for p in still))
@@ -126,6 +128,25 @@ def own_difference(r: ScenarioResult, parents: list[ScenarioResult], computed: M
         return False
     parent_columns = {c.lower() for p in parents for c in p.differing_columns}
     return all(c.lower() in computed and not computed[c.lower()] & parent_columns for c in r.differing_columns)
+
+
+def beside_parent_values(r: ScenarioResult, parents: list[ScenarioResult], computed: Mapping[str, frozenset[str]],
+                         row_columns: frozenset[str] | None) -> bool:
+    """Whether a model's difference is its own beside parents that differ only in some columns' values
+    (their rows and keys the reference's: a nondeterministic `string_agg`, say) that its SQL picks and
+    pairs no row by (`row_columns`): those values reach only the columns computed from them or carried,
+    so rows or keys that differ, or a column it computes from none of them, are its own defect."""
+    if row_columns is None or not parents:
+        return False
+    values = {c.lower() for p in parents for c in p.differing_columns}
+    if not values or values & row_columns:
+        return False
+    if any(p.rows != p.reference_rows or p.missing_keys or p.extra_keys or p.duplicate_keys
+           or not p.extra_rows == p.missing_rows == p.changed_rows for p in parents):
+        return False
+    if r.missing_keys or r.extra_keys or r.duplicate_keys or r.rows != r.reference_rows:
+        return True
+    return any(c.lower() in computed and not computed[c.lower()] & values for c in r.differing_columns)
 
 
 def root_causes(verdicts: Mapping[str, Mapping[str, str]], parents: Mapping[str, tuple[str, ...]],
