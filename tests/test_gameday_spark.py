@@ -61,6 +61,7 @@ def _gameday(tmp, query, profile, threads: int, unconfined: bool = False, exclud
                                     *(["--exclude", *exclude] if exclude else []),
                                     *(["--scenarios", scenarios] if scenarios else [])])
     (tmp / "stdout.txt").write_text(stdout + stderr)  # kept for a failing assertion's reader
+    assert (out / "report.json").exists(), f"no report (exit {code}); the run's last output:\n{(stdout + stderr)[-4000:]}"
     report = json.loads((out / "report.json").read_text())
     return {"code": code, "stdout": stdout, "stderr": stderr, "report": report, "raw": raw, "target": target,
             "before_dbs": before_dbs, "after_dbs": _databases(query), "before": before,

@@ -13,7 +13,7 @@ from .scenarios import scenario as scenario_kind
 from .timeline import late_delay
 from ..project import Project
 from ..results import VERDICT_ORDER, GamedayReport, ModelVerdict, Verdict
-from .verdict import Isolation, differs, root_causes, verdict_of
+from .verdict import Isolation, differs, explained_by_nondeterminism, root_causes, row_level, verdict_of
 
 
 def build_report(options: GamedayOptions, project: Project, plan: Plan, by_model, isolated: Isolation,
@@ -98,9 +98,13 @@ def own_nondeterminism(models, judged, by_model, graph, unknown: set[str]):
                 or not graph.get(uid) or not _reads_judged_only(models, m, ids)):
             continue
         changed = {}
+        # what a build of its own already showed nondeterministic is explained there (verdict_of)
+        shown = [r for r in by_model[uid].values() if r.verdict == Verdict.NONDETERMINISTIC]
+        volatile = {c for r in shown for c in r.volatile_columns}
+        rows = any(row_level(r) for r in shown)
         for s, r in by_model[uid].items():
-            kind = scenario_kind(s)
-            if kind.baseline or kind.reorders or not r.verdict.row_defect or r.duplicate_keys or r.message:
+            if (not scenario_kind(s).rebuilds_on_final_parents() or not r.verdict.row_defect or r.duplicate_keys
+                    or r.message or explained_by_nondeterminism(r, volatile, rows)):
                 continue
             if all(by_model.get(p, {}).get(s) is not None and by_model[p][s].verdict == Verdict.SAFE
                    for p in graph[uid]):

@@ -314,6 +314,19 @@ def _columns(project: Project, sources, columns_of) -> dict[str, list[tuple[str,
         return {}
 
 
+def _unjudged_notes(project: Project, selected, build: list[Model]) -> list[str]:
+    """The run's notes on the models it builds and does not judge: those with no SQL, the run logs."""
+    notes = []
+    empty = sorted(project.models[u].name for u in selected if project.models[u].empty)
+    if empty:
+        notes.append("models with no SQL, which dbt builds nothing for (not judged): " + ", ".join(empty))
+    logs = sorted((m.name, m.run_log) for m in build if m.run_log)
+    if logs:
+        notes.append("run logs, built but not judged (their rows record which models each invocation ran, and "
+                     "no replay runs the reference build's invocations): " + ", ".join(f"{n} ({why})" for n, why in logs))
+    return notes
+
+
 def make_plan(project: Project, select: tuple[str, ...], exclude: tuple[str, ...], state: str | None = None,
               columns_of=None, late: Lateness | None = None) -> Plan:
     """The models to build and judge, their inputs and their kinds. `columns_of(sources)`: source id ->
@@ -360,14 +373,7 @@ def make_plan(project: Project, select: tuple[str, ...], exclude: tuple[str, ...
     # views, CASCADE, when it rebuilds a table under them).
     rebuilt = ("table", "external", "view")
     stateful = [m for m in build if m.keeps_state or (m.unique_id in feeding and m.materialized in rebuilt)]
-    notes = []
-    empty = sorted(project.models[u].name for u in selected if project.models[u].empty)
-    if empty:
-        notes.append("models with no SQL, which dbt builds nothing for (not judged): " + ", ".join(empty))
-    logs = sorted((m.name, m.run_log) for m in build if m.run_log)
-    if logs:
-        notes.append("run logs, built but not judged (their rows record which models each invocation ran, and "
-                     "no replay runs the reference build's invocations): " + ", ".join(f"{n} ({why})" for n, why in logs))
+    notes = _unjudged_notes(project, selected, build)
     untimed = {uid: ms for uid, ms in untimed.items() if not project.sources[uid].kind}  # declared: known
     if untimed:
         notes.append(_untimed_note(project, untimed, columns_of))

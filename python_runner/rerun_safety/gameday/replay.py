@@ -109,8 +109,8 @@ class Replay:
         self.watch = watch  # statements timed in the reference build, stopped past a limit after it
         self.clocks: dict[str, dt.datetime] = {}  # sandbox -> the time its clock row holds
         self.shared: list[Sandbox] = []  # sandboxes scenarios clone (the shared first build), dropped at the end
-        # sandboxes whose tables dbt writes in another physical order (the determinism scenario's)
-        self.shuffled: set[str] = set()
+        # sandbox -> what dbt's statements go through there beside the engine's rewrite (Scenario.write_rewrite)
+        self.rewrites: dict[str, object] = {}
 
     # ---------------------------------------------------------------- dbt in a sandbox
     def profiles_dir(self, sandbox: Sandbox, other_threads: bool = False) -> str:
@@ -155,9 +155,9 @@ class Replay:
         every table written in another row order (Dialect.shuffled_write), so that a model that reads an
         intermediate model's ties breaks them otherwise than in the reference build."""
         own = self.engine.sql_rewriter(sandbox)
-        if sandbox.name not in self.shuffled:
+        shuffle = self.rewrites.get(sandbox.name)
+        if shuffle is None:
             return own
-        shuffle = self.engine.dialect.shuffled_write
         return shuffle if own is None else (lambda sql: own(shuffle(sql)))
 
     def set_clock(self, con: Connection, sandbox: Sandbox, when: dt.datetime) -> None:
@@ -189,8 +189,9 @@ class Replay:
         side_found: dict[str, list] = {}
         spent: dict[str, float] = {}
         copies: list[tuple[str, Sandbox, ChainState]] = []  # the branches' sandboxes, when taken
-        if any(scenario_kind(n).reorders for n in names):
-            self.shuffled.add(sb.name)
+        rewrite = next((r for n in names if (r := scenario_kind(n).write_rewrite(self.engine.dialect))), None)
+        if rewrite is not None:
+            self.rewrites[sb.name] = rewrite
         try:
             for n in names:
                 scenario_kind(n).prepare_sandbox(self.engine, plan, sb)
@@ -217,7 +218,7 @@ class Replay:
             for _, copy, _ in copies:
                 self._drop(copy)
             self._drop(sb)
-            self.shuffled.discard(sb.name)
+            self.rewrites.pop(sb.name, None)
             spent.update(cost.take())
             cost.add(outer)
         return JobResult(judged_all, side_found, spent, state.results)

@@ -67,6 +67,17 @@ class Scenario:
     def prepare_sandbox(self, engine, plan, sandbox) -> None:
         """What its sandbox needs before the first run (nothing but the clone, by default)."""
 
+    def write_rewrite(self, dialect):
+        """What every statement dbt sends in its sandbox goes through beside the engine's own rewrite
+        (None: nothing)."""
+        return None
+
+    def rebuilds_on_final_parents(self) -> bool:
+        """Whether a table or view it judges was built again at its end from what its parents held then,
+        at the reference's clock (so a difference over parents that all matched is the model's own
+        nondeterminism). Not the reference itself, nor a rebuild of the whole project."""
+        return not self.baseline
+
     def lean_models(self, plan) -> tuple[set[str], set[str]]:
         """(the models each run builds, the models its first build builds) in a lean scenario: the
         stateful models and what they read in the first build (rebuild.py)."""
@@ -230,6 +241,14 @@ class _Determinism(Scenario):
         from .reorder import reorder_inputs
 
         reorder_inputs(engine, plan, sandbox)
+
+    def write_rewrite(self, dialect):
+        # every table it builds written in another physical order too (Dialect.shuffled_write), so a
+        # model breaking ties in an intermediate model's order reads them otherwise than the reference
+        return dialect.shuffled_write
+
+    def rebuilds_on_final_parents(self):
+        return False  # it is itself the rebuild; what differs in it is judged nondeterministic already
 
     def lean_models(self, plan):
         from .rebuild import determinism_ids

@@ -5,6 +5,7 @@ were loaded at once."""
 from __future__ import annotations
 
 import datetime as dt
+import re
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +38,17 @@ def _loaded_at_once(plan: Plan, timeline: Timeline) -> tuple[Timeline, list[str]
         total = sum(counts)
         if src.kind or not total:
             continue
+        if src.unique_id in own and _load_stamp_only(src):
+            # rows a connector last synced long before the other inputs' batches: the state those rows are
+            # in, present in full at every build (replayed over their own last batches they would be
+            # missing from the first build, and the models joining them would lose those keys)
+            static.append(src.unique_id)
+            kinds[src.unique_id] = ("current_state", (
+                f"its only time column is a load time ({src.time_column}), which ends before the other inputs' "
+                f"replayed batches ({own[src.unique_id][-1]:%Y-%m-%d %H:%M}): rows last synced then, not arriving "
+                "(declare it `inputs: {name}: loaded_log` in rerun_safety.yml to replay it over its own last batches)"
+                .replace("{name}", src.name)))
+            continue
         top, start = plan.facts.bulk.get(src.unique_id, (0, None))
         since = sum(counts[1:])
         if src.unique_id in own and counts[-1] * 2 >= total:
@@ -51,6 +63,19 @@ def _loaded_at_once(plan: Plan, timeline: Timeline) -> tuple[Timeline, list[str]
                               "and updated in place (declare it `inputs: {name}: loaded_log` in rerun_safety.yml "
                               "if its later rows are new ones)".replace("{name}", src.name)))
     return replace(timeline, own_bounds=tuple((i, b) for i, b in timeline.own_bounds if i not in static)), static, kinds
+
+
+# column names connectors stamp a row's load or last sync with (Fivetran, Airbyte, Stitch/Singer, dlt, ...)
+_LOAD_STAMP = re.compile(r"^_?(fivetran_synced|airbyte_\w*(?:emitted|extracted|loaded)_at|sdc_\w+_at|dlt_load_id|"
+                         r"(?:etl_)?loaded_at|synced_at|_?ingested_at|load_ts|batched_at)$", re.IGNORECASE)
+
+
+def _load_stamp_only(src: SourceTable) -> bool:
+    """Whether an input's time column says when its rows were loaded, not when what they record happened:
+    declared as dbt's `loaded_at_field` (a freshness column), or named as connectors name a sync stamp."""
+    if src.load_column:
+        return False  # an event time beside its load time: an event log
+    return src.time_origin == "loaded_at_field" or bool(src.time_column and _LOAD_STAMP.match(src.time_column))
 
 
 def _fullest_batch(con: Connection, src: SourceTable, plan: Plan, batch: Batch,
