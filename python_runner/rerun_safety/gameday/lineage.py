@@ -90,6 +90,16 @@ def output_time_column(sql: str, dialect: str, input_time_columns: Mapping[str, 
     return best[0]
 
 
+def _outermost(sql: str, dialect: str) -> tuple[exp.Expression | None, exp.Select | None]:
+    """The parsed SQL and its outermost select (the one that names the output columns); (None, None)
+    for SQL that does not parse or selects nothing."""
+    try:
+        tree = sqlglot.parse_one(sql.strip().rstrip(";"), read=dialect)
+    except (SqlglotError, ValueError):
+        return None, None
+    return tree, _leftmost_select(tree) if isinstance(tree, exp.Query) else None
+
+
 def _table_key(name: str) -> str:
     return name.strip().strip('"`[]').split(".")[-1].strip('"`[]').lower()
 
@@ -301,11 +311,7 @@ def audit_columns(sql: str, dialect: str, run_clock: dt.datetime) -> tuple[str, 
     and truncation, with no column of any input in them. They differ between a full build and a replay
     by design. A clock read used in logic (a filter, a join, a window bound, a CASE over a column) is
     not one: only the select list of the outermost query is read. SQL that does not parse gives ()."""
-    try:
-        tree = sqlglot.parse_one(sql.strip().rstrip(";"), read=dialect)
-    except (SqlglotError, ValueError):
-        return ()
-    sel = _leftmost_select(tree) if isinstance(tree, exp.Query) else None
+    tree, sel = _outermost(sql, dialect)
     if sel is None:
         return ()
     return tuple(_output_name(p, dialect) for p in sel.expressions
@@ -371,11 +377,7 @@ def window_columns(sql: str, dialect: str) -> tuple[str, ...]:
     a running sum), defined in the outermost select or under the same name in a CTE or subquery it
     reads: over a re-read window such a number is counted anew, so a row that differs in it alone was
     renumbered, not lost. SQL that does not parse gives ()."""
-    try:
-        tree = sqlglot.parse_one(sql.strip().rstrip(";"), read=dialect)
-    except (SqlglotError, ValueError):
-        return ()
-    sel = _leftmost_select(tree) if isinstance(tree, exp.Query) else None
+    tree, sel = _outermost(sql, dialect)
     if sel is None:
         return ()
     windowed = {a.alias.lower() for a in tree.find_all(exp.Alias) if a.alias and a.this.find(exp.Window)}
