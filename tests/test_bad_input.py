@@ -221,9 +221,18 @@ def test_an_untimed_seed_says_how_to_name_its_time_column(isolated, tmp_path):
         (project / "seeds" / f"code_list_{i:03d}.csv").unlink()
     (project / "models" / "codes.sql").unlink()
     (project / "rerun_safety.yml").write_text("time_columns:\n  visits: last_visit_date\n")
+    # an on-run-end hook inserting into a model's table (a run-log package's shape) fails `dbt seed` in the
+    # input copy, where no model is built yet: the seeds loaded, the game day goes on and says so
+    (project / "models" / "run_audit.sql").write_text(
+        "{{ config(materialized='incremental') }}\nselect cast(null as varchar) as invocation where 1 = 0\n")
+    (project / "dbt_project.yml").write_text(
+        "name: seeded\nversion: '1.0'\nconfig-version: 2\nprofile: seeded\non-run-end:\n"
+        "  - \"insert into {{ target.schema }}.run_audit values ('{{ invocation_id }}')\"\n")
     code, out, err = gameday(project, project, *CHEAP, "--output-dir", str(tmp_path / "out"))
     assert code in (0, 1), err
     assert "event logs (rows arrive batch by batch by their time column): visits (by last_visit_date, from " in out
+    assert "dbt seed's on-run-start/end hooks failed in the game day's copy of the inputs after every seed loaded" in out
+    assert "written by the project's on-run-start/end hooks: run_audit" in out
 
 
 # ------------------------------------------------------------------ odd identifiers, strategy config

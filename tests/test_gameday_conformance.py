@@ -100,8 +100,8 @@ def test_every_model_gets_its_labelled_verdict(conformance_run):
     # reconcile_counts(group_by=...) on a model read by name: compiled without its test, nothing failed
     assert not [n for n in r["report"]["summary"]["notes"] if "did not compile" in n]
     assert ("run logs, built but not judged (their rows record which models each invocation ran, and no replay "
-            "runs the reference build's invocations): model_run_log (written by the project's on-run-start/end "
-            "hooks)") in r["report"]["summary"]["notes"]
+            "runs the reference build's invocations): written by the project's on-run-start/end hooks: "
+            "model_run_log") in r["report"]["summary"]["notes"]
 
 
 def test_lost_events_are_told_apart_from_renumbered_ones(conformance_run):

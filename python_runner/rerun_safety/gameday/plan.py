@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..dbt_invoke import selection_terms, selects_by_state
-from ..errors import ConfigError, NothingToCheck
+from ..errors import ConfigError, NothingToCheck, folded
 from ..project import Model, Project, SourceTable
 from ..select_names import closest
 from .facts import Facts, FrozenMap, frozen_map
@@ -320,10 +320,14 @@ def _unjudged_notes(project: Project, selected, build: list[Model]) -> list[str]
     empty = sorted(project.models[u].name for u in selected if project.models[u].empty)
     if empty:
         notes.append("models with no SQL, which dbt builds nothing for (not judged): " + ", ".join(empty))
-    logs = sorted((m.name, m.run_log) for m in build if m.run_log)
+    logs: dict[str, list[str]] = {}
+    for m in sorted(build, key=lambda m: m.name):
+        if m.run_log:
+            logs.setdefault(m.run_log, []).append(m.name)
     if logs:
         notes.append("run logs, built but not judged (their rows record which models each invocation ran, and "
-                     "no replay runs the reference build's invocations): " + ", ".join(f"{n} ({why})" for n, why in logs))
+                     "no replay runs the reference build's invocations): " + "; ".join(
+                         f"{why}: {folded(names, 8)}" for why, names in sorted(logs.items())))
     return notes
 
 
