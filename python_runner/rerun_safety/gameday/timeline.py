@@ -38,22 +38,22 @@ def _loaded_at_once(plan: Plan, timeline: Timeline) -> tuple[Timeline, list[str]
         total = sum(counts)
         if src.kind or not total:
             continue
-        if src.unique_id in own and _load_stamp_only(src):
-            # rows a connector last synced long before the other inputs' batches: the state those rows are
-            # in, present in full at every build (replayed over their own last batches they would be
-            # missing from the first build, and the models joining them would lose those keys)
-            static.append(src.unique_id)
-            kinds[src.unique_id] = ("current_state", (
-                f"its only time column is a load time ({src.time_column}), which ends before the other inputs' "
-                f"replayed batches ({own[src.unique_id][-1]:%Y-%m-%d %H:%M}): rows last synced then, not arriving "
-                "(declare it `inputs: {name}: loaded_log` in rerun_safety.yml to replay it over its own last batches)"
-                .replace("{name}", src.name)))
-            continue
         top, start = plan.facts.bulk.get(src.unique_id, (0, None))
         since = sum(counts[1:])
         if src.unique_id in own and counts[-1] * 2 >= total:
             top, start, since = counts[-1], own[src.unique_id][-2], 0
         elif top * 2 < total or start is None:
+            if src.unique_id in own and _load_stamp_only(src):
+                # rows a connector last synced long before the other inputs' batches, over many days: the
+                # state those rows are in, present in full at every build (replayed over their own last
+                # batches they would be missing from the first build, and the models joining them would
+                # lose those keys)
+                static.append(src.unique_id)
+                kinds[src.unique_id] = ("current_state", (
+                    f"its only time column is a load time ({src.time_column}), which ends before the other inputs' "
+                    f"replayed batches ({own[src.unique_id][-1]:%Y-%m-%d %H:%M}): rows last synced then, not "
+                    "arriving (declare it `inputs: {name}: loaded_log` in rerun_safety.yml to replay it over its "
+                    "own last batches)".replace("{name}", src.name)))
             continue
         static.append(src.unique_id)
         share = f"{top * 100 // total}% of its rows were loaded in one {timeline.batch.label} ({start:%Y-%m-%d %H:%M})"
