@@ -19,6 +19,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -207,6 +208,9 @@ def test_the_profiles_variables_reach_dbt_as_its_secrets_and_the_projects_code_n
     text = profiles.read_text()
     assert f"path: {path}" in text
     profiles.write_text(text.replace(f"path: {path}", "path: \"{{ env_var('RS_WAREHOUSE_KEY_PATH') }}\""))
+    root = Path(os.environ.get("TMPDIR", "/tmp"), f"rerun_safety-{os.getuid()}")
+    others = set(root.glob(".profile_*"))  # another game day's on this machine, running now
+    proc_started = time.time() - 1
     proc = _gameday(p, tmp_path / "out", {"RS_WAREHOUSE_KEY_PATH": path})
     assert proc.returncode == 1, proc.stderr
     report = json.loads((tmp_path / "out" / "report.json").read_text())
@@ -216,4 +220,6 @@ def test_the_profiles_variables_reach_dbt_as_its_secrets_and_the_projects_code_n
     assert "SEEN=absent" in text and path not in text, text
     assert any(n.startswith("environment: the project's code names") and n.endswith(": RS_WAREHOUSE_KEY_PATH")
                for n in report["summary"]["notes"]), report["summary"]["notes"]
-    assert not [f for f in Path(os.environ.get("TMPDIR", "/tmp"), f"rerun_safety-{os.getuid()}").glob(".profile_*")]
+    # the copy of the profile is gone with the run (another game day's running beside it may hold its own)
+    left = [f for f in root.glob(".profile_*") if f not in others]
+    assert not [f for f in left if f.stat().st_mtime >= proc_started], left

@@ -174,12 +174,13 @@ class ModelVerdict:
 
     @property
     def worst_scenario(self) -> ScenarioResult | None:
-        """The scenario that decided the verdict: worst verdict first, then the largest difference."""
+        """The scenario that decided the verdict: one of the model's verdict, the largest difference."""
         if not self.scenarios:
             return None
-        # on a tie, the scenario that found it by itself (not one judged so by another's reasoning)
+        # one with the model's own verdict first (a loss beside a nondeterministic column is shown by the
+        # scenario that lost rows); on a tie, the one that found it by itself (not by another's reasoning)
         return min(self.scenarios,
-                   key=lambda s: (_verdict_rank(s.verdict), -s.difference, bool(s.message)))
+                   key=lambda s: (s.verdict != self.verdict, _verdict_rank(s.verdict), -s.difference, bool(s.message)))
 
 
 @dataclass(frozen=True)

@@ -204,7 +204,7 @@ class MarkdownRenderer(Renderer):
         rows = []
         for m in models:
             s = m.worst_scenario
-            nums = [f"{n:,}" + (" keys" if n and label.startswith("keys") and i < 2 else "")
+            nums = [f"{n:,}" + ((" key" if n == 1 else " keys") if n and label.startswith("keys") and i < 2 else "")
                     for i, (n, label) in enumerate(units(s, bool(m.key)))] if s else ["", "", "", ""]
             rows.append([md(m.name), _verdict(m.verdict), md(cause(m)),
                          md(s.name) if s else ""] + nums)
