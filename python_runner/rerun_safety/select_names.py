@@ -102,7 +102,7 @@ def unmatched(project_dir: Path, select: Sequence[str]) -> str:
         missing += bad
     pieces = []
     for name in dict.fromkeys(missing):
-        close = difflib.get_close_matches(name, sorted(files), n=3, cutoff=0.6)
+        close = closest(name, files)
         pieces.append(f"no model, seed, snapshot, folder or package is named {name}"
                       + (f" (did you mean {', '.join(close)}?)" if close else ""))
     return "; ".join(pieces)
