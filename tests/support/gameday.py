@@ -207,7 +207,8 @@ def report_essentials(report: dict) -> dict:
     """A report without what differs between two runs of one game day: timings, its fixes, the order dbt's
     invocations finished in (their node counts stay, as a multiset), and a nondeterministic model's
     differing rows and samples (new at every build; a model whose very rows are chance, its scenarios'
-    verdicts and sizes too: its own verdict and columns stay)."""
+    verdicts and sizes too: its own verdict and columns stay), and those of a model carrying a parent's
+    chance column beside its own defect."""
     out = json.loads(json.dumps(report))
     out.pop("started_at", None)
     out.pop("fixes", None)  # the session's shop game day searches fixes (--fix): test_fixes.py checks them
@@ -218,6 +219,12 @@ def report_essentials(report: dict) -> dict:
         out["summary"]["cost"] = {k: cost[k] for k in ("dbt_invocations", "model_executions")}
     out["extra"]["invocations"] = sorted(i["nodes"] for i in out["extra"]["invocations"])
     for m in out["models"]:
+        if m["verdict"] != "nondeterministic" and m["nondeterministic_columns"]:
+            # a model judged by its own defect that carries a parent's chance column: which of its rows a
+            # replay leaves otherwise is partly chance, so are their counts and sample; its verdict stays
+            for s in m["scenarios"]:
+                for k in ("extra_rows", "missing_rows", "changed_rows", "sample", "partitions"):
+                    s.pop(k, None)
         if m["verdict"] == "nondeterministic":
             for s in m["scenarios"]:
                 # how many rows ties broke otherwise is chance (the order rows were written in, by whom):
