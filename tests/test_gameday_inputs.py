@@ -102,6 +102,43 @@ def test_a_timed_seed_is_replayed_like_a_source(engine, tmp_path, request):
     assert "compiled code at" not in broken["message"] and "rerun_safety_sbx_" not in broken["message"]
 
 
+def test_a_load_stamp_synced_after_the_events_neither_sets_the_window_nor_arrives(tmp_path):
+    """A connector's dimension carries only its last sync (`_fivetran_synced`), months after the events:
+    the replay window stays where the events are, and the dimension is present in full at every build
+    (current state), not a table arriving in the last batch."""
+    import duckdb
+
+    project = tmp_path / "seed_only"
+    regions = ["sale_id,region,_fivetran_synced"] + [
+        f"{i},{('north', 'south', 'east')[i % 3]},{dt.datetime(2026, 6, 1 + i % 20, 4)}" for i in range(120)]
+    files = {**SEED_PROJECT, "seeds/sales.csv": _sales_csv(), "seeds/regions.csv": "\n".join(regions) + "\n",
+             "models/sales_regions.sql": (
+                 "{{ config(materialized='incremental', incremental_strategy='merge', unique_key='sale_id') }}\n"
+                 "select s.sale_id, s.amount, s.sold_at, r.region from {{ ref('sales') }} s\n"
+                 "join {{ ref('regions') }} r on r.sale_id = s.sale_id\n{% if is_incremental() %}\n"
+                 "where s.sold_at >= (select date_trunc('day', max(sold_at)) - interval '1 day' from {{ this }})\n"
+                 "{% endif %}\n")}
+    files["dbt_project.yml"] += ("    regions:\n      +event_time: _fivetran_synced\n"
+                                 "      +column_types: {_fivetran_synced: timestamp}\n")
+    _write(project, files)
+    duckdb.connect(str(project / "seed_only.duckdb")).close()
+    write_profiles(project, "seed_only", duckdb_profile("seed_only.duckdb"))
+    code, stderr, report = _gameday(project, project, tmp_path / "out", "--scenarios", "replay,partial")
+    assert code == 1, stderr
+    # the sales' days, as without the dimension (not June's)
+    assert report["summary"]["cutoffs"] == ["2026-01-02 00:00:00", "2026-01-03 00:00:00", "2026-01-04 00:00:00",
+                                            "2026-01-05 00:00:00", "2026-01-06 00:00:00"]
+    notes = "\n".join(report["summary"]["notes"])
+    assert ("regions (its only time column is a load time (_fivetran_synced), which starts after the other "
+            "inputs' replayed batches (2026-06-01 04:00, the batches end 2026-01-06 00:00)") in notes
+    joined = by_name(report)["sales_regions"]
+    for name in ("replay", "partial"):
+        s = scenario(joined, name)
+        # every sale has its region at every build: none lost, and the replayed batches brought rows
+        assert (s["verdict"], s["rows"], s["reference_rows"], s["missing_keys"]) == ("safe", 120, 120, 0), name
+        assert s["input_rows"] > 0, name
+
+
 @pytest.mark.parametrize("engine", ["duckdb", "postgres"])
 def test_a_string_agg_without_order_by_is_nondeterministic_and_contaminates_nothing(engine, tmp_path, request):
     """The seed's rows are stored out of time order: the reference reads them in that order, a

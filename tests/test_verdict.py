@@ -7,7 +7,8 @@ import pytest
 
 from rerun_safety.diff import DiffResult
 from rerun_safety.gameday.lineage import computed_columns
-from rerun_safety.gameday.verdict import Isolation, root_causes, scenario_verdict, verdict_of
+from rerun_safety.gameday.verdict import (Isolation, chance_scenarios, explained_by_nondeterminism, reaches, root_causes,
+                                          scenario_verdict, verdict_of)
 from rerun_safety.results import ScenarioResult
 
 
@@ -302,6 +303,95 @@ def test_own_defect_beside_a_parent_whose_values_alone_differ():
     iso.add(plan, "hist", "replay", {"hist": hist, "pivot": replace(pivot, rows=8, missing_rows=6, missing_keys=2)},
             ("pivot",))
     assert iso.own == {}
+
+
+def test_a_parent_differing_in_values_the_model_pairs_no_row_by_reaches_only_what_it_carries():
+    # issue_enhanced differs in `sprint` only; project_enhanced groups by project_id and computes
+    # `components` from component_name: nothing of its difference can come from there
+    parent = ScenarioResult("determinism", "nondeterministic", rows=9, reference_rows=9, extra_rows=1,
+                            missing_rows=1, changed_rows=1, differing_columns=("sprint",))
+    own = ScenarioResult("determinism", "nondeterministic", rows=2, reference_rows=2, extra_rows=1, missing_rows=1,
+                         changed_rows=1, differing_columns=("components",))
+    computed = {"components": frozenset({"component_name"}), "issues": frozenset({"issue_id"})}
+    assert not reaches(own, parent, computed, frozenset({"project_id", "issue_id"}))
+    # ... but a column it passes on (may be the sprint under another name), a column computed from the
+    # sprint, a sprint it filters or joins on, a parent that lost rows, or SQL not understood: it may
+    assert reaches(replace(own, differing_columns=("sprint_list",)), parent, computed, frozenset({"project_id"}))
+    assert reaches(replace(own, differing_columns=("n",)), parent, {"n": frozenset({"sprint"})}, frozenset())
+    assert reaches(own, parent, computed, frozenset({"sprint"}))
+    assert reaches(own, replace(parent, rows=8, missing_rows=2, verdict="loss"), computed, frozenset())
+    assert reaches(own, parent, computed, None)
+    assert not reaches(own, replace(parent, verdict="safe"), computed, None)
+
+
+def test_a_nondeterministic_root_contaminates_only_what_nondeterminism_explains():
+    # pivot: a string_agg's order (chance everywhere); daily: its own loss in partial beside the order it
+    # carries (chance in replay); history: a key lost in partial only, below daily; view: pivot's order only
+    parents = {"pivot": (), "daily": ("pivot",), "history": ("daily",), "view": ("pivot",)}
+    verdicts = {"pivot": {"replay": "drift", "partial": "drift", "determinism": "nondeterministic"},
+                "daily": {"replay": "drift", "partial": "loss", "determinism": "nondeterministic"},
+                "history": {"replay": "safe", "partial": "loss", "determinism": "safe"},
+                "view": {"replay": "drift", "partial": "drift", "determinism": "nondeterministic"}}
+    chance = {"pivot": {"replay", "partial", "determinism"}, "daily": {"replay", "determinism"},
+              "view": {"replay", "partial", "determinism"}}
+    iso = Isolation(own={"daily": {"partial"}})
+    roots, contaminated, _ = root_causes(verdicts, parents, iso, chance)
+    assert roots == {"pivot", "daily"}
+    assert contaminated == {"daily": {"pivot"}, "history": {"daily"}, "view": {"pivot"}}
+    # without knowing what chance explains, the pivot is blamed for the lost key too (as before)
+    assert root_causes(verdicts, parents, iso)[1]["history"] == {"daily", "pivot"}
+    # a parent whose difference cannot reach the model there passes nothing on
+    roots, contaminated, _ = root_causes(verdicts, parents, iso, chance, {"view": {s: frozenset({"pivot"})
+                                                                                for s in verdicts["view"]}})
+    assert "view" not in contaminated and "view" in roots
+    # through a model that matches there, nothing reaches
+    verdicts2 = {**verdicts, "daily": {**verdicts["daily"], "partial": "safe"}}
+    assert "history" not in root_causes(verdicts2, parents, Isolation(), chance)[1]
+
+
+def test_a_parent_rebuilt_with_its_own_chance_again_leaves_the_models_own_loss_shown():
+    """The isolation rebuilds a nondeterministic parent in full, which draws its chance again (a list in
+    another order): it still differs there, but only as two clean builds of it do. The model's keys lost
+    beside it are its own; the same list carried, and nothing more, shows nothing."""
+    plan = _Plan(["pivot", "daily"], {})
+    plan.facts.row_columns = {"daily": frozenset({"sprint", "issue_id"})}  # it joins on the list too
+    order = dict(rows=5, reference_rows=5, extra_rows=1, missing_rows=1, changed_rows=1, differing_columns=("sprint",))
+    shown = {"pivot": ({"sprint"}, False, {"sprint"}), "daily": ({"sprint"}, False, {"sprint"})}
+    pivot = ScenarioResult("partial", "drift", order_only_columns=("sprint",), **order)
+    lost = ScenarioResult("partial", "loss", rows=237, reference_rows=381, missing_rows=146, extra_rows=2,
+                          changed_rows=2, missing_keys=144, differing_columns=("sprint",), order_only_columns=())
+    iso = Isolation()
+    iso.add(plan, "daily", "partial", {"daily": lost, "pivot": pivot}, ("pivot",), shown)
+    assert iso.own == {"daily": {"partial"}}
+    carried = ScenarioResult("replay", "drift", order_only_columns=("sprint",), **order)
+    iso.add(plan, "daily", "replay", {"daily": carried, "pivot": replace(pivot, name="replay")}, ("pivot",), shown)
+    assert iso.own == {"daily": {"partial"}} and "replay" in iso.unshown["daily"]
+    # a parent that differs beyond its chance (other values) still leaves the loss unshown
+    other = replace(pivot, order_only_columns=())
+    iso2 = Isolation()
+    iso2.add(plan, "daily", "partial", {"daily": lost, "pivot": other}, ("pivot",), shown)
+    assert iso2.own == {} and "partial" in iso2.unshown["daily"]
+    # without what the builds showed (no nondeterminism known), as before: unshown
+    iso3 = Isolation()
+    iso3.add(plan, "daily", "partial", {"daily": lost, "pivot": pivot}, ("pivot",))
+    assert iso3.own == {} and "partial" in iso3.unshown["daily"]
+
+
+def test_a_list_read_in_another_order_excuses_only_another_order():
+    # determinism: `sprint` differs only in its list's order; partial: `4` against `1, 3, 4`
+    det = ScenarioResult("determinism", "nondeterministic", rows=5, reference_rows=5, extra_rows=1, missing_rows=1,
+                         changed_rows=1, differing_columns=("sprint",), volatile_columns=("sprint",),
+                         order_only_columns=("sprint",))
+    order = ScenarioResult("replay", "drift", rows=5, reference_rows=5, extra_rows=1, missing_rows=1, changed_rows=1,
+                           differing_columns=("sprint",), order_only_columns=("sprint",))
+    values = replace(order, name="partial", order_only_columns=())
+    assert verdict_of([det, order]) == ("nondeterministic", ("sprint",))
+    assert verdict_of([det, order, values]) == ("drift", ("sprint",))
+    assert chance_scenarios({"determinism": det, "replay": order, "partial": values}) == {"determinism", "replay"}
+    assert not explained_by_nondeterminism(values, {"sprint"}, False, {"sprint"})
+    # a column whose two clean builds differed in its values (a tie broken otherwise) is excused by name
+    tie = replace(det, order_only_columns=())
+    assert verdict_of([tie, values]) == ("nondeterministic", ("sprint",))
 
 
 def test_a_long_list_folds_into_one_short_line():

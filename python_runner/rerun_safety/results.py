@@ -109,6 +109,9 @@ class ScenarioResult:
     # batch; the half-committed batch; the backfilled batch; the late rows); None where no step
     # decides (reference, determinism) or the model has no timed input
     input_rows: int | None = None
+    # the differing columns whose difference vanishes once the values they list are sorted (a list
+    # gathered without ORDER BY, here or above: gameday/order_only.py)
+    order_only_columns: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "verdict", Verdict(self.verdict))

@@ -13,7 +13,8 @@ from .scenarios import scenario as scenario_kind
 from .timeline import late_delay
 from ..project import Project
 from ..results import VERDICT_ORDER, GamedayReport, ModelVerdict, Verdict
-from .verdict import Isolation, differs, explained_by_nondeterminism, root_causes, row_level, verdict_of
+from .verdict import (Isolation, chance_scenarios, differs, explained_by_nondeterminism, nondeterminism_shown, reaches,
+                      root_causes, verdict_of)
 
 
 def build_report(options: GamedayOptions, project: Project, plan: Plan, by_model, isolated: Isolation,
@@ -40,7 +41,9 @@ def build_report(options: GamedayOptions, project: Project, plan: Plan, by_model
             if differs(v) and bad:
                 isolated.unshown_in(uid, scenario, f"its relation is also written by a hook of {', '.join(bad)}, "
                                                    "which differs too: no replay can tell whose difference it is")
-    roots, contaminated, inconclusive = root_causes(verdicts, graph, isolated)
+    chance = {uid: chance_scenarios(rs) for uid, rs in by_model.items()}
+    roots, contaminated, inconclusive = root_causes(verdicts, graph, isolated, chance,
+                                                    _unreached(plan, by_model, parents))
     reads = _clock_reads(invocations)
     models = []
     for m in plan.judged:
@@ -99,12 +102,10 @@ def own_nondeterminism(models, judged, by_model, graph, unknown: set[str]):
             continue
         changed = {}
         # what a build of its own already showed nondeterministic is explained there (verdict_of)
-        shown = [r for r in by_model[uid].values() if r.verdict == Verdict.NONDETERMINISTIC]
-        volatile = {c for r in shown for c in r.volatile_columns}
-        rows = any(row_level(r) for r in shown)
+        volatile, rows, ordered = nondeterminism_shown(by_model[uid].values()) or (set(), False, set())
         for s, r in by_model[uid].items():
             if (not scenario_kind(s).rebuilds_on_final_parents() or not r.verdict.row_defect or r.duplicate_keys
-                    or r.message or explained_by_nondeterminism(r, volatile, rows)):
+                    or r.message or explained_by_nondeterminism(r, volatile, rows, ordered)):
                 continue
             if all(by_model.get(p, {}).get(s) is not None and by_model[p][s].verdict == Verdict.SAFE
                    for p in graph[uid]):
@@ -112,6 +113,21 @@ def own_nondeterminism(models, judged, by_model, graph, unknown: set[str]):
                                      volatile_columns=r.differing_columns)
         if changed:
             out[uid] = {**by_model[uid], **changed}
+    return out
+
+
+def _unreached(plan: Plan, by_model, parents) -> dict[str, dict[str, frozenset[str]]]:
+    """model -> scenario -> the parents (read in its SQL, not through hooks) whose difference there
+    cannot be in the model's (verdict.reaches)."""
+    out: dict[str, dict[str, frozenset[str]]] = {}
+    for uid, ps in parents.items():
+        computed = plan.facts.computed_columns.get(uid, {})
+        rows = plan.facts.row_columns.get(uid)
+        for s, r in by_model.get(uid, {}).items():
+            blocked = frozenset(p for p in ps if s in by_model.get(p, {}) and differs(by_model[p][s].verdict)
+                                and not reaches(r, by_model[p][s], computed, rows))
+            if blocked:
+                out.setdefault(uid, {})[s] = blocked
     return out
 
 

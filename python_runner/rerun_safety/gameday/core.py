@@ -34,7 +34,7 @@ from .scenarios import chains as scenario_chains
 from .scenarios import count_runs, delaying, replayed, scenario_steps
 from .scenarios import scenario as scenario_kind
 from .timeline import cut_slice, plan_timeline
-from .verdict import Isolation, differs, levels
+from .verdict import Isolation, differs, levels, nondeterminism_shown
 from .workers import kill_pool, run_parallel, start_pool
 
 @dataclass(frozen=True)
@@ -364,6 +364,7 @@ class Gameday:
         out = Isolation()
         if not jobs:
             return out
+        shown = {u: found for u, rs in by_model.items() if (found := nondeterminism_shown(rs.values()))}
         self.progress.start(count_runs([j.scenario for j in jobs], plan.facts.timeline), "isolation")
         candidates_of = {j.key: j.isolate["candidates"] for j in jobs if j.isolate}
         for key, job in self._execute(pool, plan, jobs).items():
@@ -371,7 +372,7 @@ class Gameday:
             for scenario, rs in job.judged.items():
                 for uid in candidates_of[key]:
                     if uid in rs:
-                        out.add(plan, uid, scenario, rs, parents[uid])
+                        out.add(plan, uid, scenario, rs, parents[uid], shown)
         return out
 
     def _seed(self, plan: Plan, snapshot: Sandbox) -> None:

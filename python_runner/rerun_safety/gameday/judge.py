@@ -55,9 +55,13 @@ def judge_one(con: Connection, name: str, plan: Plan, m, errors: dict[str, str],
                                          ignore_columns=(*ignored, *numbers), where=current_versions(m, con.dialect),
                                          float_tolerance=tol), numbers)
     r = replace(scenario_result(name, d), input_rows=plan.decisive_rows(m, name))
-    r = order_only.judge(con, plan, m, r, lambda a, b: diff_relations(
-        con, a, b, key=m.key, ignore_columns=ignored, where=current_versions(m, con.dialect),
-        float_tolerance=tol))
+    def compare(a, b, column_detail=False):
+        return diff_relations(con, a, b, key=m.key, ignore_columns=ignored, where=current_versions(m, con.dialect),
+                              float_tolerance=tol, column_detail=column_detail)
+
+    r = order_only.judge(con, plan, m, r, compare)
+    if listed := order_only.order_only_columns(con, plan, m, r, lambda a, b: compare(a, b, True)):
+        r = replace(r, order_only_columns=listed)
     return kind.coverage(plan, m, r)
 
 

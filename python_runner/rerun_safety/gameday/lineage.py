@@ -403,6 +403,14 @@ def row_columns(sql: str, dialect: str) -> frozenset[str] | None:
             if isinstance(node, exp.Expression) else set()
 
     out: set[str] = set()
+    # an output column computed in a select and used by another to decide (`row_number() over (...) as
+    # rn` ... `where rn = 1`): the columns it is computed from decide too (by name, at any depth: a
+    # wider set than the truth, never a narrower one)
+    aliases: dict[str, set[str]] = {}
+    for sel in tree.find_all(exp.Select):
+        for p in sel.expressions:
+            if isinstance(p, exp.Alias):
+                aliases.setdefault(p.alias.lower(), set()).update(names(p.this))
     for sel in tree.find_all(exp.Select):
         if sel.args.get("distinct"):
             for p in sel.expressions:
@@ -414,6 +422,13 @@ def row_columns(sql: str, dialect: str) -> frozenset[str] | None:
             out |= {i.name.lower() for i in join.args.get("using") or () if isinstance(i, exp.Expression)}
         if sel.args.get("limit") or sel.args.get("offset") or sel.args.get("fetch"):
             out |= names(sel.args.get("order"))
+    todo = [n for n in out if n in aliases]
+    while todo:
+        for n in aliases.pop(todo.pop(), ()):
+            if n not in out:
+                out.add(n)
+                if n in aliases:
+                    todo.append(n)
     return frozenset(out)
 
 

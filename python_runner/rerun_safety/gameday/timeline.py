@@ -23,7 +23,14 @@ if TYPE_CHECKING:
     from .plan import Plan
 
 
-def _loaded_at_once(plan: Plan, timeline: Timeline) -> tuple[Timeline, list[str], dict[str, tuple[str, str]]]:
+def _sets_window(src: SourceTable) -> bool:
+    """Whether an input's time column says when what it records happened (or it was declared to arrive
+    by it): not a load stamp alone."""
+    return bool(src.kind) or not _load_stamp_only(src)
+
+
+def _loaded_at_once(plan: Plan, timeline: Timeline, ranges: dict[str, tuple[dt.datetime, dt.datetime]],
+                    ) -> tuple[Timeline, list[str], dict[str, tuple[str, str]]]:
     """An input most of whose rows were loaded in one batch before the replayed ones was loaded at
     once, not logged over time: a reference table a connector synced a while ago is *static*;
     one whose rows keep being re-synced after that (a dimension updated in place, which carries only
@@ -38,6 +45,16 @@ def _loaded_at_once(plan: Plan, timeline: Timeline) -> tuple[Timeline, list[str]
         total = sum(counts)
         if src.kind or not total:
             continue
+        first = ranges.get(src.unique_id, (None, None))[0]
+        if first is not None and first >= timeline.bounds[-1] and _load_stamp_only(src):
+            # every row synced after the last event the other inputs hold: rows re-synced in place since
+            # (a connector's dimension), the state they are in, not rows arriving in the last batch
+            static.append(src.unique_id)
+            end = timeline.bounds[-1]
+            kinds[src.unique_id] = _synced_apart(src, f"starts after the other inputs' replayed batches "
+                                                      f"({first:%Y-%m-%d %H:%M}, the batches end {end:%Y-%m-%d %H:%M})",
+                                                 "by that time")
+            continue
         top, start = plan.facts.bulk.get(src.unique_id, (0, None))
         since = sum(counts[1:])
         if src.unique_id in own and counts[-1] * 2 >= total:
@@ -49,11 +66,9 @@ def _loaded_at_once(plan: Plan, timeline: Timeline) -> tuple[Timeline, list[str]
                 # batches they would be missing from the first build, and the models joining them would
                 # lose those keys)
                 static.append(src.unique_id)
-                kinds[src.unique_id] = ("current_state", (
-                    f"its only time column is a load time ({src.time_column}), which ends before the other inputs' "
-                    f"replayed batches ({own[src.unique_id][-1]:%Y-%m-%d %H:%M}): rows last synced then, not "
-                    "arriving (declare it `inputs: {name}: loaded_log` in rerun_safety.yml to replay it over its "
-                    "own last batches)".replace("{name}", src.name)))
+                kinds[src.unique_id] = _synced_apart(src, "ends before the other inputs' replayed batches "
+                                                          f"({own[src.unique_id][-1]:%Y-%m-%d %H:%M})",
+                                                     "over its own last batches")
             continue
         static.append(src.unique_id)
         share = f"{top * 100 // total}% of its rows were loaded in one {timeline.batch.label} ({start:%Y-%m-%d %H:%M})"
@@ -63,6 +78,13 @@ def _loaded_at_once(plan: Plan, timeline: Timeline) -> tuple[Timeline, list[str]
                               "and updated in place (declare it `inputs: {name}: loaded_log` in rerun_safety.yml "
                               "if its later rows are new ones)".replace("{name}", src.name)))
     return replace(timeline, own_bounds=tuple((i, b) for i, b in timeline.own_bounds if i not in static)), static, kinds
+
+
+def _synced_apart(src: SourceTable, where: str, how: str) -> tuple[str, str]:
+    """The kind and reason of a load-stamped input synced apart from the replayed batches: current state."""
+    return "current_state", (f"its only time column is a load time ({src.time_column}), which {where}: rows last "
+                             f"synced then, not arriving (declare it `inputs: {src.name}: loaded_log` in "
+                             f"rerun_safety.yml to replay it {how})")
 
 
 # column names connectors stamp a row's load or last sync with (Fivetran, Airbyte, Stitch/Singer, dlt, ...)
@@ -241,15 +263,19 @@ def plan_timeline(con: Connection, plan: Plan, batch: Batch, steps: int) -> tupl
     if not ranges:
         names = ", ".join(f"{'seed' if s.seed else 'source'} {s.name}" for s in plan.inputs)
         raise ConfigError(f"every timed input is empty, so there is nothing to replay (timed inputs: {names})")
-    tmin = min(lo for lo, _ in ranges.values())
-    tmax = max(hi for _, hi in ranges.values())
+    # the window is where things happened: a load stamp of a table synced in place (a connector's
+    # dimensions, re-synced months after the events) does not move it while an input has an event time
+    timed = {src.unique_id: src for src in plan.inputs}
+    window = {uid: r for uid, r in ranges.items() if _sets_window(timed[uid])} or ranges
+    tmin = min(lo for lo, _ in window.values())
+    tmax = max(hi for _, hi in window.values())
     timeline = make_timeline(tmin, tmax, steps, batch, ranges)
     plan = plan.learned(timeline=timeline)
     counts: dict[str, dict] = {"arrivals": {}, "first_halves": {}, "late_rows": {}, "late_batches": {}, "bulk": {}}
     for src in plan.inputs:
         _count_arrivals(con, plan, src, timeline, counts)
     plan = plan.learned(**counts)
-    timeline, static, kinds = _loaded_at_once(plan, timeline)
+    timeline, static, kinds = _loaded_at_once(plan, timeline, ranges)
     plan = plan.with_static(static, kinds)
     timeline = _choose_half_committed(plan, timeline)
     notes = []

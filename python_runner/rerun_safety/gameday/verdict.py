@@ -100,15 +100,26 @@ class Isolation:
     unshown: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def add(self, plan, uid: str, scenario: str, results: Mapping[str, ScenarioResult],
-            parents: tuple[str, ...]) -> None:
-        """One candidate's isolated replay of one scenario (`results`: every model it judged)."""
+            parents: tuple[str, ...], shown: Mapping[str, tuple] | None = None) -> None:
+        """One candidate's isolated replay of one scenario (`results`: every model it judged; `shown`:
+        model -> what its builds showed nondeterministic, `nondeterminism_shown`)."""
         r = results[uid]
         if not differs(r.verdict):
             return  # right on its parents' clean output: its difference came from them
+        shown = shown or {}
+
+        def chance(u: str, s: ScenarioResult) -> bool:
+            found = shown.get(u)
+            return found is not None and explained_by_nondeterminism(s, *found)
+
         still = [p for p in parents if p in results and differs(results[p].verdict)]
         computed = plan.facts.computed_columns.get(uid, {})
+        # a parent rebuilt in full draws its own chance again (a list's order, a tie): where that is all
+        # it still differs in, a difference of the model beyond what chance explains in it is its own
+        # (had the parent's chance cost the model rows or values, the determinism build would show it)
         if not still or own_difference(r, [results[p] for p in still], computed) or beside_parent_values(
-                r, [results[p] for p in still], computed, plan.facts.row_columns.get(uid)):
+                r, [results[p] for p in still], computed, plan.facts.row_columns.get(uid)) or (
+                not chance(uid, r) and all(chance(p, results[p]) for p in still)):
             self.own.setdefault(uid, set()).add(scenario)
             return
         names = ", ".join(sorted(plan.project.models[p].name for p in still))
@@ -139,28 +150,56 @@ def beside_parent_values(r: ScenarioResult, parents: list[ScenarioResult], compu
     if row_columns is None or not parents:
         return False
     values = {c.lower() for p in parents for c in p.differing_columns}
-    if not values or values & row_columns:
-        return False
-    if any(p.rows != p.reference_rows or p.missing_keys or p.extra_keys or p.duplicate_keys
-           or not p.extra_rows == p.missing_rows == p.changed_rows for p in parents):
+    if values & row_columns or not all(value_only(p) for p in parents):
         return False
     if r.missing_keys or r.extra_keys or r.duplicate_keys or r.rows != r.reference_rows:
         return True
     return any(c.lower() in computed and not computed[c.lower()] & values for c in r.differing_columns)
 
 
-def root_causes(verdicts: Mapping[str, Mapping[str, str]], parents: Mapping[str, tuple[str, ...]],
-                isolated: Isolation | None = None) -> tuple[set[str], dict[str, set[str]], dict[str, str]]:
-    """verdicts[model][scenario]; parents[model] are the judged models it reads (or whose hooks write
-    it); isolated: what the isolated replays showed.
+def value_only(r: ScenarioResult) -> bool:
+    """Whether a scenario's difference is only in some columns' values: its rows and keys the reference's."""
+    return bool(r.differing_columns) and r.rows == r.reference_rows and not (
+        r.missing_keys or r.extra_keys or r.duplicate_keys) and r.extra_rows == r.missing_rows == r.changed_rows
 
-    A model that differs in a scenario where every parent matches, or whose difference the isolation
-    showed its own, is a root cause. A model that differs below a root cause (in the same scenario) is
-    contaminated by it, unless no replay could show that in that scenario. Returns the root causes, the
-    contaminated models with their root causes, and, for a differing model that is neither, why its
-    attribution is inconclusive.
+
+def reaches(r: ScenarioResult, parent: ScenarioResult, computed: Mapping[str, frozenset[str]],
+            row_columns: frozenset[str] | None) -> bool:
+    """Whether a parent's difference in a scenario can be in a model's: not where the parent differs only
+    in values of columns the model picks and pairs no row by (`row_columns`), and no column that differs
+    in the model is one it carries or computes from them (a column it passes on is not in `computed`,
+    and may carry any of them under another name)."""
+    if not differs(parent.verdict):
+        return False
+    if row_columns is None or not value_only(parent):
+        return True
+    values = {c.lower() for c in parent.differing_columns}
+    if values & row_columns:
+        return True
+    return any(c.lower() not in computed or computed[c.lower()] & values for c in r.differing_columns)
+
+
+def root_causes(verdicts: Mapping[str, Mapping[str, str]], parents: Mapping[str, tuple[str, ...]],
+                isolated: Isolation | None = None, chance: Mapping[str, set[str]] | None = None,
+                unreached: Mapping[str, Mapping[str, frozenset[str]]] | None = None,
+                ) -> tuple[set[str], dict[str, set[str]], dict[str, str]]:
+    """verdicts[model][scenario]; parents[model] are the judged models it reads (or whose hooks write
+    it); isolated: what the isolated replays showed; chance[model]: the scenarios whose difference the
+    model's own nondeterminism explains; unreached[model][scenario]: the parents whose difference there
+    cannot be in the model's (`reaches`).
+
+    A model that differs in a scenario where every parent matches (or differs in what cannot reach it),
+    or whose difference the isolation showed its own, is a root cause. A model that differs below a root cause (in the same scenario,
+    through models that differ there and can pass the difference on) is contaminated by it, unless no
+    replay could show that in that scenario. A root's difference that its nondeterminism explains (a
+    `string_agg`'s order, a tie) contaminates only a difference that nondeterminism explains: had it
+    cost the model rows or values beyond that, the determinism build would have shown it there too.
+    Returns the root causes, the contaminated models with their root causes, and, for a differing
+    model that is neither, why its attribution is inconclusive.
     """
     isolated = isolated or Isolation()
+    chance = chance or {}
+    unreached = unreached or {}
     roots: set[str] = set()
     root_in: dict[str, set[str]] = {}
     for model, scenarios in isolated.own.items():
@@ -169,20 +208,30 @@ def root_causes(verdicts: Mapping[str, Mapping[str, str]], parents: Mapping[str,
             root_in.setdefault(model, set()).update(scenarios)
     for model, by_scenario in verdicts.items():
         for scenario, v in by_scenario.items():
+            blocked = unreached.get(model, {}).get(scenario, frozenset())
             if differs(v) and not any(differs(verdicts.get(p, {}).get(scenario, Verdict.SAFE))
-                                      for p in parents.get(model, ())):
+                                      for p in parents.get(model, ()) if p not in blocked):
                 roots.add(model)
                 root_in.setdefault(model, set()).add(scenario)
 
-    def ancestors(model: str) -> set[str]:
-        seen: set[str] = set()
-        stack = list(parents.get(model, ()))
-        while stack:
-            p = stack.pop()
-            if p not in seen:
-                seen.add(p)
-                stack.extend(parents.get(p, ()))
-        return seen
+    memo: dict[tuple[str, str], frozenset[str]] = {}
+
+    def reach(model: str, scenario: str) -> frozenset[str]:
+        """The roots whose difference in `scenario` can be in this model's."""
+        if (model, scenario) in memo:
+            return memo[model, scenario]
+        memo[model, scenario] = frozenset()  # a cycle (hooks writing each other's relations) ends here
+        blocked = unreached.get(model, {}).get(scenario, frozenset())
+        out: set[str] = set()
+        for p in parents.get(model, ()):
+            v = verdicts.get(p, {}).get(scenario)
+            if p in blocked or (v is not None and not differs(v)):
+                continue
+            out |= reach(p, scenario)
+            if v is not None and scenario in root_in.get(p, ()):
+                out.add(p)
+        memo[model, scenario] = frozenset(out)
+        return memo[model, scenario]
 
     contaminated: dict[str, set[str]] = {}
     inconclusive: dict[str, str] = {}
@@ -190,10 +239,10 @@ def root_causes(verdicts: Mapping[str, Mapping[str, str]], parents: Mapping[str,
         bad = {s for s, v in by_scenario.items() if differs(v)}
         unshown = isolated.unshown.get(model, {})
         # not where no replay could tell (a model with a defect of its own may also inherit one)
-        shown = bad - set(unshown)
-        for anc in ancestors(model) - {model}:
-            if anc in roots and shown & root_in.get(anc, set()):
-                contaminated.setdefault(model, set()).add(anc)
+        for s in sorted(bad - set(unshown)):
+            for anc in reach(model, s) - {model}:
+                if s in chance.get(model, ()) or s not in chance.get(anc, ()):
+                    contaminated.setdefault(model, set()).add(anc)
         if bad and model not in roots and model not in contaminated and unshown:
             inconclusive[model] = unshown[sorted(unshown)[0]]
     return roots, contaminated, inconclusive
@@ -208,18 +257,47 @@ def row_level(s: ScenarioResult) -> bool:
         or s.extra_rows != s.changed_rows or s.missing_rows != s.changed_rows)
 
 
-def explained_by_nondeterminism(s: ScenarioResult, volatile: set[str], rows: bool = False) -> bool:
+def explained_by_nondeterminism(s: ScenarioResult, volatile: set[str], rows: bool = False,
+                                ordered: frozenset[str] | set[str] = frozenset()) -> bool:
     """Whether a scenario's difference is the nondeterminism already shown: values changed, rows and keys
-    as in the reference, and only in the columns that differ between two builds of the same data. Where
-    the rows themselves differed between two builds (`rows`), rows lost, added or changed are that too;
-    copies of a key are not (two builds of a sample never keep a row twice)."""
+    as in the reference, and only in the columns that differ between two builds of the same data; a
+    column that differed there only in the order of the values it lists (`ordered`) only where it does
+    here too (`4` against `1, 3, 4` is not another order). Where the rows themselves differed between
+    two builds (`rows`), rows lost, added or changed are that too; copies of a key are not (two builds
+    of a sample never keep a row twice)."""
     if s.verdict == Verdict.NONDETERMINISTIC:
         return True
     if rows:
         return s.verdict in (Verdict.LOSS, Verdict.DRIFT) and not s.duplicate_keys and not s.message
     return (s.verdict == Verdict.DRIFT and bool(s.differing_columns) and set(s.differing_columns) <= volatile
             and s.rows == s.reference_rows and not (s.missing_keys or s.extra_keys or s.duplicate_keys)
-            and s.extra_rows == s.missing_rows == s.changed_rows)
+            and s.extra_rows == s.missing_rows == s.changed_rows
+            and all(c in s.order_only_columns for c in s.differing_columns if c in ordered))
+
+
+def nondeterminism_shown(scenarios) -> tuple[set[str], bool, set[str]] | None:
+    """What a model's builds showed nondeterministic: its volatile columns, whether the rows themselves
+    differed (then no column is named), and the volatile columns that only ever differed in the order
+    of the values they list. None when no build was nondeterministic."""
+    shown = [s for s in scenarios if s.verdict == Verdict.NONDETERMINISTIC]
+    if not shown:
+        return None
+    # where some build kept other rows, no column is named (other rows differ in every column, and a
+    # scenario whose counts came out alike by chance says nothing more)
+    rows = any(row_level(s) for s in scenarios)
+    volatile = set() if rows else {c for s in shown for c in s.volatile_columns}
+    ordered = {c for c in volatile if all(c in s.order_only_columns for s in shown if c in s.volatile_columns)}
+    return volatile, rows, ordered
+
+
+def chance_scenarios(scenarios: Mapping[str, ScenarioResult]) -> set[str]:
+    """The scenarios whose difference the model's own nondeterminism explains (as verdict_of counts)."""
+    found = nondeterminism_shown(scenarios.values())
+    if found is None:
+        return set()
+    volatile, rows, ordered = found
+    return {name for name, s in scenarios.items()
+            if differs(s.verdict) and (volatile or rows) and explained_by_nondeterminism(s, volatile, rows, ordered)}
 
 
 def verdict_of(scenarios) -> tuple[str, tuple[str, ...]]:
@@ -228,16 +306,13 @@ def verdict_of(scenarios) -> tuple[str, tuple[str, ...]]:
     rows or keys), that defect is the verdict and the nondeterministic columns are named beside it. Where
     two clean builds gave other rows (row_level), rows lost, added or changed are explained by it; and
     when no column explains the nondeterminism, it stays the verdict."""
-    if not any(s.verdict == Verdict.NONDETERMINISTIC for s in scenarios):
+    found = nondeterminism_shown(scenarios)
+    if found is None:
         return worst(s.verdict for s in scenarios), ()
-    # where some build kept other rows, no column is named (other rows differ in every column, and a
-    # scenario whose counts came out alike by chance says nothing more)
-    rows = any(row_level(s) for s in scenarios)
-    volatile = set() if rows else {c for s in scenarios if s.verdict == Verdict.NONDETERMINISTIC
-                                   for c in s.volatile_columns}
+    volatile, rows, ordered = found
     if volatile or rows:
         defects = [s.verdict for s in scenarios
-                   if differs(s.verdict) and not explained_by_nondeterminism(s, volatile, rows)]
+                   if differs(s.verdict) and not explained_by_nondeterminism(s, volatile, rows, ordered)]
         if defects:
             return worst(defects), tuple(sorted(volatile))
     return worst(s.verdict for s in scenarios), tuple(sorted(volatile))
