@@ -214,24 +214,7 @@ def root_causes(verdicts: Mapping[str, Mapping[str, str]], parents: Mapping[str,
                 roots.add(model)
                 root_in.setdefault(model, set()).add(scenario)
 
-    memo: dict[tuple[str, str], frozenset[str]] = {}
-
-    def reach(model: str, scenario: str) -> frozenset[str]:
-        """The roots whose difference in `scenario` can be in this model's."""
-        if (model, scenario) in memo:
-            return memo[model, scenario]
-        memo[model, scenario] = frozenset()  # a cycle (hooks writing each other's relations) ends here
-        blocked = unreached.get(model, {}).get(scenario, frozenset())
-        out: set[str] = set()
-        for p in parents.get(model, ()):
-            v = verdicts.get(p, {}).get(scenario)
-            if p in blocked or (v is not None and not differs(v)):
-                continue
-            out |= reach(p, scenario)
-            if v is not None and scenario in root_in.get(p, ()):
-                out.add(p)
-        memo[model, scenario] = frozenset(out)
-        return memo[model, scenario]
+    reach = _Reach(verdicts, parents, root_in, unreached)
 
     contaminated: dict[str, set[str]] = {}
     inconclusive: dict[str, str] = {}
@@ -240,12 +223,40 @@ def root_causes(verdicts: Mapping[str, Mapping[str, str]], parents: Mapping[str,
         unshown = isolated.unshown.get(model, {})
         # not where no replay could tell (a model with a defect of its own may also inherit one)
         for s in sorted(bad - set(unshown)):
-            for anc in reach(model, s) - {model}:
+            for anc in reach.roots(model, s) - {model}:
                 if s in chance.get(model, ()) or s not in chance.get(anc, ()):
                     contaminated.setdefault(model, set()).add(anc)
         if bad and model not in roots and model not in contaminated and unshown:
             inconclusive[model] = unshown[sorted(unshown)[0]]
     return roots, contaminated, inconclusive
+
+
+@dataclass
+class _Reach:
+    """The roots whose difference in a scenario can be in a model's: through its parents that differ
+    there and are not among those whose difference cannot reach it (`unreached`)."""
+
+    verdicts: Mapping[str, Mapping[str, str]]
+    parents: Mapping[str, tuple[str, ...]]
+    root_in: Mapping[str, set[str]]
+    unreached: Mapping[str, Mapping[str, frozenset[str]]]
+    memo: dict[tuple[str, str], frozenset[str]] = field(default_factory=dict)
+
+    def roots(self, model: str, scenario: str) -> frozenset[str]:
+        if (model, scenario) in self.memo:
+            return self.memo[model, scenario]
+        self.memo[model, scenario] = frozenset()  # a cycle (hooks writing each other's relations) ends here
+        blocked = self.unreached.get(model, {}).get(scenario, frozenset())
+        out: set[str] = set()
+        for p in self.parents.get(model, ()):
+            v = self.verdicts.get(p, {}).get(scenario)
+            if p in blocked or (v is not None and not differs(v)):
+                continue
+            out |= self.roots(p, scenario)
+            if v is not None and scenario in self.root_in.get(p, ()):
+                out.add(p)
+        self.memo[model, scenario] = frozenset(out)
+        return self.memo[model, scenario]
 
 
 def row_level(s: ScenarioResult) -> bool:
