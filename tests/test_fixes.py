@@ -145,6 +145,57 @@ def test_a_hook_insert_gets_a_delete_of_its_batch_first_keyed_by_a_column_it_ins
         assert none == [] and why.startswith("no candidate: no hook set in one config() call"), raw
 
 
+def test_a_hook_keeping_a_row_per_run_gets_the_log_declaration_after_the_deletes():
+    from rerun_safety.gameday.side_effects import per_run
+
+    # the fault-free schedule: 4 runs, the clean build's 1 row each (a run log); 7 rows is data
+    assert per_run({"relation": "audit.run_log", "rows": 4, "reference_rows": 1, "runs": 4, "missing_rows": 1}) == 1
+    assert per_run({"relation": "audit.t", "rows": 7, "reference_rows": 1, "runs": 4}) == 0
+    assert per_run({"relation": "audit.t", "rows": 1, "reference_rows": 1, "runs": 1}) == 0
+    log = (SideTable("run_log", (("model", "text"), ("rows_after", "bigint")), "audit.run_log", per_run=1),)
+    raw = ("{{ config(materialized='incremental', meta={'owner': 'data'},\n"
+           "          post_hook=\"insert into audit.run_log select 'm', count(*) from {{ this }}\") }}\nselect 1\n")
+    found, _ = candidates(Target("m", "side_effect", raw, "incremental", "append", (), (), side=log))
+    assert [(c.name, c.declaration) for c in found] == [("replace the hook's rows by model", False),
+                                                        ("declare the run log", True)]
+    assert "meta={'owner': 'data', 'rerun_safety': {'log_tables': ['audit.run_log']}}," in found[1].text
+    assert found[1].text.count("post_hook=") == 1 and "delete" not in found[1].text
+    # a meta that is no literal cannot be merged into: the deletes only
+    odd = raw.replace("meta={'owner': 'data'}", "meta=var('m')")
+    assert [c.name for c in candidates(Target("m", "side_effect", odd, "incremental", "append", (), (),
+                                              side=log))[0]] == ["replace the hook's rows by model"]
+
+
+def test_drift_gets_the_window_and_ties_a_loss_gets_and_microbatch_gets_its_lookback():
+    # a merge aggregate recomputing from its newest day while payments land late: drift, the window widened
+    agg = ("{{ config(materialized='incremental', incremental_strategy='merge', unique_key='day') }}\n"
+           "select cast(event_time as date) as day, sum(amount) as amount from {{ ref('stg_events') }}\n"
+           "{% if is_incremental() %}\nwhere event_time >= (select max(day) from {{ this }})\n{% endif %}\n"
+           "group by 1\n")
+    found, _ = candidates(_target("daily", "drift", raw=agg, strategy="merge", key=("day",)))
+    assert [c.name for c in found] == ["re-read the window"]
+    assert "where event_time >= (select max(day) - interval '2 days' from {{ this }})" in found[0].text
+    # an unkeyed drift whose window already reaches back further than the lateness: the key alone
+    found, _ = candidates(_target("events_append_lookback", "drift"))
+    assert [c.name for c in found] == ["keyed on event_id"]
+    # ties in a window's order with a drift verdict: tie-broken by the key
+    ranked = ("{{ config(materialized='incremental', incremental_strategy='delete+insert', unique_key='event_id') }}\n"
+              "select event_id, row_number() over (partition by user_id order by event_time) as n\n"
+              "from {{ ref('stg_events') }}\n")
+    found, _ = candidates(_target("ranked", "drift", raw=ranked, strategy="delete+insert", key=("event_id",)))
+    assert [c.name for c in found] == ["tie-break by the key", "tie-break by every output column"]
+    assert "order by event_time, event_id)" in found[0].text
+    # microbatch: the lookback raised to what the replay measured, in its own batches; never lowered
+    micro = ("{{ config(materialized='incremental', incremental_strategy='microbatch', event_time='event_time', "
+             "batch_size='day', lookback=1, begin='2026-01-01') }}\nselect * from {{ ref('stg_events') }}\n")
+    found, _ = candidates(_target("m", "loss", raw=micro, strategy="microbatch", microbatch_lookback=2))
+    assert [(c.name, c.settings) for c in found][:1] == [("lookback 2", (("lookback", 2),))]
+    assert "batch_size='day', lookback=2, begin=" in found[0].text
+    none, why = candidates(_target("m", "loss", raw=micro, strategy="microbatch", microbatch_lookback=2,
+                                   lookback_now=3))
+    assert all(not c.name.startswith("lookback") for c in none)
+
+
 def test_a_cte_reading_this_outside_the_branch_is_moved_inside_it():
     sole = ("with w as (select max(d) as since from {{ this }})\nselect * from {{ ref('a') }}\n"
             "{% if is_incremental() %}where d >= (select since from w){% endif %}\n")
@@ -283,13 +334,14 @@ def test_a_change_of_what_a_clean_build_produces_is_refused():
         "m", "model.p.m", "safe", False, (), "incremental", "delete+insert", (), (), (safe,)),), 1.0, 1, 1.0, "")
     from rerun_safety.gameday.side_effects import SidePlan, SideRelation
 
-    def built(fingerprint: Fingerprint, side_rows: int | None = None):
+    def built(fingerprint: Fingerprint, side_rows: int | None = None, replayed: dict | None = None, log=None):
         side = SidePlan()
         if side_rows is not None:  # a relation m's hook writes, as the clean build left it
-            side.relations.append(SideRelation("audit", "totals", "s0", False, ("model.p.m",), False,
+            side.relations.append(SideRelation("audit", "totals", "s0", False, ("model.p.m",), False, log_of=log,
                                                fingerprint=Fingerprint(side_rows, "7", ())))
         return SimpleNamespace(plan=SimpleNamespace(facts=SimpleNamespace(fingerprints={"model.p.m": fingerprint},
-                                                                          side=side)))
+                                                                          side=side)),
+                               side_found={"replay": (replayed,)} if replayed else {})
 
     before = Fingerprint(10, "5", (("a", "2"), ("b", "3")))
     first = built(before)
@@ -305,6 +357,20 @@ def test_a_change_of_what_a_clean_build_produces_is_refused():
         "it changes what a clean build writes to audit.totals (5 rows instead of 6)")
     assert _judge(hooked, report, built(before), again, ["model.p.m"])[0] == (
         "the clean build of the changed project leaves no audit.totals")
+    # a row per run in the fault-free schedule (4 runs, the clean build's 1 row each): a history the
+    # change must keep; a change leaving the one-shot build's 1 row there is refused, one keeping 4 is not
+    logged = {"relation": "audit.totals", "log": False, "rows": 4, "reference_rows": 1, "runs": 4, "extra_rows": 4,
+              "missing_rows": 1}
+    history = built(before, side_rows=1, replayed=logged)
+    assert _judge(history, report, built(before, side_rows=1), again, ["model.p.m"])[0] == (
+        "it deletes the history a fault-free schedule keeps in audit.totals (1 row instead of 4 after 4 runs): the "
+        "hook records every run; where one row per run is by design, declare it a log (meta.rerun_safety.log_tables)")
+    assert _judge(history, report, built(before, side_rows=1, replayed=logged), again, ["model.p.m"]) == (None, ["m"])
+    assert _judge(history, report, built(before, side_rows=1, log="model.p.m"), again, ["model.p.m"]) == (None, ["m"])
+    # rows that the fault-free schedule adds otherwise than once per run are data: no history rule
+    summed = {**logged, "rows": 7}
+    assert _judge(built(before, side_rows=1, replayed=summed), report, built(before, side_rows=1), again,
+                  ["model.p.m"]) == (None, ["m"])
 
 
 def test_a_scenario_the_first_game_day_did_not_exercise_is_not_held_against_a_fix():
@@ -422,6 +488,18 @@ def test_shop_patches_applied_make_a_second_game_day_safe(shop_fixed, tmp_path):
     assert {n: m["verdict"] for n, m in models.items()} == {n: "safe" for n in models}
 
 
+def _fix_gameday(project: Path, profiles: Path, out: Path, *args: str) -> tuple[int, str, str]:
+    """The shop copy's game day (3 steps, 2 threads) with these arguments, from the project's folder."""
+    dbt_deps(project, profiles)
+    cwd = os.getcwd()
+    os.chdir(project)
+    try:
+        return run_cli(["gameday", "--project-dir", str(project), "--profiles-dir", str(profiles),
+                        "--output-dir", str(out), "--steps", "3", "--threads", "2", *args])
+    finally:
+        os.chdir(cwd)
+
+
 def test_a_refused_candidate_is_listed_with_why_and_the_next_is_verified(tmp_path):
     """A strict watermark on a day column: `>=` (re-read the last day) is the smallest change, but rows
     arriving a day after their event's day land in a day no longer read (loss), so it is refused; the window
@@ -436,16 +514,9 @@ def test_a_refused_candidate_is_listed_with_why_and_the_next_is_verified(tmp_pat
         "where cast(event_time as date) > (select max(event_day) from {{ this }})\n"
         "{% endif %}\n")
     shop_generator().load_duckdb(str(project / "shop.duckdb"))
-    dbt_deps(project, project)
-    cwd = os.getcwd()
-    os.chdir(project)
-    try:
-        code, out, err = run_cli(["gameday", "--project-dir", str(project), "--profiles-dir", str(project),
-                                  "--output-dir", str(tmp_path / "out"), "--steps", "3", "--threads", "2",
+    code, out, err = _fix_gameday(project, project, tmp_path / "out",
                                   "--scenarios", "rerun,partial",  # where the two windows differ (and cheaper)
-                                  "--select", "events_user_first", "--fix", "--apply"])
-    finally:
-        os.chdir(cwd)
+                                  "--select", "events_user_first", "--fix", "--apply")
     assert code == 1, out + err
     report = load_report(tmp_path / "out")
     assert by_name(report)["events_user_first"]["verdict"] == "loss"
@@ -465,6 +536,83 @@ def test_a_refused_candidate_is_listed_with_why_and_the_next_is_verified(tmp_pat
     assert "--apply: 1 fix(es) written:" in out
     assert json.loads((tmp_path / "out" / "report.json").read_text())["fixes"][0]["before_sha256"]
     shutil.rmtree(tmp_path / "out")
+
+
+RUN_LOGGED = ("{{ config(materialized='incremental', incremental_strategy='delete+insert', unique_key='event_id',\n"
+              "          post_hook=\"insert into {{ source('audit', 'run_log') }} select 'events_logged', count(*) "
+              "from {{ this }}\") }}\n"
+              "select event_id, amount, event_time from {{ ref('stg_events') }}\n"
+              "{% if is_incremental() %}\n"
+              "where event_time >= (select max(event_time) - interval '3 days' from {{ this }})\n"
+              "{% endif %}\n")
+
+
+DAY_AMOUNTS = ("{{ config(materialized='incremental', incremental_strategy='merge', unique_key='day') }}\n"
+               "select cast(event_time as date) as day, sum(amount) as amount, count(*) as events\n"
+               "from {{ ref('stg_events') }}\n"
+               "{% if is_incremental() %}\nwhere cast(event_time as date) > (select max(day) from {{ this }})\n"
+               "{% endif %}\ngroup by 1\n")
+
+
+MICROBATCH = ("{{ config(materialized='incremental', incremental_strategy='microbatch', event_time='event_time',\n"
+              "          batch_size='day', begin='2026-01-01', lookback=0,\n"
+              "          unique_key=('event_id' if target.type == 'postgres' else none)) }}\n"
+              "select event_id, amount, event_time from {{ source('raw', 'events') }}\n")
+
+
+@pytest.mark.parametrize("engine", ["duckdb", "postgres"])
+def test_run_logs_late_aggregates_and_microbatch_lookbacks_get_their_fixes(engine, tmp_path, request):
+    """Three shapes labelled before the run, in one game day with --fix --apply:
+    - events_logged: its post-hook appends one audit row per run (the model, its rows so far): a rerun adds one
+      more (side_effect). Deleting the model's rows first would match a clean build's one row and turn the
+      log into one row per model: the fault-free schedule's 4 rows after 4 runs become 1, refused with that
+      reason. The log's declaration is verified and left for review (--apply writes no declaration);
+    - day_amounts: a merge per day recomputing only the days after its newest while events land up to a day
+      late: a day keeps the total of the rows landed when it was first computed (drift, no day lost).
+      Re-reading the newest day (`>=`) is verified for the drift as for a loss;
+    - events_micro: a microbatch model with lookback=0 while rows land a day late: their day is never
+      processed again (loss). lookback=2 (the lateness plus a batch) is verified and written."""
+    project = copy_project(SHOP, tmp_path / "shop")
+    for name, text in (("events_logged", RUN_LOGGED), ("day_amounts", DAY_AMOUNTS), ("events_micro", MICROBATCH)):
+        (project / f"models/staging/{name}.sql").write_text(text)
+    if engine == "postgres":
+        server = request.getfixturevalue("pg_server")
+        dbname = server.create_database("shop_fix_candidates")
+        shop_generator().load_postgres(server.dsn(dbname))
+        profiles = pg_profile(server, dbname, tmp_path / "profiles", "shop", "analytics")
+    else:
+        shop_generator().load_duckdb(str(project / "shop.duckdb"))
+        profiles = project
+    code, out, err = _fix_gameday(project, profiles, tmp_path / "out", "--scenarios", "replay,rerun",
+                                  "--select", "events_logged", "--select", "day_amounts", "--select", "events_micro",
+                                  "--fix", "--apply")
+    assert code == 1, out + err
+    report = load_report(tmp_path / "out")
+    models = by_name(report)
+    assert {n: (m["verdict"], m["root_cause"]) for n, m in models.items() if n != "stg_events"} == {
+        "events_logged": ("side_effect", True), "day_amounts": ("drift", True), "events_micro": ("loss", True)}
+    replay = next(s for s in models["day_amounts"]["scenarios"] if s["name"] == "replay")
+    assert replay["missing_keys"] == 0 and replay["changed_rows"] > 0, replay
+    fixes = {f["model"]: f for f in report["fixes"]}
+    assert {n: (f["verified"], f["candidate"], f["declaration"]) for n, f in fixes.items()} == {
+        "events_logged": (True, "declare the run log", True), "day_amounts": (True, "re-read the window", False),
+        "events_micro": (True, "lookback 2", False)}, fixes
+
+    logged = fixes["events_logged"]
+    assert "delete from" not in logged["patch"]  # the hook inserts as it did, nothing deleted
+    assert "meta={'rerun_safety': {'log_tables': ['audit.run_log']}}" in logged["patch"], logged["patch"]
+    (tried,) = logged["tried"]
+    assert tried["candidate"] == "replace the hook's rows by model", tried
+    assert tried["why"].startswith("it deletes the history a fault-free schedule keeps in audit.run_log (1 row "
+                                   "instead of 4 after 4 runs)"), tried
+    assert logged["note"].startswith("a declaration of what the table is for")
+    assert (project / "models/staging/events_logged.sql").read_text() == RUN_LOGGED  # left for review
+    assert "--apply: left for review (a declaration of what a table is for): events_logged" in out
+
+    assert fixes["day_amounts"]["tried"] == []
+    assert "+where cast(event_time as date) >= (select max(day) from {{ this }})" in fixes["day_amounts"]["patch"]
+    assert "batch_size='day', begin='2026-01-01', lookback=2," in (project / "models/staging/events_micro.sql").read_text()
+    assert "--apply: 2 fix(es) written:" in out
 
 
 def test_a_fix_search_with_no_root_cause_says_so_and_one_not_asked_says_nothing():

@@ -372,6 +372,9 @@ def gameday(ctx, project_dir, profiles_dir, target, select, exclude, vars_yaml, 
     print_summary(report, paths)
     if applied is not None:
         click.echo(f"--apply: {len(applied)} fix(es) written: " + (", ".join(str(p) for p in applied) or "none"))
+        declared = [f.model for f in report.fixes if f.verified and f.declaration]
+        if declared:
+            click.echo(f"--apply: left for review (a declaration of what a table is for): {', '.join(declared)}")
     summary = report.summary()
     if "baseline" in summary:
         worse, before = summary["baseline"]["worse"], summary["baseline"]["unsafe_as_before"]

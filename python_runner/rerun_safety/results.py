@@ -217,6 +217,9 @@ class Fix:
     note: str = ""  # what the user should know about applying it (a package's file, say)
     before_sha256: str = ""  # the file as the game day read it (--apply refuses another)
     text: str = field(default="", repr=False)  # the file's new text
+    # it declares what a table is for (a run log) rather than change what runs: for review, never applied
+    # by --apply
+    declaration: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

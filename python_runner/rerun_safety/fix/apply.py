@@ -24,7 +24,7 @@ def apply_fixes(report: GamedayReport, project_dir: Path) -> list[Path]:
     from ..safe_files import open_dir
 
     recover(project_dir)
-    verified = [f for f in report.fixes if f.verified]
+    verified = [f for f in report.fixes if f.verified and not f.declaration]  # a declaration is for review
     shared = sorted({f.path for f in verified if sum(g.path == f.path for g in verified) > 1})
     if shared:  # each fix's text was made from the file as it was: applying one would undo the other
         raise ConfigError(f"--apply: several fixes change {', '.join(shared)}; nothing applied (apply the "

@@ -253,9 +253,9 @@ def _rows(t: Target, windows: bool = False) -> tuple[list[Candidate], str]:
     return [], f"no candidate for {t.verdict} with strategy {strategy or 'append'} and this incremental filter"
 
 
-def _tiebreaks(t: Target) -> tuple[list[Candidate], str]:
+def _tiebreaks(t: Target, aggregates: bool = True) -> tuple[list[Candidate], str]:
     out = []
-    ordered = ordered_aggregates(t.raw)
+    ordered = ordered_aggregates(t.raw) if aggregates else None
     if ordered is not None:
         out.append(Candidate("order the aggregates", "each string_agg/array_agg without ORDER BY ordered by the "
                              "value it gathers: the list is the same whatever order the rows come in", ordered))
@@ -272,12 +272,38 @@ def _tiebreaks(t: Target) -> tuple[list[Candidate], str]:
                 "random() or the clock has no deterministic replacement that keeps the clean build's output")
 
 
+def _microbatch(t: Target) -> list[Candidate]:
+    """A microbatch model that loses or changes rows while rows arrive late: its lookback raised to
+    the lateness the replay measured, plus one batch (dbt then re-processes those batches at every run)."""
+    n = t.microbatch_lookback
+    if (t.strategy or "").lower() != "microbatch" or not n or n <= t.lookback_now:
+        return []
+    return [Candidate(f"lookback {n}", f"lookback={n}: each run processes again the last {n} batches before "
+                      f"its own (it had {t.lookback_now}), so rows that land late are read in the batch of their "
+                      "time", set_config(t.raw, lookback=n), (("lookback", n),))]
+
+
+def _defect(t: Target, windows: bool) -> tuple[list[Candidate], str]:
+    """A loss or drift: the microbatch lookback, then the strategy and window candidates (for drift, the
+    strategy alone first: re-reading more is only needed where rows come late), then ties broken in the
+    model's windows (a tie broken otherwise at every run moves a value between rows)."""
+    found = _microbatch(t)
+    why = ""
+    for w in ((False, True) if not windows else (True,)):
+        more, why = _rows(t, windows=w)
+        found += [c for c in more if c.text not in {x.text for x in found}]
+    if t.verdict == Verdict.DRIFT or not found:
+        ties, _ = _tiebreaks(t, aggregates=False)
+        found += [c for c in ties if c.text not in {x.text for x in found}]
+    return (found[:3], "") if found else ([], why)
+
+
 # The candidates of each defect, like the lint's rules: a verdict -> its search (another defect: the
 # rows' search, which names why it has none).
 DEFECTS = {
     Verdict.SIDE_EFFECT: hook_candidates,
     Verdict.NONDETERMINISTIC: _tiebreaks,
-    Verdict.LOSS: lambda t: _rows(t, windows=True),
+    Verdict.LOSS: lambda t: _defect(t, windows=True),
     Verdict.DUPLICATES: _rows,
-    Verdict.DRIFT: _rows,
+    Verdict.DRIFT: lambda t: _defect(t, windows=False),
 }

@@ -75,6 +75,10 @@ def sets_config(raw: str, settings: dict) -> bool:
 
 
 def literal(value) -> str:
+    if isinstance(value, dict):  # a mapping (meta) as Jinja reads it, lists kept lists
+        return repr(value)
+    if isinstance(value, int) and not isinstance(value, bool):  # a count (a microbatch lookback)
+        return str(value)
     if isinstance(value, (tuple, list)):
         return "[" + ", ".join(literal(v) for v in value) + "]" if len(value) != 1 else literal(value[0])
     return repr(str(value))

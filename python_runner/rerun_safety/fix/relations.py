@@ -9,7 +9,7 @@ import re
 import sqlglot
 from sqlglot import exp
 
-from .jinja import INCREMENTAL_BLOCK, close_bracket, config_calls, setting_span, top_items
+from .jinja import INCREMENTAL_BLOCK, close_bracket, config_calls, set_config, setting_span, top_items
 from .target import Candidate, SideTable, Target
 
 
@@ -64,6 +64,29 @@ def this_moved(raw: str) -> str | None:
 
 
 # ------------------------------------------------------------------ hooks that insert into another relation
+def _declared_logs(raw: str, labels: list[str]) -> str | None:
+    """The text with these relations added to `meta.rerun_safety.log_tables` (the meta of its one config()
+    call kept, merged), or None when its meta is not a literal this can merge into."""
+    calls = config_calls(raw)
+    meta: dict = {}
+    if len(calls) == 1:
+        lo, hi, _ = calls[0]
+        span = setting_span(raw, lo, hi, "meta")
+        if span:
+            try:
+                meta = ast.literal_eval(raw[span[0]:span[1]])
+            except (ValueError, SyntaxError):
+                return None
+            if not isinstance(meta, dict) or not isinstance(meta.get("rerun_safety", {}), dict):
+                return None
+    elif len(calls) > 1 and any(setting_span(raw, lo, hi, "meta") for lo, hi, _ in calls):
+        return None
+    ours = dict(meta.get("rerun_safety") or {})
+    have = list(ours.get("log_tables") or [])
+    ours["log_tables"] = have + [x for x in labels if x not in have]
+    return set_config(raw, meta={**meta, "rerun_safety": ours})
+
+
 _JINJA = re.compile(r"\{\{.*?\}\}", re.S)
 _AGGREGATES = (exp.Count, exp.Sum, exp.Avg)
 _TIME_TYPES = ("date", "timestamp", "datetime")
@@ -174,8 +197,24 @@ def hook_candidates(t: Target) -> tuple[list[Candidate], str]:
                 out.append(Candidate(f"replace the hook's rows by {column}",
                                      f"the {setting} deletes the rows of the run's {column} before inserting them "
                                      f"again: a rerun replaces what it wrote (`{delete}`)", new))
+    out = out[:2]
+    # a relation the hook adds its rows to at every run of the fault-free schedule: a per-run snapshot (a
+    # delete of its run's rows keeps one per run) or a run log (a delete would destroy its history, which
+    # the search refuses, search._history_kept): the log declared by design, after the deletes
+    logs = [s for s in t.side if s.per_run]
+    declared = _declared_logs(t.raw, [s.label for s in logs]) if logs else None
+    if declared is not None:
+        out.append(Candidate(
+            "declare the run log", f"meta.rerun_safety.log_tables names {', '.join(s.label for s in logs)}: its hook "
+            f"keeps {logs[0].per_run} row{'s' if logs[0].per_run > 1 else ''} per run, a history of the runs that a "
+            "rerun adds to as production would (checked as one row per run, never deleted)", declared,
+            declaration=True))
     if out:
-        return out[:3], ""
+        return out, ""
+    if logs:
+        return [], (f"no candidate: its hook keeps a row per run in {', '.join(s.label for s in logs)} (a run log: a "
+                    "fix that deletes would destroy that history); declare it in "
+                    "`meta={'rerun_safety': {'log_tables': [...]}}` (the model's meta is not one literal here)")
     return [], ("no candidate: no hook set in one config() call of the model is an `insert into <table> select ...` "
                 "of the relation that differed; make it replace what it covers (delete the batch's rows before "
                 "inserting them) or move the write into a model of its own")

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ..cadence import duration
+from ..cadence import SECONDS, duration
 from ..errors import RerunSafetyError, first_line
 from ..gameday.core import Finished, Gameday
 from ..gameday.options import GamedayOptions
@@ -31,6 +31,7 @@ from .candidates import candidates
 from .jinja import sets_config
 from .target import Candidate, SideTable, Target
 from .overrides import model_override
+from ..gameday.side_effects import per_run
 
 # what a copy of the project leaves out: dbt's output, logs, and DuckDB files (a profile names its
 # database by a path from the working folder, not from the project)
@@ -145,7 +146,16 @@ class _Search:
 
     @property
     def next(self) -> Candidate | None:
-        return None if self.verified else next(iter(self.found[len(self.tried):]), None)
+        if self.verified:
+            return None
+        for cand in self.found[len(self.tried):]:
+            # a log's declaration only where every delete tried could only destroy the history: a delete by
+            # a column that keeps one row per batch (a batch's summary) says the rows are data, and a rerun
+            # that adds a second one is the defect, which a declaration would hide
+            if cand.declaration and not all(t.why.startswith(HISTORY) for t in self.tried):
+                continue  # (the last candidates: the search ends)
+            return cand
+        return None
 
     def result(self) -> Fix:
         mv, rel = self.mv, self.rel
@@ -158,9 +168,19 @@ class _Search:
         patch = "".join(difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
                                              fromfile=f"a/{rel}", tofile=f"b/{rel}"))
         note = "" if cand.path else self.note
+        if cand.declaration:
+            note = "; ".join(x for x in (note, DECLARATION_NOTE) if x)
         return Fix(mv.name, mv.verdict, True, cand.name, cand.description, str(rel), patch, tuple(safe),
                    tuple(self.tried), seconds=self.seconds, note=note,
-                   before_sha256=hashlib.sha256(before.encode()).hexdigest(), text=after)
+                   before_sha256=hashlib.sha256(before.encode()).hexdigest(), text=after,
+                   declaration=cand.declaration)
+
+
+HISTORY = "it deletes the history"  # why a change is refused by _history_kept
+DECLARATION_NOTE = ("a declaration of what the table is for, not a change of what runs: --apply leaves it to you. "
+                    "Apply it if a row per run is the table's purpose (a run log); a table of one row per batch "
+                    "(a batch's summary) wants that batch's row replaced instead, and a rerun that adds a second "
+                    "one is the defect")
 
 
 def _read(path: Path) -> str:
@@ -236,6 +256,24 @@ def _lookback(first: Finished, uid: str) -> str | None:
     return f"{batch.months * n} months" if batch.months else duration(batch.delta.total_seconds() * n)
 
 
+def _microbatch_lookback(first: Finished, uid: str) -> tuple[int | None, int]:
+    """For a microbatch model: the lookback, in its own batches, that covers one game-day batch more than
+    the most batches a row of its inputs arrived late; and the lookback it has. (None, 1) otherwise."""
+    import math
+
+    config = first.project.manifest.nodes[uid].config
+    get = config.get if hasattr(config, "get") else (lambda k, d=None: getattr(config, k, d))
+    if str(get("incremental_strategy") or "").lower() != "microbatch":
+        return None, 1
+    now = get("lookback")
+    now = now if isinstance(now, int) else 1
+    size = SECONDS.get(str(get("batch_size") or "").lower())
+    t = first.plan.facts.timeline if first.plan is not None else None
+    if not size or t is None or t.batch.months or not _late_batches(first, uid):
+        return None, now
+    return math.ceil((_late_batches(first, uid) + 1) * t.batch.delta.total_seconds() / size), now
+
+
 def _model_file(first: Finished, uid: str) -> Path | None:
     node = first.project.manifest.nodes[uid]
     source = first.project.manifest.files.get(getattr(node, "file_id", None) or "")
@@ -247,14 +285,46 @@ def _target(first: Finished, mv: ModelVerdict, text: str) -> Target:
     plan, uid = first.plan, mv.unique_id
     m = first.project.models[uid]
     pk = m.partition_key if isinstance(m.partition_key, dict) else {}
-    side = tuple(SideTable(r.name, r.columns) for r in (plan.facts.side.relations if plan.facts.side else ())
-                 if uid in r.writers and r.columns)
+    replayed = _replay_side(first)
+    side = tuple(SideTable(r.name, r.columns, r.label, per_run(replayed[r.label]) if r.label in replayed else 0)
+                 for r in (plan.facts.side.relations if plan.facts.side else ()) if uid in r.writers and r.columns)
+    microbatch, now = _microbatch_lookback(first, uid)
     return Target(mv.name, mv.verdict, text, m.materialized, m.strategy, tuple(m.key),
                   tuple(c for c, _ in plan.facts.reference_columns.get(uid, ())),
                   keys=tuple(plan.facts.unique_keys.get(uid, ())),
                   column_types=tuple(plan.facts.reference_columns.get(uid, ())),
                   granularity=str(pk.get("granularity") or "") or None, lookback=_lookback(first, mv.unique_id),
-                  late=_late_batches(first, mv.unique_id) > 0, side=side, dialect=str(first.dialect))
+                  late=_late_batches(first, mv.unique_id) > 0, side=side, dialect=str(first.dialect),
+                  microbatch_lookback=microbatch, lookback_now=now)
+
+
+def _replay_side(finished: Finished) -> dict[str, dict]:
+    """The side relations that the fault-free schedule (the replay scenario) left other than a one-shot
+    build, by label: what `side_effects.judge` found there."""
+    return {f["relation"]: f for f in finished.side_found.get("replay", ())}
+
+
+def _history_kept(first: Finished, second: Finished, below: list[str]) -> str:
+    """Why the changed project's fault-free schedule keeps less of a history than the original's ('' when
+    it keeps it): a relation the models' hooks write a row per run into (a run log) must hold, after the
+    replay, what it held before the change. A change that turns a log into one row per model passes every
+    comparison with a one-shot build, and destroys the history."""
+    before, after = _replay_side(first), _replay_side(second)
+    known = {r.label: r for r in (second.plan.facts.side.relations if second.plan.facts.side else ())}
+    for rel in first.plan.facts.side.relations if first.plan.facts.side else ():
+        found = before.get(rel.label)
+        if found is None or not set(rel.writers) & set(below) or not per_run(found):
+            continue
+        now = after.get(rel.label)
+        if now is None and known.get(rel.label) is not None and known[rel.label].log_of is not None:
+            continue  # declared a log there, and one row per run it held
+        rows = now["rows"] if now is not None else found["reference_rows"]
+        if rows < found["rows"]:
+            return (f"{HISTORY} a fault-free schedule keeps in {rel.label} ({rows:,} row"
+                    f"{'s' if rows != 1 else ''} instead of {found['rows']:,} after {found['runs']} runs): the hook "
+                    "records every run; where one row per run is by design, declare it a log "
+                    "(meta.rerun_safety.log_tables)")
+    return ""
 
 
 def _package_note(first: Finished, uid: str) -> str:
@@ -328,7 +398,7 @@ def _judge(first: Finished, report: GamedayReport, second: Finished, again: Game
         why = _not_safe(was, now)
         if why:
             return f"{name} {why}", []
-    why = _side_changed(first, second, below)
+    why = _side_changed(first, second, below) or _history_kept(first, second, below)
     if why:
         return why, []
     for uid in below:

@@ -25,6 +25,10 @@ class Target:
     late: bool = False  # rows of its inputs arrived after a later batch than their time's
     side: tuple["SideTable", ...] = ()  # relations its hooks write that a rerun left different (side_effect)
     dialect: str = ""  # sqlglot's name of the target's dialect
+    # a microbatch model: the lookback (in its own batches) that re-processes what the replay showed
+    # arriving late, plus one batch, and the lookback it has (dbt's default 1)
+    microbatch_lookback: int | None = None
+    lookback_now: int = 1
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "verdict", Verdict(self.verdict))
@@ -36,6 +40,10 @@ class SideTable:
 
     name: str  # its identifier in the warehouse
     columns: tuple[tuple[str, str], ...]  # (column, data type), in order
+    label: str = ""  # schema.name
+    # the rows it gains at every run in the fault-free schedule, where that keeps its clean build's rows
+    # once per run (a run log: side_effects.per_run); 0 otherwise
+    per_run: int = 0
 
 
 @dataclass(frozen=True)
@@ -46,3 +54,4 @@ class Candidate:
     settings: tuple[tuple[str, object], ...] = ()  # when it only sets these config() keys (else empty)
     path: str = ""  # the file it changes, relative to the project ("": the model's own file)
     follows: bool = False  # made on top of another candidate that mended one defect and showed the next
+    declaration: bool = False  # it declares what a table is for instead of changing what runs (Fix.declaration)

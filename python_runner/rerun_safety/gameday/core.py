@@ -5,9 +5,9 @@ import datetime as dt
 import shutil
 import time
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from .. import clock
 from ..confine import statement_guard_on
@@ -50,6 +50,9 @@ class Finished:
     run_id: str
     parse_state: bytes | None  # dbt's partial-parse state after the parse (with options.fix)
     progress: Any
+    # scenario -> the side relations that differed at its end (side_effects.judge): what the fault-free
+    # schedule (replay) wrote where a one-shot build writes otherwise
+    side_found: Mapping[str, tuple[dict, ...]] = field(default_factory=dict)
 
 
 class Gameday:
@@ -64,6 +67,7 @@ class Gameday:
         self.project: Project | None = None
         self.replay: Replay | None = None  # once the engine is open: dbt in the run's sandboxes, the scenarios
         self.notes: list[str] = []  # about the whole run, in the order found (the report's run notes)
+        self.side_found: dict[str, tuple[dict, ...]] = {}  # once judged: scenario -> side relations differing
         self.invocations: list = []  # dbt's results, one per invocation (the report's cost split)
         self.parse_state: bytes | None = None  # dbt's partial-parse state after the parse (with options.fix)
         self._job_cost: dict[str, float] = {}  # what the scenario jobs spent, per phase (cost.py)
@@ -101,7 +105,7 @@ class Gameday:
         """The game day (`run`), and what the fix search reads of it afterwards."""
         report = self.run()
         return Finished(report, self.plan, self.project, self.options, self.engine.dialect, self.run_id,
-                        self.parse_state, self.progress)
+                        self.parse_state, self.progress, self.side_found)
 
     def run(self) -> GamedayReport:
         """The stages: prepare (project, engine, plan), snapshot, reference, scenarios, isolation, report."""
@@ -161,6 +165,7 @@ class Gameday:
         with cost.spent("copies"):
             self.engine.drop(snapshot)  # the reference sandbox holds the snapshot's tables too
         by_model, side_found = self._scenarios(pool, plan, chains, shared, branched, template, ref_errors)
+        self.side_found = {name: tuple(found) for name, found in side_found.items()}
         isolated = self._isolate(pool, plan, by_model, template, ref_errors)
         over = self.engine.budget_tripped()
         if over:

@@ -167,7 +167,8 @@ def judge(con: Connection, side: SidePlan, runs: dict[str, int], diff) -> list[d
             out.append({"relation": rel.label, "writers": rel.writers, "log": False, "rows": d.rows,
                         "reference_rows": d.reference_rows, "extra_rows": d.extra_rows,
                         "missing_rows": d.missing_rows, "hook_sql": rel.hook_sql,
-                        "project_hook": rel.project_hook})
+                        "project_hook": rel.project_hook,
+                        "runs": max((runs.get(w, 0) for w in rel.writers), default=0)})
     return out
 
 
@@ -196,3 +197,13 @@ def attribute(judged: dict, found: list[dict]) -> None:
                                       missing_rows=max(f["missing_rows"], 0))
             else:
                 judged[uid] = replace(r, message="; ".join(x for x in (r.message, text) if x))
+
+
+def per_run(found: dict) -> int:
+    """The rows a side relation gains at every run of the model whose hook writes it, where the fault-free
+    schedule left it holding its clean build's rows once per run (a run log: one audit row per run), else
+    0. `found`: what `judge` found in the replay scenario."""
+    ref, runs = found.get("reference_rows", 0), found.get("runs", 0)
+    if found.get("log") or ref < 1 or runs < 2 or found.get("rows") != ref * runs:
+        return 0
+    return ref
