@@ -8,6 +8,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+from support.fix_models import DAY_AMOUNTS, MICROBATCH, RUN_LOGGED
 from support.gameday import SHOP, by_name, copy_project, dbt_deps, load_report, pg_profile, run_cli, shop_generator
 
 VENDOR_MODEL = ("{{ config(materialized='incremental') }}\n"
@@ -42,11 +43,16 @@ def test_hooks_this_outside_the_branch_and_package_models_get_verified_fixes_on_
     - vendor_events, a model of a local package: an append over a three-day lookback (duplicates); fixed by
       setting delete+insert on event_id for it in the project's dbt_project.yml (the package's file sets
       neither key), so the package's copy stays as installed.
-    Each patch then applied with `git apply` to a fresh copy: a second game day judges all three `safe`."""
+    - events_logged, day_amounts, events_micro (support/fix_models.py, test_fixes.py on DuckDB): a run log's
+      delete refused by the history rule and its declaration verified; a late aggregate's `>=`; a microbatch
+      lookback of 2.
+    Each patch then applied with `git apply` to a fresh copy: a second game day judges them all `safe`."""
     def project_at(dest: Path) -> Path:
         project = copy_project(SHOP, dest)
         (project / "models/staging/events_day_totals.sql").write_text(DAY_TOTALS)
         (project / "models/staging/events_since.sql").write_text(SINCE_CTE)
+        for name, text in (("events_logged", RUN_LOGGED), ("day_amounts", DAY_AMOUNTS), ("events_micro", MICROBATCH)):
+            (project / f"models/staging/{name}.sql").write_text(text)
         vendor = project / "vendor_pkg"
         (vendor / "models").mkdir(parents=True)
         (vendor / "dbt_project.yml").write_text("name: vendor\nversion: '1.0'\nconfig-version: 2\n"
@@ -63,7 +69,9 @@ def test_hooks_this_outside_the_branch_and_package_models_get_verified_fixes_on_
         code, stdout, stderr = run_cli(["gameday", "--project-dir", str(project), "--profiles-dir", str(profiles),
                                         "--output-dir", str(out), "--steps", "3", "--threads", "2",
                                         "--scenarios", "rerun,partial", "--select", "events_day_totals",
-                                        "--select", "events_since", "--select", "vendor_events", *extra])
+                                        "--select", "events_since", "--select", "vendor_events",
+                                        "--select", "events_logged", "--select", "day_amounts",
+                                        "--select", "events_micro", *extra])
         return code, stdout + stderr
 
     project = project_at(tmp_path / "shop")
@@ -72,12 +80,20 @@ def test_hooks_this_outside_the_branch_and_package_models_get_verified_fixes_on_
     assert code == 1, out
     report = load_report(tmp_path / "out")
     assert {n: m["verdict"] for n, m in by_name(report).items() if n != "stg_events"} == {
-        "events_day_totals": "side_effect", "events_since": "error", "vendor_events": "duplicates"}
+        "events_day_totals": "side_effect", "events_since": "error", "vendor_events": "duplicates",
+        "events_logged": "side_effect", "day_amounts": "drift", "events_micro": "loss"}
     fixes = {f["model"]: f for f in report["fixes"]}
     assert {n: (f["verified"], f["candidate"], f["path"]) for n, f in fixes.items()} == {
         "events_day_totals": (True, "replace the hook's rows by batch_day", "models/staging/events_day_totals.sql"),
         "events_since": (True, "move the read of this, then keyed on event_id", "models/staging/events_since.sql"),
-        "vendor_events": (True, "keyed on event_id (dbt_project.yml)", "dbt_project.yml")}, out
+        "vendor_events": (True, "keyed on event_id (dbt_project.yml)", "dbt_project.yml"),
+        "events_logged": (True, "declare the run log", "models/staging/events_logged.sql"),
+        "day_amounts": (True, "re-read the window", "models/staging/day_amounts.sql"),
+        "events_micro": (True, "lookback 2", "models/staging/events_micro.sql")}, out
+    (tried,) = fixes["events_logged"]["tried"]
+    assert tried["why"].startswith("it deletes the history a fault-free schedule keeps in audit.run_log (1 row "
+                                   "instead of 4 after 4 runs)"), tried
+    assert fixes["events_logged"]["declaration"] and not fixes["day_amounts"]["declaration"]
     assert ("delete from {{ source('audit', 'batch_totals') }} where batch_day in (select cast(event_time as date) "
             "from {{ this }} group by cast(event_time as date))") in fixes["events_day_totals"]["patch"]
     assert ("+with {% if is_incremental() %}since as (select max(event_time) - interval '3 days' as t from "
@@ -96,4 +112,5 @@ def test_hooks_this_outside_the_branch_and_package_models_get_verified_fixes_on_
     code, out = gameday(fresh, tmp_path / "out2", pg_server.create_database("shop_fix_shapes_again"))
     assert code == 0, out
     assert {n: m["verdict"] for n, m in by_name(load_report(tmp_path / "out2")).items()} == {
-        "stg_events": "safe", "events_day_totals": "safe", "events_since": "safe", "vendor_events": "safe"}
+        "stg_events": "safe", "events_day_totals": "safe", "events_since": "safe", "vendor_events": "safe",
+        "events_logged": "safe", "day_amounts": "safe", "events_micro": "safe"}

@@ -27,6 +27,7 @@ from rerun_safety.fix.apply import apply_fixes
 from rerun_safety.fix.candidates import SideTable, Target, candidates, set_config, this_moved, tiebroken, watermarks
 from rerun_safety.fix.overrides import model_override
 from rerun_safety.results import Fix, GamedayReport, ModelVerdict, ScenarioResult
+from support.fix_models import DAY_AMOUNTS, MICROBATCH, RUN_LOGGED
 from support.gameday import (SHOP, by_name, copy_project, dbt_deps, load_report, pg_profile, run_cli,
                              shop_generator)
 
@@ -538,30 +539,7 @@ def test_a_refused_candidate_is_listed_with_why_and_the_next_is_verified(tmp_pat
     shutil.rmtree(tmp_path / "out")
 
 
-RUN_LOGGED = ("{{ config(materialized='incremental', incremental_strategy='delete+insert', unique_key='event_id',\n"
-              "          post_hook=\"insert into {{ source('audit', 'run_log') }} select 'events_logged', count(*) "
-              "from {{ this }}\") }}\n"
-              "select event_id, amount, event_time from {{ ref('stg_events') }}\n"
-              "{% if is_incremental() %}\n"
-              "where event_time >= (select max(event_time) - interval '3 days' from {{ this }})\n"
-              "{% endif %}\n")
-
-
-DAY_AMOUNTS = ("{{ config(materialized='incremental', incremental_strategy='merge', unique_key='day') }}\n"
-               "select cast(event_time as date) as day, sum(amount) as amount, count(*) as events\n"
-               "from {{ ref('stg_events') }}\n"
-               "{% if is_incremental() %}\nwhere cast(event_time as date) > (select max(day) from {{ this }})\n"
-               "{% endif %}\ngroup by 1\n")
-
-
-MICROBATCH = ("{{ config(materialized='incremental', incremental_strategy='microbatch', event_time='event_time',\n"
-              "          batch_size='day', begin='2026-01-01', lookback=0,\n"
-              "          unique_key=('event_id' if target.type == 'postgres' else none)) }}\n"
-              "select event_id, amount, event_time from {{ source('raw', 'events') }}\n")
-
-
-@pytest.mark.parametrize("engine", ["duckdb", "postgres"])
-def test_run_logs_late_aggregates_and_microbatch_lookbacks_get_their_fixes(engine, tmp_path, request):
+def test_run_logs_late_aggregates_and_microbatch_lookbacks_get_their_fixes(tmp_path):
     """Three shapes labelled before the run, in one game day with --fix --apply:
     - events_logged: its post-hook appends one audit row per run (the model, its rows so far): a rerun adds one
       more (side_effect). Deleting the model's rows first would match a clean build's one row and turn the
@@ -571,19 +549,13 @@ def test_run_logs_late_aggregates_and_microbatch_lookbacks_get_their_fixes(engin
       late: a day keeps the total of the rows landed when it was first computed (drift, no day lost).
       Re-reading the newest day (`>=`) is verified for the drift as for a loss;
     - events_micro: a microbatch model with lookback=0 while rows land a day late: their day is never
-      processed again (loss). lookback=2 (the lateness plus a batch) is verified and written."""
+      processed again (loss). lookback=2 (the lateness plus a batch) is verified and written.
+    (On PostgreSQL in test_fix_shapes_postgres.py's game day.)"""
     project = copy_project(SHOP, tmp_path / "shop")
     for name, text in (("events_logged", RUN_LOGGED), ("day_amounts", DAY_AMOUNTS), ("events_micro", MICROBATCH)):
         (project / f"models/staging/{name}.sql").write_text(text)
-    if engine == "postgres":
-        server = request.getfixturevalue("pg_server")
-        dbname = server.create_database("shop_fix_candidates")
-        shop_generator().load_postgres(server.dsn(dbname))
-        profiles = pg_profile(server, dbname, tmp_path / "profiles", "shop", "analytics")
-    else:
-        shop_generator().load_duckdb(str(project / "shop.duckdb"))
-        profiles = project
-    code, out, err = _fix_gameday(project, profiles, tmp_path / "out", "--scenarios", "replay,rerun",
+    shop_generator().load_duckdb(str(project / "shop.duckdb"))
+    code, out, err = _fix_gameday(project, project, tmp_path / "out", "--scenarios", "rerun",
                                   "--select", "events_logged", "--select", "day_amounts", "--select", "events_micro",
                                   "--fix", "--apply")
     assert code == 1, out + err

@@ -24,6 +24,7 @@ from ..cadence import SECONDS, duration
 from ..errors import RerunSafetyError, first_line
 from ..gameday.core import Finished, Gameday
 from ..gameday.options import GamedayOptions
+from ..gameday.scenarios import with_baseline
 from ..partial_parse import write_partial_parse
 from ..results import UNSAFE, Fix, GamedayReport, ModelVerdict, Tried, Verdict
 from ..warehouse.base import PARSE_PREFIX, make_locked_dir
@@ -82,7 +83,9 @@ class _Prefixed:
 
 def gameday_with_fixes(options: GamedayOptions, progress=None) -> GamedayReport:
     """The game day, then the fix search for each root cause it names."""
-    first = Gameday(replace(options, fingerprints=True), progress).run_finished()
+    # the fault-free schedule (replay) is what a fix must keep writing (_history_kept): always among them
+    scenarios = with_baseline((*options.scenarios, "replay"))
+    first = Gameday(replace(options, fingerprints=True, scenarios=scenarios), progress).run_finished()
     report = first.report
     searches = [_Search.of(first, mv) for mv in report.root_causes if mv.verdict in UNSAFE]
     _rounds(first, report, [s for s in searches if s.found])
