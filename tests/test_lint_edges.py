@@ -159,10 +159,10 @@ def test_sigkill_leftovers_are_swept_by_the_next_run(small, engine):
             proc.kill()
     assert run_dir.exists()
     if engine == "postgres":
-        deadline = time.time() + 30  # the server notices the dead client's connections
-        while _scratch_databases(server) != [run_dir.name] and time.time() < deadline:
-            time.sleep(0.1)
-        assert _scratch_databases(server) == [run_dir.name]
+        # the scratch database stays (nothing of the killed command cleaned up), unless the confined child,
+        # told of its parent's death (PR_SET_PDEATHSIG), dropped it on its way out first: either way the next
+        # run leaves none
+        assert _scratch_databases(server) in ([run_dir.name], [])
     env = {**os.environ, "TMPDIR": str(tmp)}
     res = subprocess.run([RERUN_SAFETY, "lint", "--project-dir", str(project), "--profiles-dir", str(profiles),
                           "--select", "stg_orders"], capture_output=True, text=True, env=env, timeout=300)
