@@ -89,6 +89,23 @@ def unordered_in_results(results: Any, plan: Any, dialect: str) -> dict[str, dic
     return out
 
 
+def _sorted_diff(con: Connection, plan: Any, m: Any, aggs: dict[str, str | None], compare):
+    """The model's output against its reference with the values these columns list sorted on both sides
+    (`compare(left, right)` diffs two relations); None where the engine cannot sort them here."""
+    ref = plan.ref_names[m.unique_id]
+    names = (f"rerun_safety_sorted_ref_{ref}", f"rerun_safety_sorted_{ref}")
+    try:
+        if not (sorted_view(con, m.schema, (REFERENCE_SCHEMA, ref), names[0], aggs)
+                and sorted_view(con, m.schema, (m.schema, m.identifier), names[1], aggs)):
+            return None
+        return compare((m.schema, names[0]), (m.schema, names[1]))
+    except Exception:  # noqa: BLE001 - a column the sorting cannot read (another type): not shown sorted
+        return None
+    finally:
+        for name in names:
+            con.drop_relation(m.schema, name)
+
+
 def judge(con: Connection, plan: Any, m: Any, r: ScenarioResult, compare) -> ScenarioResult:
     """A difference that vanishes once the values of the model's unordered aggregates are sorted is
     the model's own nondeterminism, not a rerun defect. `compare(left, right)` diffs two relations."""
@@ -99,19 +116,8 @@ def judge(con: Connection, plan: Any, m: Any, r: ScenarioResult, compare) -> Sce
         return r
     if r.differing_columns and not {c.lower() for c in r.differing_columns} <= set(aggs):
         return r  # other columns differ too
-    ref = plan.ref_names[m.unique_id]
-    names = (f"rerun_safety_sorted_ref_{ref}", f"rerun_safety_sorted_{ref}")
-    try:
-        if not (sorted_view(con, m.schema, (REFERENCE_SCHEMA, ref), names[0], aggs)
-                and sorted_view(con, m.schema, (m.schema, m.identifier), names[1], aggs)):
-            return r
-        d = compare((m.schema, names[0]), (m.schema, names[1]))
-    except Exception:  # noqa: BLE001 - a column the sorting cannot read (another type): the verdict stands
-        return r
-    finally:
-        for name in names:
-            con.drop_relation(m.schema, name)
-    if not d.identical:
+    d = _sorted_diff(con, plan, m, aggs, compare)
+    if d is None or not d.identical:
         return r
     cols = ", ".join(sorted(c for c in aggs if c in {x.lower() for x in r.differing_columns}) or sorted(aggs))
     return replace(r, verdict=Verdict.NONDETERMINISTIC, volatile_columns=tuple(r.differing_columns),
@@ -149,27 +155,16 @@ def order_only_columns(con: Connection, plan: Any, m: Any, r: ScenarioResult, co
     seps = list_separators(plan, m)
     if not seps or con.dialect.sorted_values(exp.column("x"), None) is None:
         return ()
-    ref = plan.ref_names[m.unique_id]
     types = {c.lower(): t.lower() for c, t in con.columns(m.schema, m.identifier)}
     differing = {c.lower() for c in r.differing_columns}
     found: set[str] = set()
-    names = (f"rerun_safety_sorted_ref_{ref}", f"rerun_safety_sorted_{ref}")
     for sep in sorted(seps, key=lambda x: (x is None, x or ""))[:3]:
         listed = {c: sep for c in differing - found
                   if (sep is None and ("[]" in types.get(c, "") or "array" in types.get(c, "")))
                   or (sep is not None and any(t in types.get(c, "") for t in _TEXT))}
-        if not listed:
+        d = _sorted_diff(con, plan, m, listed, compare) if listed else None
+        if d is None:
             continue
-        try:
-            if not (sorted_view(con, m.schema, (REFERENCE_SCHEMA, ref), names[0], listed)
-                    and sorted_view(con, m.schema, (m.schema, m.identifier), names[1], listed)):
-                continue
-            d = compare((m.schema, names[0]), (m.schema, names[1]))
-        except Exception:  # noqa: BLE001 - a column the sorting cannot read: not shown order-only
-            continue
-        finally:
-            for name in names:
-                con.drop_relation(m.schema, name)
         still = {c.lower() for c in d.differing_columns}
         if d.identical or still:  # what still differs is named (else no column is known apart)
             found |= {c for c in listed if c not in still}
