@@ -35,9 +35,10 @@ def shop_run(request, shop_gameday):
 def test_one_thread_and_two_give_the_same_report(shop_run, tmp_path):
     """--threads 2 runs the scenarios in worker processes, each sent one ScenarioJob; --threads 1 runs
     them in this process on the plan itself: verdicts, counts and samples are the same. Here on
-    PostgreSQL (and Spark where the shop runs there); on DuckDB in test_gameday_conformance.py."""
+    PostgreSQL (and Spark where the shop runs there); on DuckDB, on the conformance project's chance shapes,
+    in benchmarks/threads.py."""
     if shop_run["engine"] == "duckdb":
-        pytest.skip("one engine here: test_gameday_conformance.py compares the thread counts on DuckDB")
+        pytest.skip("one engine here: benchmarks/threads.py compares the thread counts on DuckDB")
     one = again_with_threads(shop_run, 1, tmp_path / "one")
     found = differences(report_essentials(one), report_essentials(shop_run["report"]))
     assert found == [], "\n".join(found[:40])
