@@ -8,7 +8,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from support.fix_models import DAY_AMOUNTS, MICROBATCH, RUN_LOGGED
+from support.fix_models import DAY_AMOUNTS, MICROBATCH, RUN_LOGGED, VENDOR_WINDOW_MACRO, vendor_window_package
 from support.gameday import SHOP, by_name, copy_project, dbt_deps, load_report, pg_profile, run_cli, shop_generator
 
 VENDOR_MODEL = ("{{ config(materialized='incremental') }}\n"
@@ -45,8 +45,12 @@ def test_hooks_this_outside_the_branch_and_package_models_get_verified_fixes_on_
       neither key), so the package's copy stays as installed.
     - events_logged, day_amounts, events_micro (support/fix_models.py, test_fixes.py on DuckDB): a run log's
       delete refused by the history rule and its declaration verified; a late aggregate's `>=`; a microbatch
-      lookback of 2.
-    Each patch then applied with `git apply` to a fresh copy: a second game day judges them all `safe`."""
+      lookback of 2;
+    - vendor_recent, a model of a package cloned by `dbt deps` (support/fix_models.py): its macro's window
+      reads the var vendor_lookback_hours (6: loss); the var set to 48 for the package in the project's
+      dbt_project.yml.
+    Each patch then applied with `git apply -3` (two change dbt_project.yml) to a fresh copy: a second game
+    day judges them all `safe`."""
     def project_at(dest: Path) -> Path:
         project = copy_project(SHOP, dest)
         (project / "models/staging/events_day_totals.sql").write_text(DAY_TOTALS)
@@ -60,6 +64,7 @@ def test_hooks_this_outside_the_branch_and_package_models_get_verified_fixes_on_
         (vendor / "models" / "vendor_events.sql").write_text(VENDOR_MODEL)
         with open(project / "packages.yml", "a") as f:
             f.write("  - local: vendor_pkg\n")
+            f.write(vendor_window_package(dest.parent / f"{dest.name}_vendor_window"))
         return project
 
     def gameday(project: Path, out: Path, dbname: str, *extra: str) -> tuple[int, str]:
@@ -71,7 +76,7 @@ def test_hooks_this_outside_the_branch_and_package_models_get_verified_fixes_on_
                                         "--scenarios", "rerun,partial", "--select", "events_day_totals",
                                         "--select", "events_since", "--select", "vendor_events",
                                         "--select", "events_logged", "--select", "day_amounts",
-                                        "--select", "events_micro", *extra])
+                                        "--select", "events_micro", "--select", "vendor_recent", *extra])
         return code, stdout + stderr
 
     project = project_at(tmp_path / "shop")
@@ -81,7 +86,7 @@ def test_hooks_this_outside_the_branch_and_package_models_get_verified_fixes_on_
     report = load_report(tmp_path / "out")
     assert {n: m["verdict"] for n, m in by_name(report).items() if n != "stg_events"} == {
         "events_day_totals": "side_effect", "events_since": "error", "vendor_events": "duplicates",
-        "events_logged": "side_effect", "day_amounts": "drift", "events_micro": "loss"}
+        "events_logged": "side_effect", "day_amounts": "drift", "events_micro": "loss", "vendor_recent": "loss"}
     fixes = {f["model"]: f for f in report["fixes"]}
     assert {n: (f["verified"], f["candidate"], f["path"]) for n, f in fixes.items()} == {
         "events_day_totals": (True, "replace the hook's rows by batch_day", "models/staging/events_day_totals.sql"),
@@ -89,7 +94,9 @@ def test_hooks_this_outside_the_branch_and_package_models_get_verified_fixes_on_
         "vendor_events": (True, "keyed on event_id (dbt_project.yml)", "dbt_project.yml"),
         "events_logged": (True, "declare the run log", "models/staging/events_logged.sql"),
         "day_amounts": (True, "re-read the window", "models/staging/day_amounts.sql"),
-        "events_micro": (True, "lookback 2", "models/staging/events_micro.sql")}, out
+        "events_micro": (True, "lookback 2", "models/staging/events_micro.sql"),
+        "vendor_recent": (True, "var vendor_lookback_hours = 48", "dbt_project.yml")}, out
+    assert "+vars:\n+  vendor_window:\n+    vendor_lookback_hours: 48\n" in fixes["vendor_recent"]["patch"]
     (tried,) = fixes["events_logged"]["tried"]
     assert tried["why"].startswith("it deletes the history a fault-free schedule keeps in audit.run_log (1 row "
                                    "instead of 4 after 4 runs)"), tried
@@ -107,10 +114,15 @@ def test_hooks_this_outside_the_branch_and_package_models_get_verified_fixes_on_
     assert fixes["vendor_events"]["note"] == "" and vendor_file.read_text() == VENDOR_MODEL
 
     fresh = project_at(tmp_path / "again")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "before"]):
+        subprocess.run([*git, *args], cwd=fresh, check=True, capture_output=True)
     for name in fixes:
-        subprocess.run(["git", "apply", str(tmp_path / "out" / "fixes" / f"{name}.patch")], cwd=fresh, check=True)
+        subprocess.run([*git, "apply", "-3", str(tmp_path / "out" / "fixes" / f"{name}.patch")], cwd=fresh,
+                       check=True)
     code, out = gameday(fresh, tmp_path / "out2", pg_server.create_database("shop_fix_shapes_again"))
     assert code == 0, out
     assert {n: m["verdict"] for n, m in by_name(load_report(tmp_path / "out2")).items()} == {
         "stg_events": "safe", "events_day_totals": "safe", "events_since": "safe", "vendor_events": "safe",
-        "events_logged": "safe", "day_amounts": "safe", "events_micro": "safe"}
+        "events_logged": "safe", "day_amounts": "safe", "events_micro": "safe", "vendor_recent": "safe"}
+    assert (fresh / "dbt_packages/vendor_window/macros/recent.sql").read_text() == VENDOR_WINDOW_MACRO

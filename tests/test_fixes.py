@@ -20,6 +20,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import yaml
 
 from rerun_safety.diff.fingerprint import Fingerprint, fingerprint
 from rerun_safety.errors import ConfigError
@@ -27,7 +28,8 @@ from rerun_safety.fix.apply import apply_fixes
 from rerun_safety.fix.candidates import SideTable, Target, candidates, set_config, this_moved, tiebroken, watermarks
 from rerun_safety.fix.overrides import model_override
 from rerun_safety.results import Fix, GamedayReport, ModelVerdict, ScenarioResult
-from support.fix_models import DAY_AMOUNTS, MICROBATCH, RUN_LOGGED
+from support.fix_models import (DAY_AMOUNTS, MICROBATCH, RUN_LOGGED, VENDOR_WINDOW_MACRO, VENDOR_WINDOW_MODEL,
+                                vendor_window_package)
 from support.gameday import (SHOP, by_name, copy_project, dbt_deps, load_report, pg_profile, run_cli,
                              shop_generator)
 
@@ -550,25 +552,37 @@ def test_run_logs_late_aggregates_and_microbatch_lookbacks_get_their_fixes(tmp_p
       Re-reading the newest day (`>=`) is verified for the drift as for a loss;
     - events_micro: a microbatch model with lookback=0 while rows land a day late: their day is never
       processed again (loss). lookback=2 (the lateness plus a batch) is verified and written.
+    - vendor_recent, a model of a package installed by `dbt deps` from git (support/fix_models.py): its
+      window is a macro of the package reading the var vendor_lookback_hours, 6 in the package's own
+      dbt_project.yml (loss). The var set to 48 (a day late plus a batch) for the package in the project's
+      dbt_project.yml is verified
+      and written there, the installed copy untouched; a second game day of the applied project: safe.
+      vendor_appended, its append after a watermark its var vendor_append_hours (0) moves back (loss): the var
+      at 48 re-reads two days and appends them again (duplicates): refused with that reason, as is the keyed
+      override with the watermark left as it is (still loss); no fix.
     (On PostgreSQL in test_fix_shapes_postgres.py's game day.)"""
     project = copy_project(SHOP, tmp_path / "shop")
     for name, text in (("events_logged", RUN_LOGGED), ("day_amounts", DAY_AMOUNTS), ("events_micro", MICROBATCH)):
         (project / f"models/staging/{name}.sql").write_text(text)
+    with open(project / "packages.yml", "a") as f:
+        f.write(vendor_window_package(tmp_path / "vendor_window"))
     shop_generator().load_duckdb(str(project / "shop.duckdb"))
     code, out, err = _fix_gameday(project, project, tmp_path / "out", "--scenarios", "rerun",
                                   "--select", "events_logged", "--select", "day_amounts", "--select", "events_micro",
-                                  "--fix", "--apply")
+                                  "--select", "vendor_recent", "--select", "vendor_appended", "--fix", "--apply")
     assert code == 1, out + err
     report = load_report(tmp_path / "out")
     models = by_name(report)
     assert {n: (m["verdict"], m["root_cause"]) for n, m in models.items() if n != "stg_events"} == {
-        "events_logged": ("side_effect", True), "day_amounts": ("drift", True), "events_micro": ("loss", True)}
+        "events_logged": ("side_effect", True), "day_amounts": ("drift", True), "events_micro": ("loss", True),
+        "vendor_recent": ("loss", True), "vendor_appended": ("loss", True)}
     replay = next(s for s in models["day_amounts"]["scenarios"] if s["name"] == "replay")
     assert replay["missing_keys"] == 0 and replay["changed_rows"] > 0, replay
     fixes = {f["model"]: f for f in report["fixes"]}
     assert {n: (f["verified"], f["candidate"], f["declaration"]) for n, f in fixes.items()} == {
         "events_logged": (True, "declare the run log", True), "day_amounts": (True, "re-read the window", False),
-        "events_micro": (True, "lookback 2", False)}, fixes
+        "events_micro": (True, "lookback 2", False), "vendor_recent": (True, "var vendor_lookback_hours = 48", False),
+        "vendor_appended": (False, "", False)}, fixes
 
     logged = fixes["events_logged"]
     assert "delete from" not in logged["patch"]  # the hook inserts as it did, nothing deleted
@@ -584,7 +598,26 @@ def test_run_logs_late_aggregates_and_microbatch_lookbacks_get_their_fixes(tmp_p
     assert fixes["day_amounts"]["tried"] == []
     assert "+where cast(event_time as date) >= (select max(day) from {{ this }})" in fixes["day_amounts"]["patch"]
     assert "batch_size='day', begin='2026-01-01', lookback=2," in (project / "models/staging/events_micro.sql").read_text()
-    assert "--apply: 2 fix(es) written:" in out
+
+    vendor = fixes["vendor_recent"]
+    assert (vendor["path"], vendor["tried"], vendor["note"]) == ("dbt_project.yml", [], ""), vendor
+    assert vendor["description"].startswith("the var `vendor_lookback_hours` that the window reads set to 48 (hours; "
+                                            "it was 6) for vendor_window under `vars:`"), vendor["description"]
+    assert yaml.safe_load((project / "dbt_project.yml").read_text())["vars"] == {
+        "vendor_window": {"vendor_lookback_hours": 48}}
+    installed = project / "dbt_packages/vendor_window"
+    assert not installed.is_symlink()
+    assert (installed / "macros/recent.sql").read_text() == VENDOR_WINDOW_MACRO
+    assert (installed / "models/vendor_recent.sql").read_text() == VENDOR_WINDOW_MODEL
+    tried = [(t["candidate"], t["why"].split(" (")[0]) for t in fixes["vendor_appended"]["tried"]]
+    assert tried[:2] == [("var vendor_append_hours = 48", "vendor_appended is duplicates"),
+                         ("keyed on event_id (dbt_project.yml)", "vendor_appended stays loss")], tried
+    assert not [t for t in tried if "(dbt_project.yml)" not in t[0] and not t[0].startswith("var ")], tried
+    assert "--apply: 3 fix(es) written:" in out
+    code, out, err = _fix_gameday(project, project, tmp_path / "again", "--scenarios", "rerun,partial",
+                                  "--select", "vendor_recent")
+    assert code == 0, out + err
+    assert by_name(load_report(tmp_path / "again"))["vendor_recent"]["verdict"] == "safe"
 
 
 def test_a_fix_search_with_no_root_cause_says_so_and_one_not_asked_says_nothing():
@@ -610,3 +643,43 @@ def test_the_copy_of_a_project_leaves_out_a_work_root_inside_it(tmp_path):
     copied = sorted(str(p.relative_to(project / ".work" / "run" / "copy")) for p in
                     (project / ".work" / "run" / "copy").rglob("*"))
     assert copied == ["models", "models/m.sql"]
+
+
+def test_a_package_var_goes_under_vars_for_the_package_and_a_value_set_there_is_replaced():
+    from rerun_safety.fix.overrides import package_var
+
+    text = "name: p\nvars:\n  start: '2026-01-01'  # global\nmodels:\n  p:\n    +materialized: view\n"
+    assert package_var(text, "vendor", "vendor_lookback_hours", 48) == (
+        "name: p\nvars:\n  vendor:\n    vendor_lookback_hours: 48\n  start: '2026-01-01'  # global\nmodels:\n"
+        "  p:\n    +materialized: view\n")
+    scoped = "name: p\nvars:\n  vendor:\n    vendor_lookback_hours: 6  # the default\n    other: x\n"
+    assert package_var(scoped, "vendor", "vendor_lookback_hours", 48) == (
+        "name: p\nvars:\n  vendor:\n    vendor_lookback_hours: 48  # the default\n    other: x\n")
+    assert package_var("name: p\n", "vendor", "d", 3) == "name: p\nvars:\n  vendor:\n    d: 3\n"
+    # a flow mapping, or the var a block of its own: not as text
+    assert package_var("name: p\nvars: {a: 1}\n", "vendor", "d", 3) is None
+    assert package_var("name: p\nvars:\n  vendor:\n    d:\n      x: 1\n", "vendor", "d", 3) is None
+
+
+def test_the_vars_a_window_reads_are_found_with_their_unit_and_their_value_in_dbts_order():
+    from rerun_safety.fix.package_vars import in_effect, needed, window_vars
+
+    macro = ("{% macro since(c) %}{{ c }} >= (select max({{ c }}) - interval '{{ var(\"lookback\", 6) }} hours' "
+             "from {{ this }}){% endmacro %}")
+    named = "where d >= {{ dbt.dateadd('day', -var('snowplow__lookback_window_days', 3), 'current_date') }}"
+    found = window_vars([macro, named])
+    assert [(v.name, v.default, v.unit_name, v.unit) for v in found] == [
+        ("lookback", 6.0, "hour", 3600), ("snowplow__lookback_window_days", 3.0, "day", 86400)]
+    # not a window's: a row limit, a start date, a var without a unit of time
+    assert window_vars(["select * from t limit {{ var('max_rows', 100) }}",
+                        "where d >= '{{ var(\"start_date\", \"2026-01-01\") }}'",
+                        "where n > {{ var('threshold', 2) }}"]) == []
+    assert (needed(found[0], 2 * 86400), needed(found[1], 2 * 86400), needed(found[1], 3600)) == (48, 2, 1)
+    root = {"vars": {"vendor": {"lookback": 12}, "lookback": 9}}
+    own = {"vars": {"lookback": 7}}
+    assert in_effect("lookback", "vendor", {"lookback": 30}, root, own, 6) == 30  # --vars first
+    assert in_effect("lookback", "vendor", {}, root, own, 6) == 12  # the root's, for the package
+    assert in_effect("lookback", "vendor", {}, {"vars": {"lookback": 9}}, own, 6) == 9  # the root's global
+    assert in_effect("lookback", "vendor", {}, {}, {"vars": {"vendor": {"lookback": 8}, "lookback": 7}}, 6) == 8
+    assert in_effect("lookback", "vendor", {}, {}, own, 6) == 7
+    assert in_effect("lookback", "vendor", {}, {}, {}, 6) == 6

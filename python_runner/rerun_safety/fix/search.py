@@ -15,10 +15,13 @@ from __future__ import annotations
 import difflib
 import hashlib
 import os
+import re
 import shutil
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+
+import yaml
 
 from ..cadence import SECONDS, duration
 from ..errors import RerunSafetyError, first_line
@@ -31,7 +34,9 @@ from ..warehouse.base import PARSE_PREFIX, make_locked_dir
 from .candidates import candidates
 from .jinja import sets_config
 from .target import Candidate, SideTable, Target
-from .overrides import model_override
+from .overrides import model_override, package_var
+from .package_vars import in_effect, needed, number, window_vars
+from ..vars import parse_vars
 from ..gameday.side_effects import per_run
 
 # what a copy of the project leaves out: dbt's output, logs, and DuckDB files (a profile names its
@@ -107,10 +112,12 @@ class _Search:
     verified: tuple[Candidate, list[str]] | None = None
     seconds: float = 0.0
     note: str = ""
+    _plan_judged: list[tuple[str, set[str]]] = field(default_factory=list, repr=False)  # (model, its ancestors)
 
     @classmethod
     def of(cls, first: Finished, mv: ModelVerdict) -> "_Search":
         search = cls(mv, _below(first, mv.unique_id))
+        search._plan_judged = [(m.unique_id, first.plan.project.ancestors([m.unique_id])) for m in first.plan.judged]
         path = _model_file(first, mv.unique_id)
         if path is None or first.project.models[mv.unique_id].language != "sql":
             search.why_none = "no candidate: only a SQL model's file is changed"
@@ -118,9 +125,67 @@ class _Search:
         search.text, search.rel = _read(path), _relative(path, first.options.project_dir)
         search.found, search.why_none = candidates(_target(first, mv, _lf(search.text)))
         search.note = _package_note(first, mv.unique_id)
-        if search.note:
+        own = first.project.manifest.nodes[mv.unique_id].package_name == first.project.name
+        if not own:
             search.found = search._with_overrides(first)
+            if _installed(first, path):  # dbt deps replaces the file: only your dbt_project.yml is changed
+                search.found = [c for c in search.found if c.path]
+                search.note = ""
+                if not search.found and not search.why_none:
+                    search.why_none = "no candidate that a setting in your dbt_project.yml makes"
+        made = search._with_vars(first)
+        search.found = (made + search.found if not own else search.found + made)[:4]
+        if search.found:
+            search.why_none = ""
+        elif not own and _installed(first, path):
+            search.why_none = (f"{search.why_none}; the package's installed file is not changed (dbt deps "
+                               "replaces it): no var or config of it in your dbt_project.yml applies")
         return search
+
+    def _with_vars(self, first: Finished) -> list[Candidate]:
+        """For a loss or drift whose window reads a var of time (in the model's file or in the macros it calls,
+        a package's lookback): that var set, in your dbt_project.yml for the model's package, to the lateness
+        the replay measured plus one batch. Every other model that reads the var is judged with it."""
+        uid = self.mv.unique_id
+        seconds = _lookback_seconds(first, uid)
+        project_yml = first.options.project_dir / "dbt_project.yml"
+        if self.mv.verdict not in (Verdict.LOSS, Verdict.DRIFT) or seconds is None or not project_yml.is_file():
+            return []
+        manifest = first.project.manifest
+        node = manifest.nodes[uid]
+        package = node.package_name
+        before = self.befores.get("dbt_project.yml") or _read(project_yml)
+        root, own = _yaml(before), _package_yaml(first, node)
+        cli = parse_vars(first.options.vars_yaml)
+        out = []
+        for var in window_vars(_texts(manifest, node)):
+            if var.name in cli:
+                continue  # --vars wins over any file
+            now = in_effect(var.name, package, cli, root, own, var.default)
+            want = needed(var, seconds)
+            if number(now) is not None and want <= number(now):
+                continue
+            text = package_var(_lf(before), package, var.name, want)
+            if text is None:
+                continue
+            self.befores.setdefault("dbt_project.yml", before)
+            readers = tuple(u for u in _readers(first, package, var.name) if u not in self.below)
+            now_said = f"it was {now:g}" if isinstance(now, (int, float)) else (f"it was {now}" if now is not None
+                                                                                else "it had no value")
+            also = f"; also read by {', '.join(first.project.models[u].name for u in readers)}, judged with it" \
+                if readers else ""
+            out.append(Candidate(
+                f"var {var.name} = {want}", f"the var `{var.name}` that the window reads set to {want} "
+                f"({var.unit_name}s; {now_said}) for {package} under `vars:` in your dbt_project.yml: each run "
+                f"re-reads what the replay showed arriving late{also}", text, path="dbt_project.yml", also=readers))
+        return out
+
+    def judged(self, cand: Candidate) -> list[str]:
+        """The models a candidate's game day judges for it: the root cause and below, and what else it reaches."""
+        plan = self.below + [u for u in cand.also if u not in self.below]
+        for u in cand.also:
+            plan += [b for b in _below_in(self._plan_judged, u) if b not in plan]
+        return plan
 
     def _with_overrides(self, first: Finished) -> list[Candidate]:
         """A package model's config-only candidates, each first as an override in the user's
@@ -215,7 +280,7 @@ def _rounds(first: Finished, report: GamedayReport, searches: list[_Search]) -> 
         for s in pending:
             if id(s) in alone and batch:
                 continue
-            mine = {*s.below, str(s.file_of(s.next)[0])}
+            mine = {*s.judged(s.next), str(s.file_of(s.next)[0])}
             if not taken & mine:
                 batch.append(s)
                 taken |= mine
@@ -257,6 +322,87 @@ def _lookback(first: Finished, uid: str) -> str | None:
         return None
     batch, n = plan.facts.timeline.batch, _late_batches(first, uid) + 1
     return f"{batch.months * n} months" if batch.months else duration(batch.delta.total_seconds() * n)
+
+
+def _lookback_seconds(first: Finished, uid: str) -> float | None:
+    """`_lookback` in seconds (None: no timeline, or batches of months)."""
+    plan = first.plan
+    if plan is None or plan.facts.timeline is None or plan.facts.timeline.batch.months:
+        return None
+    return plan.facts.timeline.batch.delta.total_seconds() * (_late_batches(first, uid) + 1)
+
+
+_MACRO_CALL = re.compile(r"\b(?:(\w+)\.)?(\w+)\s*\(")
+
+
+def _texts(manifest, node) -> list[str]:
+    """A model's SQL and that of every macro it calls, through the macros they call (dbt's own left out).
+    dbt records only the macros a parse ran (not those inside `{% if is_incremental() %}`): the calls
+    written in the text count too, by package and name."""
+    def called(text: str, package: str, recorded) -> list[str]:
+        found = list(recorded or [])
+        for pkg, name in _MACRO_CALL.findall(text):
+            found += [u for u in (f"macro.{pkg or package}.{name}", f"macro.{root}.{name}") if u in manifest.macros]
+        return found
+
+    root = getattr(getattr(manifest, "metadata", None), "project_name", None) or ""
+    out, seen = [str(getattr(node, "raw_code", "") or "")], set()
+    todo = called(out[0], node.package_name, getattr(node.depends_on, "macros", []))
+    while todo:
+        uid = todo.pop()
+        macro = manifest.macros.get(uid)
+        if uid in seen or macro is None or macro.package_name.startswith("dbt"):
+            continue
+        seen.add(uid)
+        out.append(str(macro.macro_sql or ""))
+        todo += called(out[-1], macro.package_name, getattr(macro.depends_on, "macros", []))
+    return out
+
+
+def _readers(first: Finished, package: str, name: str) -> list[str]:
+    """The judged models of `package` whose SQL or macros read the var `name` (a scoped var reaches them all)."""
+    manifest = first.project.manifest
+    out = []
+    for m in first.plan.judged:
+        node = manifest.nodes.get(m.unique_id)
+        if node is not None and node.package_name == package and \
+                any(v.name == name for v in window_vars(_texts(manifest, node))):
+            out.append(m.unique_id)
+    return out
+
+
+def _below_in(judged: list[tuple[str, set[str]]], uid: str) -> list[str]:
+    return [m for m, ancestors in judged if m == uid or uid in ancestors]
+
+
+def _yaml(text: str) -> dict:
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _package_yaml(first: Finished, node) -> dict:
+    """The dbt_project.yml of the package a node is in ({} for the root project's)."""
+    if node.package_name == first.project.name:
+        return {}
+    source = first.project.manifest.files.get(getattr(node, "file_id", None) or "")
+    root = getattr(getattr(source, "path", None), "project_root", None)
+    path = Path(root) / "dbt_project.yml" if root else None
+    return _yaml(_read(path)) if path is not None and path.is_file() else {}
+
+
+def _installed(first: Finished, path: Path) -> bool:
+    """The file is inside the project's installed packages (`dbt deps` replaces it), not a folder of the
+    user's that a local package links to."""
+    project_yml = first.options.project_dir / "dbt_project.yml"
+    setting = _yaml(_read(project_yml)).get("packages-install-path") if project_yml.is_file() else None
+    folder = first.options.project_dir / str(setting or "dbt_packages")
+    try:
+        return path.resolve().is_relative_to(folder.resolve())
+    except OSError:
+        return False
 
 
 def _microbatch_lookback(first: Finished, uid: str) -> tuple[int | None, int]:
@@ -371,7 +517,7 @@ def _verify(first: Finished, report: GamedayReport, changes: list[tuple[_Search,
             rel, before = search.file_of(cand)
             (copy / rel).write_bytes(_as_read(cand.text, before).encode("utf-8"))
         models = first.project.models
-        below = [u for s, _ in changes for u in s.below]
+        below = [u for s, c in changes for u in s.judged(c)]
         profiles = o.profiles_dir or (str(o.project_dir) if (o.project_dir / "profiles.yml").exists() else None)
         options = replace(o, project_dir=copy, profiles_dir=profiles, select=tuple(models[u].selector for u in below),
                           exclude=(), output_dir=folder / "out", fix=False, fingerprints=True, baseline=None,
@@ -382,7 +528,7 @@ def _verify(first: Finished, report: GamedayReport, changes: list[tuple[_Search,
             again = second.report
         except RerunSafetyError as err:
             return f"the game day of the changed project stopped: {first_line(err)}", {}
-        return None, {id(s): (*_judge(first, report, second, again, s.below), _then(second, again, s, c))
+        return None, {id(s): (*_judge(first, report, second, again, s.judged(c)), _then(second, again, s, c))
                       for s, c in changes}
     finally:
         shutil.rmtree(folder, ignore_errors=True)

@@ -55,3 +55,4 @@ class Candidate:
     path: str = ""  # the file it changes, relative to the project ("": the model's own file)
     follows: bool = False  # made on top of another candidate that mended one defect and showed the next
     declaration: bool = False  # it declares what a table is for instead of changing what runs (Fix.declaration)
+    also: tuple[str, ...] = ()  # other models the change reaches (a var they read too): judged with it
