@@ -25,7 +25,7 @@ SECOND = [
     "strategy/adapter_suite", "test_macros_integration.py", "test_interrupts.py", "test_production_read_only.py",
     "test_secrets.py", "test_postgres_roles_and_types.py", "test_work_root.py", "test_external_models.py",
     "test_diff_filters.py", "test_hostile_text.py", "test_strategy_faults.py", "test_interrupt_threads.py",
-    "strategy/test_strategy_kill.py", "test_confinement.py", "test_confinement_spark.py",
+    "strategy/test_strategy_kill.py", "test_confinement.py", "test_confinement_spark.py", "strategy/test_overlap.py",
 ]
 
 

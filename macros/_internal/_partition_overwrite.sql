@@ -344,6 +344,24 @@ limit {{ limit + 2 }}
   (error({{ message_sql }}) is null)
 {%- endmacro %}
 
+{#- Two runs of one model that overlap take turns (PostgreSQL): the replacement's first statement
+    takes the relation's run lock (serialize_runs.sql) in dbt's transaction, before the deletes take
+    their snapshot, so a second run waits until the first has committed and then replaces what it
+    wrote. Config: serialize_runs (default true), lock_timeout (a PostgreSQL interval; default: wait).
+    Other engines: nothing (DuckDB: one writer process per file). -#}
+{% macro _po_run_lock(relation) %}
+  {{ return(adapter.dispatch('_po_run_lock', 'rerun_safety')(relation)) }}
+{% endmacro %}
+
+{% macro default___po_run_lock(relation) %}
+  {{ return('') }}
+{% endmacro %}
+
+{% macro postgres___po_run_lock(relation) %}
+  {%- if config.get('serialize_runs', true) is sameas false -%}{{ return('') }}{%- endif -%}
+  {{ return(rerun_safety._rs_run_lock(relation, config.get('lock_timeout')) ~ ';') }}
+{% endmacro %}
+
 {#- The replacement, inside dbt's transaction. PostgreSQL (form 'cte'): ONE statement whose
     data-modifying CTEs delete the partitions (disjoint row sets) and whose outer INSERT writes
     the batch; the deletes see the statement's snapshot, so inserted rows are never deleted.
@@ -400,6 +418,7 @@ where case when {{ rerun_safety._po_static_match('DBT_INTERNAL_SOURCE', cfg) }}
 
   {% set sql %}
 /* rerun_safety partition_overwrite */
+{{ rerun_safety._po_run_lock(target_relation) }}
 {%- if form == 'batch' %}
 {%- for delete_match in delete_matches %}
 delete from {{ target_relation }} as DBT_INTERNAL_DEST
