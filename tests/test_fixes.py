@@ -683,3 +683,34 @@ def test_the_vars_a_window_reads_are_found_with_their_unit_and_their_value_in_db
     assert in_effect("lookback", "vendor", {}, {}, {"vars": {"vendor": {"lookback": 8}, "lookback": 7}}, 6) == 8
     assert in_effect("lookback", "vendor", {}, {}, own, 6) == 7
     assert in_effect("lookback", "vendor", {}, {}, {}, 6) == 6
+
+
+def test_a_file_dbt_deps_installed_or_outside_the_project_is_never_patched(tmp_path):
+    """The search changes files in its copy of the project folder: a package model that `dbt deps` installed
+    (replaced at the next deps) or a local package's file outside the folder (`local: ../`, as a package's
+    integration_tests project has it) is left to dbt_project.yml settings, with the reason; a model of the
+    project, or of a local package inside it, can be patched."""
+    from rerun_safety.fix.search import _kept
+
+    project = tmp_path / "project"
+    (project / "models").mkdir(parents=True)
+    (project / "models" / "m.sql").write_text("select 1")
+    (project / "dbt_project.yml").write_text("name: p\n")
+    (project / "vendored" / "models").mkdir(parents=True)
+    (project / "vendored" / "models" / "v.sql").write_text("select 1")
+    (project / "dbt_packages" / "installed" / "models").mkdir(parents=True)
+    (project / "dbt_packages" / "installed" / "models" / "i.sql").write_text("select 1")
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "o.sql").write_text("select 1")
+    (project / "dbt_packages" / "outside").symlink_to(tmp_path)
+    (project / "dbt_packages" / "vendored").symlink_to(project / "vendored")
+    first = SimpleNamespace(options=SimpleNamespace(project_dir=project))
+    assert _kept(first, project / "models" / "m.sql") == ""
+    assert _kept(first, project / "dbt_packages" / "vendored" / "models" / "v.sql") == ""
+    assert _kept(first, project / "dbt_packages" / "installed" / "models" / "i.sql") == (
+        "the package's installed file is not changed (dbt deps replaces it)")
+    assert _kept(first, project / "dbt_packages" / "outside" / "models" / "o.sql") == (
+        f"its file is outside the project folder ({tmp_path / 'models' / 'o.sql'}): the fix search changes only "
+        "files inside it, in a copy")
+    (project / "dbt_project.yml").write_text("name: p\npackages-install-path: deps\n")
+    assert _kept(first, project / "dbt_packages" / "installed" / "models" / "i.sql") == ""

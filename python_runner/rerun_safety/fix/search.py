@@ -128,18 +128,17 @@ class _Search:
         own = first.project.manifest.nodes[mv.unique_id].package_name == first.project.name
         if not own:
             search.found = search._with_overrides(first)
-            if _installed(first, path):  # dbt deps replaces the file: only your dbt_project.yml is changed
-                search.found = [c for c in search.found if c.path]
-                search.note = ""
-                if not search.found and not search.why_none:
-                    search.why_none = "no candidate that a setting in your dbt_project.yml makes"
+        kept = _kept(first, path)
+        if kept:  # a file the search cannot change in its copy: only your dbt_project.yml is changed
+            search.found = [c for c in search.found if c.path]
+            search.note = ""
         made = search._with_vars(first)
         search.found = (made + search.found if not own else search.found + made)[:4]
         if search.found:
             search.why_none = ""
-        elif not own and _installed(first, path):
-            search.why_none = (f"{search.why_none}; the package's installed file is not changed (dbt deps "
-                               "replaces it): no var or config of it in your dbt_project.yml applies")
+        elif kept:
+            search.why_none = "; ".join(x for x in (search.why_none, f"{kept}: no var or config of it in your "
+                                                    "dbt_project.yml applies") if x)
         return search
 
     def _with_vars(self, first: Finished) -> list[Candidate]:
@@ -393,18 +392,6 @@ def _package_yaml(first: Finished, node) -> dict:
     return _yaml(_read(path)) if path is not None and path.is_file() else {}
 
 
-def _installed(first: Finished, path: Path) -> bool:
-    """The file is inside the project's installed packages (`dbt deps` replaces it), not a folder of the
-    user's that a local package links to."""
-    project_yml = first.options.project_dir / "dbt_project.yml"
-    setting = _yaml(_read(project_yml)).get("packages-install-path") if project_yml.is_file() else None
-    folder = first.options.project_dir / str(setting or "dbt_packages")
-    try:
-        return path.resolve().is_relative_to(folder.resolve())
-    except OSError:
-        return False
-
-
 def _microbatch_lookback(first: Finished, uid: str) -> tuple[int | None, int]:
     """For a microbatch model: the lookback, in its own batches, that covers one game-day batch more than
     the most batches a row of its inputs arrived late; and the lookback it has. (None, 1) otherwise."""
@@ -424,10 +411,41 @@ def _microbatch_lookback(first: Finished, uid: str) -> tuple[int | None, int]:
 
 
 def _model_file(first: Finished, uid: str) -> Path | None:
+    """The model's file where this project reads it: beneath the project folder (a package's, beneath its
+    install folder) by its path in its package. dbt's absolute path can be a stale parse's, of the folder
+    the project was copied from."""
     node = first.project.manifest.nodes[uid]
+    rel = str(getattr(node, "original_file_path", "") or "")
+    base = first.options.project_dir
+    if node.package_name != first.project.name:
+        base = base / _install_folder(first) / node.package_name
+    if rel and (base / rel).is_file():
+        return base / rel
     source = first.project.manifest.files.get(getattr(node, "file_id", None) or "")
     path = getattr(getattr(source, "path", None), "absolute_path", None)
     return Path(path) if path else None
+
+
+def _install_folder(first: Finished) -> str:
+    project_yml = first.options.project_dir / "dbt_project.yml"
+    setting = _yaml(_read(project_yml)).get("packages-install-path") if project_yml.is_file() else None
+    return str(setting or "dbt_packages")
+
+
+def _kept(first: Finished, path: Path) -> str:
+    """Why the search cannot patch this file ('' when it can): `dbt deps` installed it (and replaces it), or
+    it lies outside the project folder (a local package at `../`), which the search's copy does not hold."""
+    project = first.options.project_dir.resolve()
+    try:
+        real = path.resolve()
+    except OSError:
+        return f"its file could not be read where the project has it ({path})"
+    if real.is_relative_to((project / _install_folder(first)).resolve()):
+        return "the package's installed file is not changed (dbt deps replaces it)"
+    if not real.is_relative_to(project):
+        return (f"its file is outside the project folder ({real}): the fix search changes only files inside it, "
+                "in a copy")
+    return ""
 
 
 def _target(first: Finished, mv: ModelVerdict, text: str) -> Target:
