@@ -687,7 +687,7 @@ def test_a_file_dbt_deps_installed_or_outside_the_project_is_never_patched(tmp_p
     (replaced at the next deps) or a local package's file outside the folder (`local: ../`, as a package's
     integration_tests project has it) is left to dbt_project.yml settings, with the reason; a model of the
     project, or of a local package inside it, can be patched."""
-    from rerun_safety.fix.search import _kept
+    from rerun_safety.fix.project_files import kept as _kept
 
     project = tmp_path / "project"
     (project / "models").mkdir(parents=True)

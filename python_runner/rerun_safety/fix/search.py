@@ -15,13 +15,11 @@ from __future__ import annotations
 import difflib
 import hashlib
 import os
-import re
 import shutil
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-import yaml
 
 from ..cadence import SECONDS, duration
 from ..errors import RerunSafetyError, first_line
@@ -36,6 +34,8 @@ from .jinja import sets_config
 from .target import Candidate, SideTable, Target
 from .overrides import model_override, package_var
 from .package_vars import in_effect, needed, number, window_vars
+from .project_files import kept as _kept, model_file as _model_file, package_yaml as _package_yaml, read as _read
+from .project_files import readers as _readers, texts as _texts, yaml_data as _yaml
 from ..vars import parse_vars
 from ..gameday.side_effects import per_run
 
@@ -112,12 +112,10 @@ class _Search:
     verified: tuple[Candidate, list[str]] | None = None
     seconds: float = 0.0
     note: str = ""
-    _plan_judged: list[tuple[str, set[str]]] = field(default_factory=list, repr=False)  # (model, its ancestors)
 
     @classmethod
     def of(cls, first: Finished, mv: ModelVerdict) -> "_Search":
         search = cls(mv, _below(first, mv.unique_id))
-        search._plan_judged = [(m.unique_id, first.plan.project.ancestors([m.unique_id])) for m in first.plan.judged]
         path = _model_file(first, mv.unique_id)
         if path is None or first.project.models[mv.unique_id].language != "sql":
             search.why_none = "no candidate: only a SQL model's file is changed"
@@ -179,11 +177,11 @@ class _Search:
                 f"re-reads what the replay showed arriving late{also}", text, path="dbt_project.yml", also=readers))
         return out
 
-    def judged(self, cand: Candidate) -> list[str]:
+    def judged(self, first: Finished, cand: Candidate) -> list[str]:
         """The models a candidate's game day judges for it: the root cause and below, and what else it reaches."""
-        plan = self.below + [u for u in cand.also if u not in self.below]
+        plan = list(self.below)
         for u in cand.also:
-            plan += [b for b in _below_in(self._plan_judged, u) if b not in plan]
+            plan += [b for b in _below(first, u) if b not in plan]
         return plan
 
     def _with_overrides(self, first: Finished) -> list[Candidate]:
@@ -250,11 +248,6 @@ DECLARATION_NOTE = ("a declaration of what the table is for, not a change of wha
                     "one is the defect")
 
 
-def _read(path: Path) -> str:
-    """A file's text with its line ends as they are (a CRLF file stays CRLF in its patch and when applied)."""
-    return path.read_bytes().decode("utf-8")
-
-
 def _lf(text: str) -> str:
     return text.replace("\r\n", "\n")
 
@@ -279,7 +272,7 @@ def _rounds(first: Finished, report: GamedayReport, searches: list[_Search]) -> 
         for s in pending:
             if id(s) in alone and batch:
                 continue
-            mine = {*s.judged(s.next), str(s.file_of(s.next)[0])}
+            mine = {*s.judged(first, s.next), str(s.file_of(s.next)[0])}
             if not taken & mine:
                 batch.append(s)
                 taken |= mine
@@ -331,67 +324,6 @@ def _lookback_seconds(first: Finished, uid: str) -> float | None:
     return plan.facts.timeline.batch.delta.total_seconds() * (_late_batches(first, uid) + 1)
 
 
-_MACRO_CALL = re.compile(r"\b(?:(\w+)\.)?(\w+)\s*\(")
-
-
-def _texts(manifest, node) -> list[str]:
-    """A model's SQL and that of every macro it calls, through the macros they call (dbt's own left out).
-    dbt records only the macros a parse ran (not those inside `{% if is_incremental() %}`): the calls
-    written in the text count too, by package and name."""
-    def called(text: str, package: str, recorded) -> list[str]:
-        found = list(recorded or [])
-        for pkg, name in _MACRO_CALL.findall(text):
-            found += [u for u in (f"macro.{pkg or package}.{name}", f"macro.{root}.{name}") if u in manifest.macros]
-        return found
-
-    root = getattr(getattr(manifest, "metadata", None), "project_name", None) or ""
-    out, seen = [str(getattr(node, "raw_code", "") or "")], set()
-    todo = called(out[0], node.package_name, getattr(node.depends_on, "macros", []))
-    while todo:
-        uid = todo.pop()
-        macro = manifest.macros.get(uid)
-        if uid in seen or macro is None or macro.package_name.startswith("dbt"):
-            continue
-        seen.add(uid)
-        out.append(str(macro.macro_sql or ""))
-        todo += called(out[-1], macro.package_name, getattr(macro.depends_on, "macros", []))
-    return out
-
-
-def _readers(first: Finished, package: str, name: str) -> list[str]:
-    """The judged models of `package` whose SQL or macros read the var `name` (a scoped var reaches them all)."""
-    manifest = first.project.manifest
-    out = []
-    for m in first.plan.judged:
-        node = manifest.nodes.get(m.unique_id)
-        if node is not None and node.package_name == package and \
-                any(v.name == name for v in window_vars(_texts(manifest, node))):
-            out.append(m.unique_id)
-    return out
-
-
-def _below_in(judged: list[tuple[str, set[str]]], uid: str) -> list[str]:
-    return [m for m, ancestors in judged if m == uid or uid in ancestors]
-
-
-def _yaml(text: str) -> dict:
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError:
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _package_yaml(first: Finished, node) -> dict:
-    """The dbt_project.yml of the package a node is in ({} for the root project's)."""
-    if node.package_name == first.project.name:
-        return {}
-    source = first.project.manifest.files.get(getattr(node, "file_id", None) or "")
-    root = getattr(getattr(source, "path", None), "project_root", None)
-    path = Path(root) / "dbt_project.yml" if root else None
-    return _yaml(_read(path)) if path is not None and path.is_file() else {}
-
-
 def _microbatch_lookback(first: Finished, uid: str) -> tuple[int | None, int]:
     """For a microbatch model: the lookback, in its own batches, that covers one game-day batch more than
     the most batches a row of its inputs arrived late; and the lookback it has. (None, 1) otherwise."""
@@ -408,44 +340,6 @@ def _microbatch_lookback(first: Finished, uid: str) -> tuple[int | None, int]:
     if not size or t is None or t.batch.months or not _late_batches(first, uid):
         return None, now
     return math.ceil((_late_batches(first, uid) + 1) * t.batch.delta.total_seconds() / size), now
-
-
-def _model_file(first: Finished, uid: str) -> Path | None:
-    """The model's file where this project reads it: beneath the project folder (a package's, beneath its
-    install folder) by its path in its package. dbt's absolute path can be a stale parse's, of the folder
-    the project was copied from."""
-    node = first.project.manifest.nodes[uid]
-    rel = str(getattr(node, "original_file_path", "") or "")
-    base = first.options.project_dir
-    if node.package_name != first.project.name:
-        base = base / _install_folder(first) / node.package_name
-    if rel and (base / rel).is_file():
-        return base / rel
-    source = first.project.manifest.files.get(getattr(node, "file_id", None) or "")
-    path = getattr(getattr(source, "path", None), "absolute_path", None)
-    return Path(path) if path else None
-
-
-def _install_folder(first: Finished) -> str:
-    project_yml = first.options.project_dir / "dbt_project.yml"
-    setting = _yaml(_read(project_yml)).get("packages-install-path") if project_yml.is_file() else None
-    return str(setting or "dbt_packages")
-
-
-def _kept(first: Finished, path: Path) -> str:
-    """Why the search cannot patch this file ('' when it can): `dbt deps` installed it (and replaces it), or
-    it lies outside the project folder (a local package at `../`), which the search's copy does not hold."""
-    project = first.options.project_dir.resolve()
-    try:
-        real = path.resolve()
-    except OSError:
-        return f"its file could not be read where the project has it ({path})"
-    if real.is_relative_to((project / _install_folder(first)).resolve()):
-        return "the package's installed file is not changed (dbt deps replaces it)"
-    if not real.is_relative_to(project):
-        return (f"its file is outside the project folder ({real}): the fix search changes only files inside it, "
-                "in a copy")
-    return ""
 
 
 def _target(first: Finished, mv: ModelVerdict, text: str) -> Target:
@@ -535,7 +429,7 @@ def _verify(first: Finished, report: GamedayReport, changes: list[tuple[_Search,
             rel, before = search.file_of(cand)
             (copy / rel).write_bytes(_as_read(cand.text, before).encode("utf-8"))
         models = first.project.models
-        below = [u for s, c in changes for u in s.judged(c)]
+        below = [u for s, c in changes for u in s.judged(first, c)]
         profiles = o.profiles_dir or (str(o.project_dir) if (o.project_dir / "profiles.yml").exists() else None)
         options = replace(o, project_dir=copy, profiles_dir=profiles, select=tuple(models[u].selector for u in below),
                           exclude=(), output_dir=folder / "out", fix=False, fingerprints=True, baseline=None,
@@ -546,7 +440,7 @@ def _verify(first: Finished, report: GamedayReport, changes: list[tuple[_Search,
             again = second.report
         except RerunSafetyError as err:
             return f"the game day of the changed project stopped: {first_line(err)}", {}
-        return None, {id(s): (*_judge(first, report, second, again, s.judged(c)), _then(second, again, s, c))
+        return None, {id(s): (*_judge(first, report, second, again, s.judged(first, c)), _then(second, again, s, c))
                       for s, c in changes}
     finally:
         shutil.rmtree(folder, ignore_errors=True)
