@@ -287,7 +287,7 @@ def test_a_model_past_its_budget_is_skipped_with_the_reason(shop):
     """A model whose analysis runs past --model-budget is reported as skipped; the others are linted."""
     project = shop
     (project / "models" / "staging" / "events_huge.sql").write_text(
-        "{% for i in range(4000) %}select event_id, {{ i }} as n from {{ ref('stg_events') }}"
+        "{% for i in range(12000) %}select event_id, {{ i }} as n from {{ ref('stg_events') }}"
         "{% if not loop.last %} union all {% endif %}{% endfor %}\n")
     code, doc = _lint(project, project, "--select", "events_huge events_watermark", "--model-budget", "0.2")
     assert code == 1
