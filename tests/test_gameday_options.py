@@ -24,6 +24,7 @@ def test_scenarios_that_rerun_nothing_are_refused(tmp_path, scenarios):
     assert (code, out) == (2, "")
     assert _one_line(err) == ("rerun-safety: error: --scenarios selects nothing but the reference build, which "
                               "cannot show a rerun defect: choose one or more of replay, rerun, partial, backfill, "
+                              "concurrent, "
                               "late, determinism")
     assert not (tmp_path / "out").exists()
 

@@ -300,8 +300,10 @@ def main(ctx: click.Context, debug: bool) -> None:
                    "--late-by).")
 @click.option("--late-by", default=None,
               help="How late those rows arrive, e.g. 6h, 2d (default: two batches).")
-@click.option("--scenarios", default="all", show_default=True,
-              help="Comma-separated: reference,replay,rerun,partial,backfill,late,determinism.")
+@click.option("--scenarios", default="default", show_default=True,
+              help="Comma-separated: reference,replay,rerun,partial,backfill,late,determinism,concurrent; "
+                   "`default` is all of them but concurrent (two runs of a batch at once, PostgreSQL), `all` "
+                   "every one.")
 @click.option("--output-dir", default=None, type=click.Path(file_okay=False),
               help="Where the reports go (default: <project>/target/rerun_safety).")
 @click.option("--threads", default=None, type=click.IntRange(1, 64),

@@ -269,6 +269,34 @@ def watched_statements(watch: StatementWatch | None):
         SQLConnectionManager.add_query = original
 
 
+@contextlib.contextmanager
+def held_statements(hold):
+    """Within the block every statement dbt sends is preceded by what `hold.before(connection name, sql)`
+    returns, sent on the same connection straight to the driver (the concurrent scenario's waits:
+    warehouse/postgres/overlap.py); dbt names a model's connection after the model."""
+    if hold is None:
+        yield
+        return
+    from dbt.adapters.sql.connections import SQLConnectionManager
+
+    original = SQLConnectionManager.add_query
+
+    def add_query(self, sql, *args, **kwargs):
+        conn = self.get_if_exists()
+        before = hold.before(getattr(conn, "name", None) or "", sql) if conn is not None else []
+        if before:
+            with contextlib.closing(conn.handle.cursor()) as cursor:
+                for statement in before:
+                    cursor.execute(statement)
+        return original(self, sql, *args, **kwargs)
+
+    SQLConnectionManager.add_query = add_query
+    try:
+        yield
+    finally:
+        SQLConnectionManager.add_query = original
+
+
 class DbtSession:
     """Runs dbt commands for one project, reusing one parsed manifest across invocations."""
 
@@ -300,10 +328,11 @@ class DbtSession:
     def invoke(self, command: Sequence[str], *, profiles_dir: str | None = None,
                vars_yaml: str | None = None, use_manifest: bool = True, clock: Any = None,
                dialect: str = "", rewrite_sql: Any = None, context: Any = None,
-               watch: StatementWatch | None = None) -> DbtResult:
+               watch: StatementWatch | None = None, hold: Any = None) -> DbtResult:
         """`clock`: a naive datetime the invocation runs at (see clock.py), in `dialect`'s SQL;
         `rewrite_sql`: a function every statement goes through (a sandbox's names); `context`: a
-        context manager the invocation runs in (where a sandbox's connections go)."""
+        context manager the invocation runs in (where a sandbox's connections go); `hold`: what its
+        statements wait for (held_statements)."""
         from dbt.cli.main import dbtRunner
 
         from .clock import simulated
@@ -341,7 +370,8 @@ class DbtSession:
 
         try:
             with redirect_stdout(buffer), simulated(clock, dialect, record, rewrite_sql), \
-                    watched_statements(watch), dialect_for(dialect).dbt_session(), context or contextlib.nullcontext():
+                    watched_statements(watch), held_statements(hold), dialect_for(dialect).dbt_session(), \
+                    context or contextlib.nullcontext():
                 res = runner.invoke(args)
         finally:
             trim_behavior_flags()

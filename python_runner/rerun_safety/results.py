@@ -152,6 +152,8 @@ class ModelVerdict:
     audit_columns: tuple[str, ...] = ()
     # why a model that differs is neither a root cause nor shown contaminated ('' otherwise)
     inconclusive: str = ""
+    # unsafe only where two runs of a batch overlapped (the concurrent scenario): safe run one at a time
+    overlap_only: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "verdict", Verdict(self.verdict))
@@ -172,6 +174,7 @@ class ModelVerdict:
             "nondeterministic_columns": list(self.nondeterministic_columns),
             "audit_columns": list(self.audit_columns),
             "inconclusive": self.inconclusive,
+            "overlap_only": self.overlap_only,
             "scenarios": [s.to_dict() for s in self.scenarios],
         }
 

@@ -19,6 +19,9 @@ little of it as the defect needs:
              run's batch deleted from it first, keyed by one column of what it inserts
   this       a CTE reading {{ this }} outside is_incremental() (the first build fails, a full refresh
              reads the table it replaces): the CTE moved inside the is_incremental() branch
+  serialise  a model unsafe only when two runs of a batch overlap (the concurrent scenario): the
+             package's `rerun_safety.serialize_runs()` as its pre_hook, so a second run waits for
+             the first's commit and then replaces what it wrote
 
 Never: anything that changes what a clean build produces (search.py checks it), a change outside the
 model's own file (search.py may put a package model's config keys into dbt_project.yml instead:
@@ -217,7 +220,25 @@ def candidates(t: Target) -> tuple[list[Candidate], str]:
         return [Candidate("move the read of this", "the CTE that reads {{ this }} moved inside the "
                           "is_incremental() branch: the first build (and a full refresh) no longer reads the "
                           "relation it creates", moved)], ""
+    if t.overlap_only:
+        return _serialised(t)
     return DEFECTS.get(t.verdict, _rows)(t)
+
+
+SERIALISE_HOOK = "{{ rerun_safety.serialize_runs() }}"
+_PRE_HOOK = re.compile(r"\bpre[_-]hook\s*=")
+
+
+def _serialised(t: Target) -> tuple[list[Candidate], str]:
+    """Runs of the model made to wait for one another (unsafe only when two runs overlap)."""
+    if t.materialized != "incremental":
+        return [], f"no candidate for a {t.materialized} model unsafe when two runs overlap"
+    if _PRE_HOOK.search(t.raw):
+        return [], (f"no candidate: its config() sets a pre_hook already; add `{SERIALISE_HOOK}` to it (a second "
+                    "run then waits for the first's commit)")
+    return [Candidate("serialise its runs", f"pre_hook={literal(SERIALISE_HOOK)}: a run takes the model's run lock "
+                      "before it writes, so a second run of the same batch waits for the first's commit and then "
+                      "replaces what it wrote instead of writing the batch twice", set_config(t.raw, pre_hook=SERIALISE_HOOK))], ""
 
 
 def _rows(t: Target, windows: bool = False) -> tuple[list[Candidate], str]:

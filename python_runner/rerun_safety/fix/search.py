@@ -356,7 +356,7 @@ def _target(first: Finished, mv: ModelVerdict, text: str) -> Target:
                   column_types=tuple(plan.facts.reference_columns.get(uid, ())),
                   granularity=str(pk.get("granularity") or "") or None, lookback=_lookback(first, mv.unique_id),
                   late=_late_batches(first, mv.unique_id) > 0, side=side, dialect=str(first.dialect),
-                  microbatch_lookback=microbatch, lookback_now=now)
+                  microbatch_lookback=microbatch, lookback_now=now, overlap_only=mv.overlap_only)
 
 
 def _replay_side(finished: Finished) -> dict[str, dict]:
@@ -478,9 +478,12 @@ def _judge(first: Finished, report: GamedayReport, second: Finished, again: Game
 def _then(second: Finished, again: GamedayReport, search: _Search, cand: Candidate) -> list[Candidate]:
     """When the change mended the root cause's defect but its model shows another one (a first build that
     failed, then ran and appended what it read again), that defect's candidates on the changed text,
-    made from what the changed project's game day measured (its reference's keys, say)."""
+    made from what the changed project's game day measured (its reference's keys, say). A change that left
+    it unsafe only where two runs overlap mended every defect of runs one at a time: the overlap's next."""
     now = next((m for m in again.models if m.unique_id == search.mv.unique_id), None)
-    if now is None or now.verdict not in UNSAFE or now.verdict == search.mv.verdict or cand.path:
+    if now is None or now.verdict not in UNSAFE or cand.path:
+        return []
+    if now.verdict == search.mv.verdict and not (now.overlap_only and not search.mv.overlap_only):
         return []
     found, _ = candidates(_target(second, now, _lf(cand.text)))
     return [c for c in found if c.text != _lf(cand.text)]

@@ -29,6 +29,7 @@ class Target:
     # arriving late, plus one batch, and the lookback it has (dbt's default 1)
     microbatch_lookback: int | None = None
     lookback_now: int = 1
+    overlap_only: bool = False  # unsafe only where two runs of a batch overlapped (ModelVerdict.overlap_only)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "verdict", Verdict(self.verdict))

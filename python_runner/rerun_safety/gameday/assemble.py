@@ -8,7 +8,7 @@ from .. import clock
 from . import side_effects
 from .options import GamedayOptions
 from .plan import Plan
-from .scenarios import delaying
+from .scenarios import delaying, overlap_only
 from .scenarios import scenario as scenario_kind
 from .timeline import late_delay
 from ..project import Project
@@ -56,11 +56,11 @@ def build_report(options: GamedayOptions, project: Project, plan: Plan, by_model
 
         models.append(ModelVerdict(
             name=m.name, unique_id=uid, verdict=v, root_cause=uid in roots,
-            contaminated_by=tuple(sorted(names[r] for r in contaminated.get(uid, ()))),
-            materialized=m.materialized, strategy=m.strategy, key=m.key,
-            parents=tuple(names[p] for p in parents[uid]), scenarios=scen, reason=reason,
+            contaminated_by=tuple(sorted(names[r] for r in contaminated.get(uid, ()))), materialized=m.materialized,
+            strategy=m.strategy, key=m.key, parents=tuple(names[p] for p in parents[uid]), scenarios=scen, reason=reason,
             notes=tuple(_model_notes(plan, m, reads.get(uid), scen)), nondeterministic_columns=volatile,
-            audit_columns=plan.facts.audit_columns.get(uid, ()), inconclusive=inconclusive.get(uid, "")))
+            audit_columns=plan.facts.audit_columns.get(uid, ()), inconclusive=inconclusive.get(uid, ""),
+            overlap_only=overlap_only(scen)))
     models.sort(key=lambda mv: (VERDICT_ORDER.index(mv.verdict), not mv.root_cause, mv.name))
     assert plan.facts.timeline
     t = plan.facts.timeline

@@ -31,11 +31,11 @@ from .preflight import check_config
 from .replay import JobResult, NoProgress, Replay
 from .runs import branches, node_errors, sharing_first_build
 from .scenarios import chains as scenario_chains
-from .scenarios import count_runs, delaying, replayed, scenario_steps
+from .scenarios import count_runs, delaying, not_applicable, replayed, scenario_steps
 from .scenarios import scenario as scenario_kind
 from .timeline import cut_slice, plan_timeline
 from .verdict import Isolation, differs, levels, nondeterminism_shown
-from .workers import kill_pool, run_parallel, start_pool
+from .workers import SecondRun, kill_pool, run_parallel, start_pool
 
 @dataclass(frozen=True)
 class Finished:
@@ -208,7 +208,7 @@ class Gameday:
             self.notes.append(f"not confined by the game day: {engine.unconfined_part}")
         check_config(plan.build, project.target_output, project.target_name)
         chains = self._chains()
-        self.replay = Replay(engine, project, self.options, self.progress, self.watch)
+        self.replay = Replay(engine, project, self.options, self.progress, self.watch, SecondRun)
         return plan, chains
 
     def _user_columns(self, sources) -> dict[str, list[tuple[str, str]]]:
@@ -221,8 +221,16 @@ class Gameday:
         """The scenarios to replay, as chains sharing a sandbox ("replay+backfill"); the late scenario
         is left out (with a note) without a share of late rows."""
         o = self.options
+        unfit = not_applicable(o.scenarios, self.engine.dialect)
+        for name, why in unfit.items():
+            self.notes.append(f"{name}: not applicable on {self.engine.dialect.display_name}: {why}")
         dropped = delaying(o.scenarios) if not o.late_fraction else []
-        scenarios = [s for s in replayed(o.scenarios) if s not in dropped]
+        scenarios = [s for s in replayed(o.scenarios) if s not in dropped and s not in unfit]
+        if unfit and not scenarios:
+            raise ConfigError(f"--scenarios {','.join(unfit)}: not applicable on {self.engine.dialect.display_name} "
+                              f"({next(iter(unfit.values()))}): choose other scenarios")
+        if unfit:
+            self.options = o = replace(o, scenarios=tuple(s for s in o.scenarios if s not in unfit))
         chains = ["+".join(c) for c in scenario_chains(scenarios)]
         if dropped:
             self.options = replace(o, scenarios=tuple(s for s in o.scenarios if s not in dropped))

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..warehouse.base import default_work_root
-from .scenarios import ALL_SCENARIOS, Batch, replayed, with_baseline
+from .scenarios import ALL_SCENARIOS, DEFAULT_SCENARIOS, Batch, replayed, with_baseline
 
 
 def _timestamp_option(value: Any, option: str) -> dt.datetime | None:
@@ -68,14 +68,15 @@ class GamedayOptions:
 
     @classmethod
     def build(cls, *, project_dir, profiles_dir=None, target=None, select=(), exclude=(), vars_yaml=None,
-              steps=4, scenarios="all", output_dir=None, threads=1, keep_sandboxes=False,
+              steps=4, scenarios="default", output_dir=None, threads=1, keep_sandboxes=False,
               work_root=None, batch_size="day", since=None, until=None, float_tolerance=None, state=None,
               baseline=None, late_fraction=None, late_by=None, fix=False,
               max_sandbox_size=None) -> "GamedayOptions":
         project_dir = Path(project_dir).resolve()
         if isinstance(scenarios, str):
-            names = ALL_SCENARIOS if scenarios.strip() in ("", "all") else tuple(
-                s.strip() for s in scenarios.split(",") if s.strip())
+            groups = {"default": DEFAULT_SCENARIOS, "all": ALL_SCENARIOS}
+            names = DEFAULT_SCENARIOS if not scenarios.strip() else tuple(dict.fromkeys(
+                n for s in scenarios.split(",") if s.strip() for n in groups.get(s.strip(), (s.strip(),))))
         else:
             names = tuple(scenarios)
         unknown = [s for s in names if s not in ALL_SCENARIOS]

@@ -10,6 +10,7 @@ import contextlib
 import datetime as dt
 import os
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Iterator
 
 import yaml
@@ -25,10 +26,12 @@ from .plan import Plan
 from .rebuild import final_rebuild, first_ids
 from .runs import tally_run, run_args
 from .sandbox_data import apply_step, place_reference, snapshot_versions
-from .scenarios import Reset, Run, scenario_steps
+from .scenarios import Overlap, Reset, Run, scenario_steps
 from .scenarios import scenario as scenario_kind
 from .verdict import differs
 
+# the longest either run of an Overlap waits for the other at one model before it goes on alone
+OVERLAP_WAIT_S = 120.0
 # what a scenario's sandbox only reads of the one it is cloned from
 READ_ONLY = (REFERENCE_SCHEMA, SNAPSHOT_SCHEMA, side_effects.PREHOOK_SCHEMA)
 
@@ -58,6 +61,7 @@ class ChainState:
     done: int = 0  # steps of the chain's first scenario done already (a shared first build)
     results: list = field(default_factory=list)  # dbt's results, one per invocation
     reopened: dict[str, int] = field(default_factory=dict)  # snapshot -> versions reruns of an unchanged batch added
+    alone: dict[str, str] = field(default_factory=dict)  # model -> why two runs at once never overlapped in it
 
     @classmethod
     def after(cls, start: dict | None) -> "ChainState":
@@ -101,8 +105,10 @@ class NoProgress:
 class Replay:
     """dbt in a run's sandboxes, and scenarios replayed there (what a game day and its workers share)."""
 
-    def __init__(self, engine, project, options, progress, watch):
+    def __init__(self, engine, project, options, progress, watch, second_runs=None):
+        """`second_runs(replay)`: the process the second of an Overlap's two runs goes to (workers.SecondRun)."""
         self.engine = engine
+        self.second_runs = second_runs
         self.project = project
         self.options = options
         self.progress = progress
@@ -138,17 +144,77 @@ class Replay:
         return str(folder)
 
     def dbt(self, plan: Plan, sandbox: Sandbox, profiles_dir: str, step: Run, final: bool = True,
-             only: set[str] | None = None, exclude: set[str] | None = None, models: list | None = None):
+             only: set[str] | None = None, exclude: set[str] | None = None, models: list | None = None,
+             hold=None, one_thread: bool = False):
+        """`hold`: what the statements wait for (one of the two runs of an Overlap); `one_thread`: dbt's
+        --threads 1 (the two runs of an Overlap meet the models in the same order)."""
         assert self.engine and self.project
         self.engine.prepare_manifest(self.project.manifest, sandbox)
         if self.clocks.get(sandbox.name) != step.clock:
             with self.engine.connect(sandbox) as con:
                 self.set_clock(con, sandbox, step.clock)
         args, vars_yaml = run_args(plan, step, final, self.project.cli_vars, only, exclude, models)
+        if one_thread:
+            args += ["--threads", "1"]
         return self.project.session.invoke(args, profiles_dir=profiles_dir, vars_yaml=vars_yaml or "",
                                            clock=step.clock, dialect=self.engine.dialect,
                                            rewrite_sql=self._rewriter(sandbox),
-                                           context=self.engine.invocation_context(sandbox), watch=self.watch)
+                                           context=self.engine.invocation_context(sandbox), watch=self.watch,
+                                           hold=hold)
+
+    def overlap(self, plan: Plan, sandbox: Sandbox, profiles_dir: str, step: Run, final: bool,
+                only: set[str] | None, exclude: set[str] | None, models: list | None
+                ) -> tuple[list[tuple[str, object]], dict[str, str]]:
+        """Two runs of `step` at once (an Overlap): the second in a process of its own (dbt runs one
+        invocation at a time per process), the first here, each model's writes of the first held
+        uncommitted until the second run of that model has started and blocked or written (the engine's
+        coordinator: warehouse/postgres/overlap.py). Returns each dbt run as (label, result): the models no
+        stateful one feeds (built once, first), the first run, the second; and the models that keep state
+        the two runs never overlapped in, with why."""
+        assert self.engine and self.project and self.second_runs is not None
+        chosen = models if models is not None else (plan.build if final else plan.stateful)
+        chosen = [m for m in chosen if (only is None or m.unique_id in only) and m.unique_id not in (exclude or ())]
+        # the views and tables no model that keeps state feeds are built once, first (two runs rebuilding
+        # one view at once collide on its backup's name, whatever the strategies): both runs are the rest
+        stateful = {m.unique_id for m in chosen if m.keeps_state}
+        before = [m for m in chosen if m.unique_id not in stateful and not stateful & plan.project.ancestors([m.unique_id])]
+        both = [m for m in chosen if m not in before]
+        results = [("the models no stateful one feeds, first", self.dbt(plan, sandbox, profiles_dir, step, final=final,
+                                                                          models=before))] if before else []
+        ids = [m.unique_id for m in both]
+        coordinator, first, second = self.engine.overlap(sandbox, {u: i for i, u in enumerate(ids)}, OVERLAP_WAIT_S)
+        if self.clocks.get(sandbox.name) != step.clock:
+            with self.engine.connect(sandbox) as con:
+                self.set_clock(con, sandbox, step.clock)
+        process = self.second_runs(self)
+        try:
+            with coordinator:
+                later = process.start(plan.detached(), sandbox, profiles_dir, step, final, ids, second)
+                coordinator.second_ended = later.done
+                res = self.dbt(plan, sandbox, profiles_dir, step, final=final, models=both, hold=first, one_thread=True)
+                coordinator.release_all()
+                again = later.result()
+        except BaseException:
+            process.kill()
+            raise
+        process.close()
+        alone = {u: why for u, why in coordinator.alone.items() if u in stateful}
+        if coordinator.error is not None:
+            alone.update({u: f"the overlap's watch failed: {coordinator.error}" for u in stateful if u not in alone})
+        return [*results, ("first run", res), ("second run", again)], alone
+
+    def manifest_file(self) -> Path:
+        """The parsed manifest in a file of the run's folder, for a process of this run to load (the
+        scenario workers' when they were started, else written now)."""
+        from ..dbt_invoke import dump_manifest
+
+        assert self.engine and self.project
+        path = self.engine.run_dir / "worker_manifest.pickle"
+        if not path.exists():
+            part = path.with_name(f"{path.name}.{os.getpid()}")
+            part.write_bytes(dump_manifest(self.project.manifest))
+            part.replace(path)
+        return path
 
     def _rewriter(self, sandbox: Sandbox):
         """What dbt's statements go through in `sandbox`: the engine's rewrite, and in a shuffled sandbox
@@ -279,6 +345,10 @@ class Replay:
                 if r is not None and r.verdict in (Verdict.SAFE, Verdict.UNTESTED, Verdict.DRIFT):
                     judged[uid] = replace(r, verdict=Verdict.DUPLICATES, extra_rows=max(r.extra_rows, added),
                                           message=f"a rerun of an unchanged batch added {added} version(s) to the snapshot")
+            for uid, why in state.alone.items():  # two runs at once that never met: nothing exercised
+                r = judged.get(uid)
+                if r is not None and r.verdict == Verdict.SAFE:
+                    judged[uid] = replace(r, verdict=Verdict.UNTESTED, message=f"{scenario}: {why}")
             if not isolate and plan.facts.side is not None:
                 found = side_effects.judge(con, plan.facts.side, state.runs, lambda a, b: diff_relations(
                     con, a, b, float_tolerance=self.options.float_tolerance))
@@ -298,10 +368,18 @@ class Replay:
                 exclude = (exclude or set()) | state.stopped
             if exclude:
                 place_reference(self.engine, plan, sb, scope.broken)
-            res = None if models == [] else self.dbt(plan, sb, profiles, step, final=final, only=scope.only,
-                                                      exclude=exclude, models=models)
-        if res is not None:
-            state.tally(res, plan, step.label)
+            if models == []:
+                results = []
+            elif isinstance(step, Overlap):
+                results, alone = self.overlap(plan, sb, profiles, step, final, scope.only, exclude, models)
+                results = [(f"{step.label} ({label})", res) for label, res in results]
+                for uid, why in alone.items():
+                    state.alone.setdefault(uid, f"{step.label}: {why}")
+            else:
+                results = [(step.label, self.dbt(plan, sb, profiles, step, final=final, only=scope.only,
+                                                 exclude=exclude, models=models))]
+        for label, res in results:
+            state.tally(res, plan, label)
         for uid, count in snapshot_versions(self.engine, sb, scope.snapshots).items() if repeat else ():
             if uid in before and count > before[uid]:
                 state.reopened[uid] = state.reopened.get(uid, 0) + count - before[uid]

@@ -36,6 +36,16 @@ class Scenario:
     # the scenario whose steps this one begins with (partial is replay up to the half-committed
     # batch): it goes on from a copy of that one's sandbox, taken after their last run in common
     branches_from: str | None = None
+    # one batch run twice at once, the first run's transaction held open until the second has started
+    # and blocked or written (an orchestrator's retry beside a run that did not die, a manual backfill
+    # during the nightly run): where the engine cannot hold one run open beside another, not applicable
+    overlapping = False
+    # run when --scenarios names none (`default`); `all` runs every scenario
+    by_default = True
+
+    def applies(self, dialect) -> str:
+        """Why this scenario cannot run on this engine ('' when it can)."""
+        return ""
 
     def steps(self, t: "Timeline") -> list["Step"]:
         """The scheduled runs: the first build, then each replayed batch's rows and its run."""
@@ -214,6 +224,33 @@ class _Backfill(Scenario):
         return "" if plan.rows_in_batch(inputs, 1) else f"the backfilled batch (batch 1) held no rows of its inputs ({names})"
 
 
+class _Concurrent(Scenario):
+    """Replay, but one batch (the one partial commits in halves) is run twice at once: the first run
+    holds each model's transaction open after its writes until the second run of the model has started
+    and blocked or written. What two runs of a batch leave is what one leaves, or the strategy doubles
+    rows (or loses them) when runs overlap."""
+
+    name, branches_from, overlapping = "concurrent", "replay", True
+    by_default = False  # asked for by name (or `all`) for now: it costs a run more, in a process of its own
+
+    def applies(self, dialect):
+        return dialect.overlapping_runs or ""
+
+    def _batch(self, t, i):
+        if i != t.half_committed:
+            return super()._batch(t, i)
+        return [Arrive(i), Overlap(False, t.window(i), f"batch {i}, two runs at once", t.bounds[i])]
+
+    def decisive_rows(self, plan, inputs):
+        return plan.rows_in_batch(inputs, plan.facts.timeline.half_committed)
+
+    def unexercised(self, plan, inputs, names):
+        i = plan.facts.timeline.half_committed
+        if plan.rows_in_batch(inputs, i):
+            return ""
+        return f"the batch run twice at once (batch {i}) held no rows of its inputs ({names})"
+
+
 class _Late(Scenario):
     """Rows arrive by their arrival time, a share late: the late rows decide."""
 
@@ -280,8 +317,9 @@ class _Determinism(Scenario):
 
 
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
-    _Baseline(), _Replay(), _Rerun(), _Partial(), _Backfill(), _Late(), _Determinism())}
+    _Baseline(), _Replay(), _Rerun(), _Partial(), _Backfill(), _Concurrent(), _Late(), _Determinism())}
 ALL_SCENARIOS = tuple(SCENARIOS)
+DEFAULT_SCENARIOS = tuple(n for n, s in SCENARIOS.items() if s.by_default)
 REFERENCE = next(s.name for s in SCENARIOS.values() if s.baseline)
 
 
@@ -297,6 +335,20 @@ def replayed(names) -> list[str]:
 def with_baseline(names) -> tuple[str, ...]:
     """These scenarios and the reference, in the order of ALL_SCENARIOS."""
     return tuple(s for s in ALL_SCENARIOS if s in names or SCENARIOS[s].baseline)
+
+
+def overlap_only(results) -> bool:
+    """Whether a model's scenario results are unsafe only where two runs of a batch overlapped (the
+    concurrent scenario): run one at a time, every scenario passed."""
+    from ..results import UNSAFE
+
+    bad = [s for s in results if s.verdict in UNSAFE]
+    return bool(bad) and all(s.name in SCENARIOS and SCENARIOS[s.name].overlapping for s in bad)
+
+
+def not_applicable(names, dialect) -> dict[str, str]:
+    """The scenarios among these this engine cannot run, and why."""
+    return {n: why for n in names if (why := SCENARIOS[n].applies(dialect))}
 
 
 def delaying(names) -> list[str]:
@@ -335,6 +387,12 @@ class Run:
     window: tuple[dt.datetime, dt.datetime]  # half-open [start, end) for window-driven models
     label: str
     clock: dt.datetime  # the time the models see: the end of the batch being run
+
+
+@dataclass(frozen=True)
+class Overlap(Run):
+    """A run started twice at once (the concurrent scenario): the first run's writes of each model held
+    uncommitted until the second run of that model has started and blocked or written."""
 
 
 Step = Reset | Arrive | Run

@@ -107,7 +107,7 @@ def _worker_init(options, run_id: str, parent_pid: int | None = None, manifest: 
                         statement_guard=statement_guard_on())
     engine.learn_project(project.manifest)
     _WORKER["replay"] = Replay(engine, project, options, _QueueProgress(queue) if queue is not None else NoProgress(),
-                               StatementWatch())
+                               StatementWatch(), SecondRun)
 
 
 def _die_with_parent(parent_pid: int) -> None:
@@ -132,3 +132,36 @@ def _scenario_worker(job) -> tuple:
     result = replay.run_scenario(job.scenario, plan, job.template, job.ref_errors,
                                  isolate=job.isolate, start=job.start, branches=job.branches)
     return job.key, result.without_raw()
+
+
+class SecondRun:
+    """The process of its own the second of an Overlap's two runs goes to (replay.Replay.overlap): spawned,
+    the run's manifest loaded from the file the scenario workers load."""
+
+    def __init__(self, replay):
+        ctx = multiprocessing.get_context("spawn")
+        self.pool = ProcessPoolExecutor(1, mp_context=ctx, initializer=_worker_init, initargs=(
+            replay.options, replay.engine.run_id, os.getpid(), str(replay.manifest_file())))
+
+    def start(self, *args):
+        """The second run (second_run's arguments), started: its future."""
+        return self.pool.submit(second_run, *args)
+
+    def kill(self) -> None:
+        kill_pool(self.pool)
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True)
+
+
+def second_run(plan, sandbox, profiles_dir: str, step, final: bool, model_ids, hold):
+    """The second of an Overlap's two runs (replay.Replay.overlap), in a process of its own: the same
+    dbt run as the first, its statements waiting where `hold` says; dbt's results without the raw ones."""
+    from dataclasses import replace
+
+    replay = _WORKER["replay"]
+    plan = plan.attached(replay.project)
+    replay.clocks[sandbox.name] = step.clock  # the first run's process set it: read, not written again
+    models = [replay.project.models[u] for u in model_ids] if model_ids is not None else None
+    res = replay.dbt(plan, sandbox, profiles_dir, step, final=final, models=models, hold=hold, one_thread=True)
+    return replace(res, raw=None)

@@ -59,14 +59,17 @@ def numbers(s: ScenarioResult, keyed: bool = False) -> str:
     return f"{', '.join(parts) or 'no row difference'} (reference {s.reference_rows:,} rows, scenario {s.rows:,} rows)"
 
 
+OVERLAP_ONLY = ", only when two runs overlap"
+
+
 def cause(model: ModelVerdict) -> str:
     """'root cause', 'contaminated by a, b', the skip or untested reason, or ''; and the columns that
     are nondeterministic beside a data defect ('; also nondeterministic: a, b')."""
     text = ""
     if model.root_cause:
-        text = "root cause"
+        text = "root cause" + OVERLAP_ONLY * model.overlap_only
     elif model.contaminated_by:
-        text = "contaminated by " + ", ".join(model.contaminated_by)
+        text = "contaminated by " + ", ".join(model.contaminated_by) + OVERLAP_ONLY * model.overlap_only
     elif model.inconclusive:
         text = "attribution inconclusive: " + model.inconclusive
     elif model.verdict in (Verdict.SKIPPED, Verdict.UNTESTED) and model.reason:

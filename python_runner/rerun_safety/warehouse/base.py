@@ -285,6 +285,12 @@ class Engine(abc.ABC):
 
         return contextlib.nullcontext()
 
+    def overlap(self, sandbox: Sandbox, index: dict[str, int], timeout: float):
+        """The two runs of the concurrent scenario in `sandbox`: (the runner's coordinator, a context
+        manager; what the first run's statements wait for; what the second's wait for). Only where
+        Dialect.overlapping_runs is None."""
+        raise NotImplementedError(self.dialect.overlapping_runs)
+
     def sql_rewriter(self, sandbox: Sandbox):
         """A function dbt's statements go through in this sandbox (None: sent as they are)."""
         return None

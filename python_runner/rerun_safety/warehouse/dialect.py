@@ -59,6 +59,10 @@ class Dialect(str):
     ordered_by_row_address = False
     # several game-day workers may write one file of this engine at once (False: one writer per file)
     concurrent_writers = True
+    # why two runs of one batch cannot be made to overlap here, the first held open after its writes
+    # until the second meets them (the concurrent scenario); None: they can (PostgreSQL)
+    overlapping_runs: str | None = ("the game day has no lock to hold one run's writes open by while a second "
+                                    "run starts")
     # a sandbox is cloned cheaply (a file copy, a template database): scenarios share a first build
     cheap_clones = False
     # a table's rows are read back in the order they were written (so rewriting them reorders them)

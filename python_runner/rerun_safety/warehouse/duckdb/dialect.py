@@ -18,6 +18,8 @@ class DuckDBDialect(Dialect):
     ordered_by_row_address = True
     concurrent_writers = False  # one writer per database file
     cheap_clones = True  # a file copy
+    overlapping_runs = ("one process at a time opens a DuckDB file to write: a second dbt run started while the "
+                        "first runs fails to open the database (\"Could not set lock on file\") and writes nothing")
     physical_row_order = True
     thread_count_setting = True  # the profile's settings.threads
     external_sources = True  # dbt-duckdb's sources read from files (external_location)

@@ -88,6 +88,7 @@ class PostgresDialect(Dialect):
     folds_unquoted_to_lower = True
     drop_cascade = " cascade"
     cheap_clones = True  # a template database
+    overlapping_runs = None  # advisory locks hold the first run's transaction open (overlap.py)
     cheap_row_hash = False
     distinct_on = True
     physical_row_order = True

@@ -451,6 +451,12 @@ class PostgresEngine(Engine):
     def invocation_context(self, sandbox: Sandbox):
         return connections_to(self.user_db, sandbox.location)
 
+    def overlap(self, sandbox: Sandbox, index: dict[str, int], timeout: float):
+        from .overlap import Coordinator, Hold
+
+        return (Coordinator(self.sandbox_params, sandbox.location, index, timeout), Hold(True, dict(index)),
+                Hold(False, dict(index)))
+
     def sql_rewriter(self, sandbox: Sandbox):
         user_db, target = self.user_db, sandbox.location
         if not self.statement_guard:

@@ -19,6 +19,8 @@ class SparkDialect(Dialect):
     costly_queries = True  # a query is a job: ~0.3 s before any work
     materialized_ctes = False
     cached_catalog = False  # the metastore is another process's
+    overlapping_runs = ("Spark SQL has no transaction or lock the game day can hold one run's writes open by "
+                        "while a second run starts")
     sum_parts = SUM_PARTS
 
     display_name = "Spark"
