@@ -94,6 +94,7 @@ def test_lint_shop_duckdb(shop, monkeypatch):
 
     assert code == 1
     assert _rules_by_model(doc) == EXPECTED_DUCKDB
+    assert not [n for n in doc["summary"]["notes"] if "two runs at once" in n]  # one writer per DuckDB file
     assert set(doc) == {"findings", "models", "suppressed", "summary", "timings"}
     for f in doc["findings"]:
         assert set(f) >= {"rule", "model", "severity", "message"}
@@ -194,6 +195,14 @@ def test_lint_shop_postgres(shop, tmp_path, pg_server, pg_database):
 
     assert code == 1
     assert _rules_by_model(doc) == EXPECTED_POSTGRES
+    # the models whose runs do not wait for one another, as a note: not partition_overwrite (it takes the lock)
+    (overlap,) = [n for n in doc["summary"]["notes"] if n.startswith("two runs at once")]
+    assert overlap.startswith(
+        "two runs at once (PostgreSQL): 9 incremental model(s) whose runs do not wait for one another keep a batch "
+        "twice when two runs of it overlap (a retry beside a run that did not die, a backfill during the schedule): "
+        "events_append_lookback (append), events_by_load (merge), events_delete_insert (delete+insert), "
+        "events_keyed_append (append), events_merge (merge), events_microbatch (microbatch), events_summarised "
+        "(delete+insert), events_totalled (delete+insert), events_watermark (append); "), overlap
     assert doc["summary"]["incremental_branch"] == "scratch postgres database"
     assert _pg_relations(pg_server, pg_database) == before
     assert _scratch_databases(pg_server) == []

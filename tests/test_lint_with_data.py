@@ -65,11 +65,19 @@ def test_a_window_shorter_than_the_observed_lateness_is_an_error_with_the_number
     assert ("reaches back 1 day before the watermark on event_time, but rows of raw.events arrive later than that "
             "after their event_time: 99% of its 10,000 rows within 2.0 days, the latest 2.0 days (by loaded_at, read "
             "from the target)") in late[0]["message"], late[0]["message"]
-    assert code == 1 and doc["summary"]["notes"] == [] and "with_data" in doc["timings"]
+    assert code == 1 and _notes(doc, engine) == [] and "with_data" in doc["timings"]
     # without --with-data: the rule says nothing, and nothing read the source
     code, doc = _lint(project)
     assert [f for f in doc["findings"] if f["rule"] == "window-shorter-than-lateness"] == []
-    assert "with_data" not in doc["timings"] and doc["summary"]["notes"] == []
+    assert "with_data" not in doc["timings"] and _notes(doc, engine) == []
+
+
+def _notes(doc: dict, engine: str) -> list[str]:
+    """The notes but the one of two runs at once, which PostgreSQL's (and only its) lint gives here: the
+    three models are appends."""
+    overlap = [n for n in doc["summary"]["notes"] if n.startswith("two runs at once (PostgreSQL): 3 incremental ")]
+    assert len(overlap) == (engine == "postgres"), doc["summary"]["notes"]
+    return [n for n in doc["summary"]["notes"] if n not in overlap]
 
 
 def test_a_source_that_cannot_be_read_is_named_not_fatal(tmp_path, request):
