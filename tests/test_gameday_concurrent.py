@@ -10,7 +10,9 @@ same strategies with two plain `dbt run` processes):
 - ev_deleteinsert_serialised, ev_merge_serialised (the same with that pre_hook) and events_partition_overwrite
   (which takes the same lock itself): `safe` in concurrent, exercised (not `untested`);
 - events_append_lookback (an append re-reading three days): `duplicates` in rerun and concurrent; keyed on
-  event_id mends the rerun and leaves the overlap, so the fix is keyed, then serialised.
+  event_id mends the rerun and leaves the overlap, so the fix is keyed, then serialised;
+- ev_merge_hooked (events_merge with a pre_hook of its own): `duplicates` when two runs overlap, and no
+  candidate (the hook is not replaced), with why.
 On DuckDB a second process cannot open a database file another process writes: the scenario is not
 applicable there (a note; alone, exit 2 in one line), and a dbt run beside an open writer fails to open it.
 """
@@ -33,14 +35,22 @@ SERIALISED = ("{{{{ config(materialized='incremental', incremental_strategy='{st
               "{{% if is_incremental() %}}\n"
               "where event_time >= (select max(event_time) - interval '3 days' from {{{{ this }}}})\n"
               "{{% endif %}}\n")
+# a merge whose config() has a pre_hook of its own: the fix search does not replace it (no candidate, with why)
+HOOKED_MERGE = ("{{ config(materialized='incremental', incremental_strategy='merge', unique_key='event_id', "
+                "pre_hook='select 1') }}\n"
+                "select * from {{ ref('stg_events') }}\n"
+                "{% if is_incremental() %}\n"
+                "where event_time >= (select max(event_time) - interval '3 days' from {{ this }})\n"
+                "{% endif %}\n")
 MODELS = ["events_delete_insert", "events_merge", "events_partition_overwrite", "ev_deleteinsert_serialised",
-          "ev_merge_serialised", "events_append_lookback"]
+          "ev_merge_serialised", "events_append_lookback", "ev_merge_hooked"]
 
 
 def _shop_with_serialised(dest: Path) -> Path:
     project = copy_project(SHOP, dest)
     for strategy, name in (("delete+insert", "ev_deleteinsert_serialised"), ("merge", "ev_merge_serialised")):
         (project / "models/staging" / f"{name}.sql").write_text(SERIALISED.format(strategy=strategy))
+    (project / "models/staging/ev_merge_hooked.sql").write_text(HOOKED_MERGE)
     return project
 
 
@@ -60,8 +70,8 @@ def test_two_runs_at_once_double_dbts_strategies_not_a_serialised_one_and_the_fi
     assert {n: m["verdict"] for n, m in models.items()} == {
         "events_delete_insert": "duplicates", "events_merge": "duplicates", "events_append_lookback": "duplicates",
         "events_partition_overwrite": "safe", "ev_deleteinsert_serialised": "safe", "ev_merge_serialised": "safe",
-        "stg_events": "safe"}
-    for name in ("events_delete_insert", "events_merge"):
+        "ev_merge_hooked": "duplicates", "stg_events": "safe"}
+    for name in ("events_delete_insert", "events_merge", "ev_merge_hooked"):
         concurrent = scenario(models[name], "concurrent")
         assert (concurrent["verdict"], concurrent["duplicate_keys"], concurrent["extra_rows"]) == ("duplicates", 801, 801)
         assert [scenario(models[name], s)["verdict"] for s in ("replay", "rerun")] == ["safe", "safe"]
@@ -82,7 +92,10 @@ def test_two_runs_at_once_double_dbts_strategies_not_a_serialised_one_and_the_fi
     fixes = {f["model"]: f for f in report["fixes"]}
     assert {n: (f["verified"], f["candidate"]) for n, f in fixes.items()} == {
         "events_delete_insert": (True, "serialise its runs"), "events_merge": (True, "serialise its runs"),
-        "events_append_lookback": (True, "keyed on event_id, then serialise its runs")}
+        "events_append_lookback": (True, "keyed on event_id, then serialise its runs"), "ev_merge_hooked": (False, "")}
+    assert fixes["ev_merge_hooked"]["why_none"] == (
+        "no candidate: its config() sets a pre_hook already; add `{{ rerun_safety.serialize_runs() }}` to it (a "
+        "second run then waits for the first's commit)")
     assert "+{{ config(pre_hook='{{ rerun_safety.serialize_runs() }}') }}\n" in fixes["events_merge"]["patch"]
     assert ("+{{ config(materialized='incremental', incremental_strategy='delete+insert', event_time='event_time', "
             "unique_key='event_id', pre_hook='{{ rerun_safety.serialize_runs() }}') }}\n"
