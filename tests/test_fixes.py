@@ -25,7 +25,8 @@ import yaml
 from rerun_safety.diff.fingerprint import Fingerprint, fingerprint
 from rerun_safety.errors import ConfigError
 from rerun_safety.fix.apply import apply_fixes
-from rerun_safety.fix.candidates import SideTable, Target, candidates, set_config, this_moved, tiebroken, watermarks
+from rerun_safety.fix.candidates import (SideTable, Target, candidates, ordered_aggregates, set_config, this_moved,
+                                         tiebroken, watermarks)
 from rerun_safety.fix.overrides import model_override
 from rerun_safety.results import Fix, GamedayReport, ModelVerdict, ScenarioResult
 from support.fix_models import (DAY_AMOUNTS, MICROBATCH, RUN_LOGGED, VENDOR_WINDOW_MACRO, VENDOR_WINDOW_MODEL,
@@ -684,9 +685,10 @@ def test_the_vars_a_window_reads_are_found_with_their_unit_and_their_value_in_db
 
 def test_a_file_dbt_deps_installed_or_outside_the_project_is_never_patched(tmp_path):
     """The search changes files in its copy of the project folder: a package model that `dbt deps` installed
-    (replaced at the next deps) or a local package's file outside the folder (`local: ../`, as a package's
-    integration_tests project has it) is left to dbt_project.yml settings, with the reason; a model of the
-    project, or of a local package inside it, can be patched."""
+    (replaced at the next deps), or a file outside the folder that no local package's link reaches, is left to
+    dbt_project.yml settings, with the reason; a model of the project, of a local package inside it, or of a
+    local package outside it that dbt deps linked (`local: ../`, in a copy of that package: see
+    test_a_local_package_outside_the_project_gets_its_own_files_patch_left_for_review) can be patched."""
     from rerun_safety.fix.project_files import kept as _kept
 
     project = tmp_path / "project"
@@ -706,8 +708,68 @@ def test_a_file_dbt_deps_installed_or_outside_the_project_is_never_patched(tmp_p
     assert _kept(first, project / "dbt_packages" / "vendored" / "models" / "v.sql") == ""
     assert _kept(first, project / "dbt_packages" / "installed" / "models" / "i.sql") == (
         "the package's installed file is not changed (dbt deps replaces it)")
-    assert _kept(first, project / "dbt_packages" / "outside" / "models" / "o.sql") == (
+    assert _kept(first, project / "dbt_packages" / "outside" / "models" / "o.sql") == ""  # a linked local package
+    assert _kept(first, tmp_path / "models" / "o.sql") == (  # (a parse's absolute path, no link to it)
         f"its file is outside the project folder ({tmp_path / 'models' / 'o.sql'}): the fix search changes only "
         "files inside it, in a copy")
     (project / "dbt_project.yml").write_text("name: p\npackages-install-path: deps\n")
     assert _kept(first, project / "dbt_packages" / "installed" / "models" / "i.sql") == ""
+
+
+LOCAL_PACKAGE_MODEL = ("{{ config(materialized='incremental') }}\n"
+                       "select event_id, user_id, amount, event_time from {{ ref('stg_events') }}\n"
+                       "{% if is_incremental() %}\n"
+                       "where event_time >= (select max(event_time) - interval '3 days' from {{ this }})\n"
+                       "{% endif %}\n")
+
+
+def test_a_local_package_outside_the_project_gets_its_own_files_patch_left_for_review(tmp_path):
+    """A package developed beside its integration_tests project (`local: ../`): its model appends a re-read
+    three-day window (duplicates). The search changes a copy of the package, linked in its copy of the
+    project, and verifies `keyed on event_id` in the package's file first (an override in the project's
+    dbt_project.yml would fix only this project); the patch is relative to the package's folder and applies
+    there; --apply leaves it (outside the project folder), and the package's file is unchanged."""
+    package = tmp_path / "vendor_local"
+    (package / "models").mkdir(parents=True)
+    (package / "dbt_project.yml").write_text("name: vendor_local\nversion: '1.0'\nconfig-version: 2\n")
+    (package / "models" / "vendor_lookback.sql").write_text(LOCAL_PACKAGE_MODEL)
+    project = copy_project(SHOP, package / "integration_tests")
+    with open(project / "packages.yml", "a") as f:
+        f.write("  - local: ../\n")
+    shop_generator().load_duckdb(str(project / "shop.duckdb"))
+    code, out, err = _fix_gameday(project, project, tmp_path / "out", "--scenarios", "rerun",
+                                  "--select", "vendor_lookback", "--fix", "--apply")
+    assert code == 1, out + err
+    report = load_report(tmp_path / "out")
+    assert by_name(report)["vendor_lookback"]["verdict"] == "duplicates"
+    (fix,) = report["fixes"]
+    assert (fix["verified"], fix["candidate"], fix["path"], fix["tried"]) == (
+        True, "keyed on event_id", "../models/vendor_lookback.sql", []), fix
+    assert fix["patch"].startswith("--- a/models/vendor_lookback.sql\n+++ b/models/vendor_lookback.sql\n"), fix["patch"]
+    assert fix["note"] == ("the file is in the local package vendor_local at .., outside the project folder: the "
+                           "patch is relative to that folder (`git apply` there); --apply leaves it to you")
+    assert "--apply: 0 fix(es) written: none" in out
+    assert ("--apply: left for review (a local package's file outside the project folder): vendor_lookback "
+            "(../models/vendor_lookback.sql)") in out
+    assert (package / "models" / "vendor_lookback.sql").read_text() == LOCAL_PACKAGE_MODEL
+    assert "unique_key" not in (project / "dbt_project.yml").read_text()
+    subprocess.run(["git", "apply", str(tmp_path / "out" / "fixes" / "vendor_lookback.patch")], cwd=package,
+                   check=True)
+    assert (package / "models" / "vendor_lookback.sql").read_text().startswith(
+        "{{ config(materialized='incremental', incremental_strategy='delete+insert', unique_key='event_id') }}\n")
+
+
+def test_a_macros_list_aggregate_is_not_ordered_inside_its_arguments_and_the_reason_says_so():
+    """`{{ fivetran_utils.string_agg('v', "', '") }}` (a public package's shape): an ORDER BY put into the macro's
+    arguments does not compile (found on fivetran/dbt_jira: "expected token ',', got 'order'"); a plain
+    string_agg beside it is still ordered, and a model with only the macro's gets none, with why."""
+    mixed = "select {{ fivetran_utils.string_agg('v', \"', '\") }} as x, string_agg(a, ',') as y from t"
+    assert ordered_aggregates(mixed) == ("select {{ fivetran_utils.string_agg('v', \"', '\") }} as x, "
+                                         "string_agg(a, ',' order by a) as y from t")
+    only = "select project_id, {{ fivetran_utils.string_agg( \"issue_name\", \"', '\" ) }} as epics from t group by 1"
+    assert ordered_aggregates(only) is None
+    found, why = candidates(_target("jira__project_enhanced", "nondeterministic", raw=only, materialized="table"))
+    assert found == []
+    assert why == ("no candidate: its list aggregate is a macro's (`{{ fivetran_utils.string_agg( \"issue_name\", "
+                   "\"', '\" ) }}`), whose arguments take no ORDER BY: order what it gathers in the macro, or write "
+                   "the engine's own aggregate with an ORDER BY")

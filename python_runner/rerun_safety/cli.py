@@ -377,6 +377,12 @@ def gameday(ctx, project_dir, profiles_dir, target, select, exclude, vars_yaml, 
         declared = [f.model for f in report.fixes if f.verified and f.declaration]
         if declared:
             click.echo(f"--apply: left for review (a declaration of what a table is for): {', '.join(declared)}")
+        from .fix.apply import outside
+
+        elsewhere = [f"{f.model} ({f.path})" for f in report.fixes if f.verified and not f.declaration and outside(f)]
+        if elsewhere:
+            click.echo("--apply: left for review (a local package's file outside the project folder): "
+                       + ", ".join(elsewhere))
     summary = report.summary()
     if "baseline" in summary:
         worse, before = summary["baseline"]["worse"], summary["baseline"]["unsafe_as_before"]

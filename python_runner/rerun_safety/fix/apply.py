@@ -24,7 +24,8 @@ def apply_fixes(report: GamedayReport, project_dir: Path) -> list[Path]:
     from ..safe_files import open_dir
 
     recover(project_dir)
-    verified = [f for f in report.fixes if f.verified and not f.declaration]  # a declaration is for review
+    # a declaration is for review, and so is a local package's file outside the project folder (its own folder's)
+    verified = [f for f in report.fixes if f.verified and not f.declaration and not outside(f)]
     shared = sorted({f.path for f in verified if sum(g.path == f.path for g in verified) > 1})
     if shared:  # each fix's text was made from the file as it was: applying one would undo the other
         raise ConfigError(f"--apply: several fixes change {', '.join(shared)}; nothing applied (apply the "
@@ -56,6 +57,11 @@ def apply_fixes(report: GamedayReport, project_dir: Path) -> list[Path]:
     finally:
         for item in todo:
             os.close(item["fd"])
+
+
+def outside(f) -> bool:
+    """The fix changes a file outside the project folder (a local package's, `local: ../`)."""
+    return ".." in Path(f.path).parts
 
 
 def _planned(project_dir: Path, f) -> dict:

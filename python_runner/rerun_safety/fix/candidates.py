@@ -129,11 +129,22 @@ def tiebroken(raw: str, extra: tuple[str, ...]) -> str | None:
 _AGGREGATE = re.compile(r"\b(string_agg|array_agg|group_concat|list)\s*\(", re.I)
 
 
+def _in_jinja(raw: str, at: int) -> bool:
+    """Whether position `at` lies inside a Jinja expression or statement ({{ ... }}, {% ... %})."""
+    opened = max(raw.rfind("{{", 0, at), raw.rfind("{%", 0, at))
+    if opened < 0:
+        return False
+    closed = max(raw.rfind("}}", opened, at), raw.rfind("%}", opened, at))
+    return closed < 0
+
+
 def ordered_aggregates(raw: str) -> str | None:
     """The text with each list-building aggregate that has no ORDER BY ordered by the value it gathers
     (None: there is none): equal values then list alike whatever order the rows came in."""
     edits = []
     for m in _AGGREGATE.finditer(raw):
+        if _in_jinja(raw, m.start()):
+            continue  # a macro's aggregate ({{ fivetran_utils.string_agg(...) }}): its arguments are not SQL
         close = close_bracket(raw, m.end())
         if close < 0 or re.search(r"\border\s+by\b", raw[m.end():close], re.I):
             continue
@@ -289,6 +300,12 @@ def _tiebreaks(t: Target, aggregates: bool = True) -> tuple[list[Candidate], str
                                  "rows that tie are ordered the same way in every build", text))
     if out:
         return out, ""
+    macro = next((m for m in _AGGREGATE.finditer(t.raw) if _in_jinja(t.raw, m.start())), None)
+    if aggregates and macro is not None:
+        call = t.raw[t.raw.rfind("{{", 0, macro.start()):t.raw.find("}}", macro.start()) + 2]
+        return [], (f"no candidate: its list aggregate is a macro's (`{' '.join(call.split())}`), whose arguments "
+                    "take no ORDER BY: order what it gathers in the macro, or write the engine's own aggregate "
+                    "with an ORDER BY")
     return [], ("no candidate: no window function or list aggregate orders its rows here; a function such as "
                 "random() or the clock has no deterministic replacement that keeps the clean build's output")
 

@@ -96,14 +96,40 @@ def install_folder(first) -> str:
     return str(setting or "dbt_packages")
 
 
+def outside_package(first, path: Path) -> tuple[Path, Path] | None:
+    """For a file of a local package outside the project folder (`local: ../`, as a package's
+    integration_tests project has it; dbt deps links it under the install folder): (that link, relative to
+    the project; the package's folder). The search patches a copy of that folder, linked in its copy of the
+    project; the patch is for the package's own files, in that folder. None for any other file."""
+    project = first.options.project_dir
+    folder = project / install_folder(first)
+    try:
+        inside = path.relative_to(folder)
+    except ValueError:
+        return None
+    link = folder / inside.parts[0] if inside.parts else None
+    if link is None or not link.is_symlink():
+        return None
+    try:
+        root = link.resolve()
+    except OSError:
+        return None
+    if root.is_relative_to(project.resolve()) or not root.is_dir():
+        return None
+    return link.relative_to(project), root
+
+
 def kept(first, path: Path) -> str:
     """Why the search cannot patch this file ('' when it can): `dbt deps` installed it (and replaces it), or
-    it lies outside the project folder (a local package at `../`), which the search's copy does not hold."""
+    it lies outside the project folder other than in a local package that dbt deps linked (outside_package),
+    which the search's copy does not hold."""
     project = first.options.project_dir.resolve()
     try:
         real = path.resolve()
     except OSError:
         return f"its file could not be read where the project has it ({path})"
+    if outside_package(first, path) is not None:
+        return ""
     if real.is_relative_to((project / install_folder(first)).resolve()):
         return "the package's installed file is not changed (dbt deps replaces it)"
     if not real.is_relative_to(project):

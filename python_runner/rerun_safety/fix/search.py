@@ -34,7 +34,8 @@ from .jinja import sets_config
 from .target import Candidate, SideTable, Target
 from .overrides import model_override, package_var
 from .package_vars import in_effect, needed, number, window_vars
-from .project_files import kept as _kept, model_file as _model_file, package_yaml as _package_yaml, read as _read
+from .project_files import kept as _kept, model_file as _model_file, outside_package as _outside_package
+from .project_files import package_yaml as _package_yaml, read as _read
 from .project_files import readers as _readers, texts as _texts, yaml_data as _yaml
 from ..vars import parse_vars
 from ..gameday.side_effects import per_run
@@ -68,6 +69,28 @@ def _relink(copy: Path, project_dir: Path) -> None:
             if target == root or root in target.parents:
                 link.unlink()
                 link.symlink_to(os.path.relpath(copy / target.relative_to(root), link.parent))
+
+
+def _copy_package(folder: Path, copy: Path, link: Path, root: Path) -> None:
+    """A local package outside the project folder copied into the fix's folder (once), and the copy of the
+    project's link to it pointed there: the candidate changes the copy, never the package (what it holds of
+    the project itself, a package's integration_tests folder, and its own dbt output are left out)."""
+    into = folder / "packages" / link.name
+    if not into.exists():
+        def ignore(where: str, names: list[str]) -> set[str]:
+            out = set(_NOT_COPIED(where, names))
+            for n in names:
+                p = Path(where) / n
+                if n in ("dbt_packages", "dbt_modules") or (p.is_dir() and (p / "dbt_project.yml").is_file()
+                                                           and p.resolve() != root):
+                    out.add(n)  # another project (its integration_tests) and installed packages
+            return out
+
+        shutil.copytree(root, into, ignore=ignore, symlinks=True)
+    target = copy / link
+    if target.is_symlink() or target.exists():
+        target.unlink()
+    target.symlink_to(into)
 
 
 class _Prefixed:
@@ -112,6 +135,9 @@ class _Search:
     verified: tuple[Candidate, list[str]] | None = None
     seconds: float = 0.0
     note: str = ""
+    # a local package's file outside the project folder: (its link in the project, the package's folder)
+    outside: tuple[Path, Path] | None = None
+    project_dir: Path | None = None
 
     @classmethod
     def of(cls, first: Finished, mv: ModelVerdict) -> "_Search":
@@ -120,11 +146,17 @@ class _Search:
         if path is None or first.project.models[mv.unique_id].language != "sql":
             search.why_none = "no candidate: only a SQL model's file is changed"
             return search
-        search.text, search.rel = _read(path), _relative(path, first.options.project_dir)
+        search.outside, search.project_dir = _outside_package(first, path), first.options.project_dir
+        search.text = _read(path)
+        # (a local package's file outside the folder: by its link, which the copy points at a copy of the package)
+        search.rel = path.relative_to(first.options.project_dir) if search.outside else _relative(
+            path, first.options.project_dir)
         search.found, search.why_none = candidates(_target(first, mv, _lf(search.text)))
-        search.note = _package_note(first, mv.unique_id)
+        search.note = _package_note(first, mv.unique_id, search.outside)
         own = first.project.manifest.nodes[mv.unique_id].package_name == first.project.name
-        if not own:
+        if not own and search.outside:  # the package's own code, developed beside this project: its file first
+            search.found = [*search.found, *(c for c in search._with_overrides(first) if c.path)][:4]
+        elif not own:
             search.found = search._with_overrides(first)
         kept = _kept(first, path)
         if kept:  # a file the search cannot change in its copy: only your dbt_project.yml is changed
@@ -230,8 +262,13 @@ class _Search:
         cand, safe = self.verified
         rel, before = self.file_of(cand)
         after = _as_read(cand.text, before)
+        named = rel
+        if self.outside is not None and not cand.path:  # the package's file: its patch is the package's
+            link, _root = self.outside
+            named = rel.relative_to(link)
+            rel = Path(os.path.relpath(_root / named, self.project_dir)) if self.project_dir else rel
         patch = "".join(difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
-                                             fromfile=f"a/{rel}", tofile=f"b/{rel}"))
+                                             fromfile=f"a/{named}", tofile=f"b/{named}"))
         note = "" if cand.path else self.note
         if cand.declaration:
             note = "; ".join(x for x in (note, DECLARATION_NOTE) if x)
@@ -388,9 +425,14 @@ def _history_kept(first: Finished, second: Finished, below: list[str]) -> str:
     return ""
 
 
-def _package_note(first: Finished, uid: str) -> str:
-    """For a model of an installed package: that the patch changes the package's installed copy."""
+def _package_note(first: Finished, uid: str, outside: tuple[Path, Path] | None = None) -> str:
+    """For a model of an installed package: that the patch changes the package's installed copy; of a local
+    package outside the project folder: that the patch is for that folder."""
     package = first.project.manifest.nodes[uid].package_name
+    if outside is not None:
+        where = os.path.relpath(outside[1], first.options.project_dir)
+        return (f"the file is in the local package {package} at {where}, outside the project folder: the patch is "
+                f"relative to that folder (`git apply` there); --apply leaves it to you")
     if package == first.project.name:
         return ""
     return (f"the file is the installed copy of package {package}: `dbt deps` replaces it; keep the patch with "
@@ -426,6 +468,8 @@ def _verify(first: Finished, report: GamedayReport, changes: list[tuple[_Search,
         if first.parse_state:
             write_partial_parse(copy, first.parse_state)
         for search, cand in changes:
+            if search.outside is not None and not cand.path:
+                _copy_package(folder, copy, *search.outside)
             rel, before = search.file_of(cand)
             (copy / rel).write_bytes(_as_read(cand.text, before).encode("utf-8"))
         models = first.project.models
@@ -433,7 +477,7 @@ def _verify(first: Finished, report: GamedayReport, changes: list[tuple[_Search,
         profiles = o.profiles_dir or (str(o.project_dir) if (o.project_dir / "profiles.yml").exists() else None)
         options = replace(o, project_dir=copy, profiles_dir=profiles, select=tuple(models[u].selector for u in below),
                           exclude=(), output_dir=folder / "out", fix=False, fingerprints=True, baseline=None,
-                          keep_sandboxes=False)
+                          keep_sandboxes=False, verifying=True)
         what = ", ".join(f"{s.mv.name} ({c.name})" for s, c in changes)
         try:
             second = Gameday(options, _Prefixed(first.progress, f"fix {what}")).run_finished()
@@ -531,4 +575,7 @@ def _where(m: ModelVerdict) -> str:
         return ""
     parts = [f"{n:,} {what}" for n, what in ((s.extra_rows, "extra"), (s.missing_rows, "missing"),
                                               (s.duplicate_keys, "dup keys"), (s.changed_rows, "changed")) if n]
+    if not parts and s.verdict == Verdict.ERROR and s.message:  # what failed: the changed model's own error
+        words = " ".join(s.message.split())
+        parts = [words if len(words) <= 200 else words[:199] + "…"]
     return f" ({s.name}: {', '.join(parts)})" if parts else f" ({s.name})"

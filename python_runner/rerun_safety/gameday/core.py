@@ -200,7 +200,7 @@ class Gameday:
         engine.learn_project(project.manifest)
         engine.sweep()
         self.plan = plan = make_plan(project, o.select, o.exclude, o.state, columns_of=self._user_columns,
-                                     late=Lateness(o.late_fraction, o.late_by))
+                                     late=Lateness(o.late_fraction, o.late_by), stateless=o.verifying)
         self.notes = list(plan.notes)
         if ignored:
             self.notes.append(ignored)

@@ -63,6 +63,9 @@ class GamedayOptions:
     fix: bool = False
     # keep each reference output's fingerprint (diff.fingerprint): what a verified fix must not change
     fingerprints: bool = False
+    # a fix's verifying game day of the models below a root cause: they may keep no state (a table made
+    # nondeterministic by ties), as the first game day judged them beside the incremental models it replayed
+    verifying: bool = False
     # PostgreSQL: no sandbox may grow past this many bytes (warehouse/postgres/budget.py)
     max_sandbox_size: int = 10 * 1000 ** 3
 

@@ -332,10 +332,11 @@ def _unjudged_notes(project: Project, selected, build: list[Model]) -> list[str]
 
 
 def make_plan(project: Project, select: tuple[str, ...], exclude: tuple[str, ...], state: str | None = None,
-              columns_of=None, late: Lateness | None = None) -> Plan:
+              columns_of=None, late: Lateness | None = None, stateless: bool = False) -> Plan:
     """The models to build and judge, their inputs and their kinds. `columns_of(sources)`: source id ->
     its columns in the user's target, to name the date and time columns where none is configured.
-    `late`: how rows arrive in the `late` scenario (the options')."""
+    `late`: how rows arrive in the `late` scenario (the options'). `stateless`: a selection without an
+    incremental model is judged too (a fix's verifying game day, GamedayOptions.verifying)."""
     selected = project.select(select, exclude, state)
     terms = selection_terms(select, exclude)
     by_state = selects_by_state(select, state)
@@ -348,7 +349,7 @@ def make_plan(project: Project, select: tuple[str, ...], exclude: tuple[str, ...
                         for c in closest(w.strip("+@0123456789"), (m.name for m in project.models.values()))})
         raise ConfigError(f"the selection matches no model ({terms})"
                           + (f"; closest names: {', '.join(close[:5])}" if close else ""))
-    if not any(project.models[u].keeps_state for u in selected):
+    if not stateless and not any(project.models[u].keeps_state for u in selected):
         if by_state:
             raise NothingToCheck(f"no incremental model among the {len(selected)} selected ({terms}): "
                                  "nothing to replay")
