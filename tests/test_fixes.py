@@ -773,3 +773,44 @@ def test_a_macros_list_aggregate_is_not_ordered_inside_its_arguments_and_the_rea
     assert why == ("no candidate: its list aggregate is a macro's (`{{ fivetran_utils.string_agg( \"issue_name\", "
                    "\"', '\" ) }}`), whose arguments take no ORDER BY: order what it gathers in the macro, or write "
                    "the engine's own aggregate with an ORDER BY")
+
+
+RANKED = ("{{ config(materialized='table') }}\n"
+          "select event_id, user_id, amount,\n"
+          "       row_number() over (partition by user_id order by cast(event_time as date)) as nth_of_user__NOISE__\n"
+          "from {{ ref('stg_events') }}\n")
+
+
+def test_ties_in_a_tables_window_get_the_key_as_tie_break_and_noise_is_refused(tmp_path):
+    """Labelled before the run, on DuckDB, the determinism scenario (a table is judged by rebuilds):
+    - events_ranked (a table; `unique` test on event_id): row_number() over a user's events ordered by their
+      day numbers the events of one day in any order (nondeterministic nth_of_user); `tie-break by the key`
+      (event_id added to the window's ORDER BY) is verified. Its verifying game day selects a table alone
+      (nothing below it keeps state): it runs (it stopped with "no incremental model is selected");
+    - events_ranked_noisy: the same with a random() column: each tie-break is tried and refused (it stays
+      nondeterministic: the noise), and the window's own column is never added to its ORDER BY.
+    events_merge (incremental, safe) is selected so that the first game day replays something."""
+    project = copy_project(SHOP, tmp_path / "shop")
+    (project / "models/staging/events_ranked.sql").write_text(RANKED.replace("__NOISE__", ""))
+    (project / "models/staging/events_ranked_noisy.sql").write_text(
+        RANKED.replace("__NOISE__", ",\n       cast(random() * 1000 as integer) as noise"))
+    (project / "models/staging/ranked.yml").write_text(yaml.safe_dump({"version": 2, "models": [
+        {"name": "events_ranked", "columns": [{"name": "event_id", "data_tests": ["unique"]}]}]}))
+    shop_generator().load_duckdb(str(project / "shop.duckdb"))
+    code, out, err = _fix_gameday(project, project, tmp_path / "out", "--scenarios", "determinism",
+                                  "--select", "events_ranked events_ranked_noisy events_merge", "--fix")
+    assert code == 1, out + err
+    report = load_report(tmp_path / "out")
+    models = by_name(report)
+    assert {n: models[n]["verdict"] for n in ("events_ranked", "events_ranked_noisy", "events_merge")} == {
+        "events_ranked": "nondeterministic", "events_ranked_noisy": "nondeterministic", "events_merge": "safe"}
+    fixes = {f["model"]: f for f in report["fixes"]}
+    ranked = fixes["events_ranked"]
+    assert (ranked["verified"], ranked["candidate"], ranked["tried"]) == (True, "tie-break by the key", []), ranked
+    assert ("+       row_number() over (partition by user_id order by cast(event_time as date), event_id) as "
+            "nth_of_user\n") in ranked["patch"]
+    noisy = fixes["events_ranked_noisy"]
+    assert not noisy["verified"]
+    assert [(t["candidate"], t["why"].split(" (")[0]) for t in noisy["tried"]] == [
+        ("tie-break by every output column", "events_ranked_noisy stays nondeterministic")], noisy["tried"]
+    assert "nth_of_user," not in noisy["tried"][0]["description"]  # the window's own column is not ordered by

@@ -100,14 +100,33 @@ def _aligned(expr: str) -> bool:
 
 # ------------------------------------------------------------------ window orderings
 _OVER = re.compile(r"\bover\s*\(", re.I)
+_ALIAS = re.compile(r'\s*(?:as\s+)?("?)([A-Za-z_]\w*)\1', re.I)
+
+
+_AS = re.compile(r'\bas\s+("?)([A-Za-z_]\w*)\1', re.I)
+
+
+def computed_columns(raw: str) -> set[str]:
+    """The names the text gives to what it computes (`... as name`, a window's `over (...) name`), lower case:
+    not columns of the rows a window of the same select orders."""
+    names = {m.group(2).lower() for m in _AS.finditer(raw)}
+    for m in _OVER.finditer(raw):
+        close = close_bracket(raw, m.end())
+        alias = _ALIAS.match(raw, close + 1) if close >= 0 else None
+        if alias and alias.group(2).lower() not in ("from", "over", "as"):
+            names.add(alias.group(2).lower())
+    return names
 
 
 def tiebroken(raw: str, extra: tuple[str, ...]) -> str | None:
     """The text with `extra` columns appended to each window's ORDER BY that lacks them (None: no
     window orders anything)."""
     edits = []
-    for m in _OVER.finditer(raw):
-        close = close_bracket(raw, m.end())
+    windows = [(m, close_bracket(raw, m.end())) for m in _OVER.finditer(raw)]
+    # the columns windows compute (`... over (...) as rn`) are not columns to order a window by
+    computed = {a.group(2).lower() for _m, close in windows if close >= 0
+                if (a := _ALIAS.match(raw, close + 1)) and a.group(2).lower() not in ("from", "over", "as")}
+    for m, close in windows:
         if close < 0:
             continue
         inside = raw[m.end():close]
@@ -115,7 +134,7 @@ def tiebroken(raw: str, extra: tuple[str, ...]) -> str | None:
         if not order:
             continue
         named = {t.strip().strip('"').lower() for t in re.split(r"[\s,()]+", inside[order.end():]) if t.strip()}
-        add = [c for c in extra if c.lower() not in named]
+        add = [c for c in extra if c.lower() not in named and c.lower() not in computed]
         if add:
             end = m.end() + len(inside.rstrip())
             edits.append((end, ", " + ", ".join(add)))
@@ -291,7 +310,10 @@ def _tiebreaks(t: Target, aggregates: bool = True) -> tuple[list[Candidate], str
     if ordered is not None:
         out.append(Candidate("order the aggregates", "each string_agg/array_agg without ORDER BY ordered by the "
                              "value it gathers: the list is the same whatever order the rows come in", ordered))
+    computed = computed_columns(t.raw)
     for extra, what in ((t.key, "the key"), (t.columns, "every output column")):
+        # (a column the model computes, `... as noise`, is not in scope where its windows order rows)
+        extra = tuple(c for c in extra if c.lower() not in computed)
         if not extra:
             continue
         text = tiebroken(t.raw, tuple(extra))
