@@ -789,6 +789,10 @@ def test_ties_in_a_tables_window_get_the_key_as_tie_break_and_noise_is_refused(t
       (nothing below it keeps state): it runs (it stopped with "no incremental model is selected");
     - events_ranked_noisy: the same with a random() column: each tie-break is tried and refused (it stays
       nondeterministic: the noise), and the window's own column is never added to its ORDER BY.
+    - events_keyed_append (the example's append that ignores its unique_key: duplicates in rerun) with
+      keyed_numbered below it (a table numbering its rows per user by day: ties, nondeterministic on its
+      own): `keyed on event_id` is verified, keyed_numbered's own nondeterminism (there before the change and
+      after) not held against it, and said so in the models judged.
     events_merge (incremental, safe) is selected so that the first game day replays something."""
     project = copy_project(SHOP, tmp_path / "shop")
     (project / "models/staging/events_ranked.sql").write_text(RANKED.replace("__NOISE__", ""))
@@ -796,9 +800,11 @@ def test_ties_in_a_tables_window_get_the_key_as_tie_break_and_noise_is_refused(t
         RANKED.replace("__NOISE__", ",\n       cast(random() * 1000 as integer) as noise"))
     (project / "models/staging/ranked.yml").write_text(yaml.safe_dump({"version": 2, "models": [
         {"name": "events_ranked", "columns": [{"name": "event_id", "data_tests": ["unique"]}]}]}))
+    (project / "models/staging/keyed_numbered.sql").write_text(RANKED.replace("__NOISE__", "").replace(
+        "stg_events", "events_keyed_append").replace("nth_of_user", "nth"))
     shop_generator().load_duckdb(str(project / "shop.duckdb"))
-    code, out, err = _fix_gameday(project, project, tmp_path / "out", "--scenarios", "determinism",
-                                  "--select", "events_ranked events_ranked_noisy events_merge", "--fix")
+    code, out, err = _fix_gameday(project, project, tmp_path / "out", "--scenarios", "rerun,determinism", "--select",
+                                  "events_ranked events_ranked_noisy events_merge events_keyed_append+", "--fix")
     assert code == 1, out + err
     report = load_report(tmp_path / "out")
     models = by_name(report)
@@ -814,3 +820,7 @@ def test_ties_in_a_tables_window_get_the_key_as_tie_break_and_noise_is_refused(t
     assert [(t["candidate"], t["why"].split(" (")[0]) for t in noisy["tried"]] == [
         ("tie-break by every output column", "events_ranked_noisy stays nondeterministic")], noisy["tried"]
     assert "nth_of_user," not in noisy["tried"][0]["description"]  # the window's own column is not ordered by
+    assert models["keyed_numbered"]["nondeterministic_columns"] == ["nth"]
+    keyed = fixes["events_keyed_append"]
+    assert (keyed["verified"], keyed["candidate"], keyed["models"]) == (
+        True, "keyed on event_id", ["events_keyed_append", "keyed_numbered (but for its own nondeterminism)"]), keyed

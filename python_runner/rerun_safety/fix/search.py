@@ -484,7 +484,8 @@ def _verify(first: Finished, report: GamedayReport, changes: list[tuple[_Search,
             again = second.report
         except RerunSafetyError as err:
             return f"the game day of the changed project stopped: {first_line(err)}", {}
-        return None, {id(s): (*_judge(first, report, second, again, s.judged(first, c)), _then(second, again, s, c))
+        return None, {id(s): (*_judge(first, report, second, again, s.judged(first, c), s.mv.unique_id),
+                              _then(second, again, s, c))
                       for s, c in changes}
     finally:
         shutil.rmtree(folder, ignore_errors=True)
@@ -492,17 +493,20 @@ def _verify(first: Finished, report: GamedayReport, changes: list[tuple[_Search,
 
 
 def _judge(first: Finished, report: GamedayReport, second: Finished, again: GamedayReport,
-           below: list[str]) -> tuple[str | None, list[str]]:
+           below: list[str], root: str = "") -> tuple[str | None, list[str]]:
     before = {m.unique_id: m for m in report.models}
     after = {m.unique_id: m for m in again.models}
+    own: list[str] = []  # below the root cause, nondeterministic on their own before and after (_not_safe)
     for uid in below:
         was, now = before.get(uid), after.get(uid)
         name = was.name if was else uid
         if now is None:
             return f"{name} was not judged in the game day of the changed project", []
-        why = _not_safe(was, now)
+        why = _not_safe(was, now, root=uid == root)
         if why:
             return f"{name} {why}", []
+        if now.verdict == Verdict.NONDETERMINISTIC:
+            own.append(uid)
     why = _side_changed(first, second, below) or _history_kept(first, second, below)
     if why:
         return why, []
@@ -516,7 +520,8 @@ def _judge(first: Finished, report: GamedayReport, second: Finished, again: Game
             what = (f"{b.rows:,} rows instead of {a.rows:,}" if a.rows != b.rows else
                     "other values in " + ", ".join(a.differing_columns(b)[:5]))
             return f"it changes what a clean build of {name} produces ({what})", []
-    return None, [before[u].name for u in below if u in before]
+    return None, [before[u].name if u not in own else f"{before[u].name} (but for its own nondeterminism)"
+                  for u in below if u in before]
 
 
 def _then(second: Finished, again: GamedayReport, search: _Search, cand: Candidate) -> list[Candidate]:
@@ -550,15 +555,24 @@ def _side_changed(first: Finished, second: Finished, below: list[str]) -> str:
     return ""
 
 
-def _not_safe(was: ModelVerdict | None, now: ModelVerdict) -> str:
+def _not_safe(was: ModelVerdict | None, now: ModelVerdict, root: bool = True) -> str:
     """Why a model of the changed project is not shown safe ('' when it is): each scenario must be
     `safe`, or `untested` where the first game day did not exercise it either (a sparse input whose
-    half-committed batch holds no rows, say): what no replay can show is not held against a fix."""
+    half-committed batch holds no rows, say): what no replay can show is not held against a fix. A model
+    below the root cause (`root` False) that was nondeterministic in the first game day (its own ties) and
+    is now nondeterministic and nothing else, in the same columns and no others, has a defect of its own,
+    not the fix's: not held against it either."""
     if now.verdict == Verdict.SAFE:
         return ""
     # scenarios the first game day did not exercise: untested there, or no input rows in its deciding step
     # (its verdict came from the runs around it)
     idle = {s.name for s in (was.scenarios if was else ()) if s.verdict == Verdict.UNTESTED or s.input_rows == 0}
+    # its own ties, known before the change: the model's verdict is its nondeterminism (what differs anywhere
+    # is in the columns that change between builds), in the same columns as before, and no other
+    if (not root and was is not None and now.verdict == Verdict.NONDETERMINISTIC
+            and any(s.verdict == Verdict.NONDETERMINISTIC for s in was.scenarios)
+            and set(now.nondeterministic_columns) <= set(was.nondeterministic_columns)):
+        return ""
     for s in sorted(now.scenarios, key=lambda x: x is not now.worst_scenario):
         if s.verdict == Verdict.SAFE or (s.verdict == Verdict.UNTESTED and s.name in idle):
             continue
