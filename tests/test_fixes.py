@@ -781,8 +781,8 @@ RANKED = ("{{ config(materialized='table') }}\n"
           "from {{ ref('stg_events') }}\n")
 
 
-def test_ties_in_a_tables_window_get_the_key_as_tie_break_and_noise_is_refused(tmp_path):
-    """Labelled before the run, on DuckDB, the determinism scenario (a table is judged by rebuilds):
+def test_ties_in_a_tables_window_get_the_key_as_tie_break_and_noise_is_refused(engine, tmp_path, request):
+    """Labelled before the run, on DuckDB and PostgreSQL, the determinism scenario (a table is judged by rebuilds):
     - events_ranked (a table; `unique` test on event_id): row_number() over a user's events ordered by their
       day numbers the events of one day in any order (nondeterministic nth_of_user); `tie-break by the key`
       (event_id added to the window's ORDER BY) is verified. Its verifying game day selects a table alone
@@ -802,8 +802,15 @@ def test_ties_in_a_tables_window_get_the_key_as_tie_break_and_noise_is_refused(t
         {"name": "events_ranked", "columns": [{"name": "event_id", "data_tests": ["unique"]}]}]}))
     (project / "models/staging/keyed_numbered.sql").write_text(RANKED.replace("__NOISE__", "").replace(
         "stg_events", "events_keyed_append").replace("nth_of_user", "nth"))
-    shop_generator().load_duckdb(str(project / "shop.duckdb"))
-    code, out, err = _fix_gameday(project, project, tmp_path / "out", "--scenarios", "rerun,determinism", "--select",
+    if engine == "duckdb":
+        shop_generator().load_duckdb(str(project / "shop.duckdb"))
+        profiles = project
+    else:
+        server = request.getfixturevalue("pg_server")
+        dbname = server.create_database("shop_ties")
+        shop_generator().load_postgres(server.dsn(dbname))
+        profiles = pg_profile(server, dbname, tmp_path / "profiles", "shop", "analytics")
+    code, out, err = _fix_gameday(project, profiles, tmp_path / "out", "--scenarios", "rerun,determinism", "--select",
                                   "events_ranked events_ranked_noisy events_merge events_keyed_append+", "--fix")
     assert code == 1, out + err
     report = load_report(tmp_path / "out")
