@@ -21,7 +21,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 
-from ..cadence import SECONDS, duration
 from ..errors import RerunSafetyError, first_line
 from ..gameday.core import Finished, Gameday
 from ..gameday.options import GamedayOptions
@@ -34,64 +33,14 @@ from .jinja import sets_config
 from .target import Candidate, SideTable, Target
 from .overrides import model_override, package_var
 from .package_vars import in_effect, needed, number, window_vars
+from .copies import copy_package as _copy_package, not_copied as _not_copied, relink as _relink
+from .measured import late_batches as _late_batches, lookback as _lookback, lookback_seconds as _lookback_seconds
+from .measured import microbatch_lookback as _microbatch_lookback
 from .project_files import kept as _kept, model_file as _model_file, outside_package as _outside_package
 from .project_files import package_yaml as _package_yaml, read as _read
 from .project_files import readers as _readers, texts as _texts, yaml_data as _yaml
 from ..vars import parse_vars
 from ..gameday.side_effects import per_run
-
-# what a copy of the project leaves out: dbt's output, logs, and DuckDB files (a profile names its
-# database by a path from the working folder, not from the project)
-_NOT_COPIED = shutil.ignore_patterns("target", "logs", ".git", "*.duckdb", "*.duckdb.wal", "__pycache__")
-
-
-def _not_copied(work_root: Path):
-    """The ignore function of a copy: _NOT_COPIED, and the work root itself where it lies inside the
-    project (a copy into it would copy itself)."""
-    root = work_root.resolve()
-
-    def ignore(folder: str, names: list[str]) -> set[str]:
-        return set(_NOT_COPIED(folder, names)) | {n for n in names if (Path(folder) / n).resolve() == root}
-    return ignore
-
-
-def _relink(copy: Path, project_dir: Path) -> None:
-    """Each symbolic link of the copy that points into the project (dbt deps links a local package
-    under dbt_packages/ by its absolute path) made to point to the same place in the copy: else the
-    copy would build the user's files instead of the changed ones."""
-    root = project_dir.resolve()
-    for folder, dirs, files in os.walk(copy):
-        for name in dirs + files:
-            link = Path(folder) / name
-            if not link.is_symlink():
-                continue
-            target = (link.parent / os.readlink(link)).resolve()
-            if target == root or root in target.parents:
-                link.unlink()
-                link.symlink_to(os.path.relpath(copy / target.relative_to(root), link.parent))
-
-
-def _copy_package(folder: Path, copy: Path, link: Path, root: Path) -> None:
-    """A local package outside the project folder copied into the fix's folder (once), and the copy of the
-    project's link to it pointed there: the candidate changes the copy, never the package (what it holds of
-    the project itself, a package's integration_tests folder, and its own dbt output are left out)."""
-    into = folder / "packages" / link.name
-    if not into.exists():
-        def ignore(where: str, names: list[str]) -> set[str]:
-            out = set(_NOT_COPIED(where, names))
-            for n in names:
-                p = Path(where) / n
-                if n in ("dbt_packages", "dbt_modules") or (p.is_dir() and (p / "dbt_project.yml").is_file()
-                                                           and p.resolve() != root):
-                    out.add(n)  # another project (its integration_tests) and installed packages
-            return out
-
-        shutil.copytree(root, into, ignore=ignore, symlinks=True)
-    target = copy / link
-    if target.is_symlink() or target.exists():
-        target.unlink()
-    target.symlink_to(into)
-
 
 class _Prefixed:
     """The progress of a verifying game day, told as part of the fix search."""
@@ -337,48 +286,6 @@ def _rounds(first: Finished, report: GamedayReport, searches: list[_Search]) -> 
                         follows=True, settings=()) for c in then]
 
 
-def _late_batches(first: Finished, uid: str) -> int:
-    """The most batches a row of the model's inputs arrived after its time's batch."""
-    plan = first.plan
-    return max((plan.facts.late_batches.get(s.unique_id, 0) for s in plan.inputs_of(plan.project.models[uid])), default=0)
-
-
-def _lookback(first: Finished, uid: str) -> str | None:
-    """One batch more than the most batches a row of the model's inputs arrived late: what a window
-    must re-read so that a half-committed batch and late rows are read again."""
-    plan = first.plan
-    if plan is None or plan.facts.timeline is None:
-        return None
-    batch, n = plan.facts.timeline.batch, _late_batches(first, uid) + 1
-    return f"{batch.months * n} months" if batch.months else duration(batch.delta.total_seconds() * n)
-
-
-def _lookback_seconds(first: Finished, uid: str) -> float | None:
-    """`_lookback` in seconds (None: no timeline, or batches of months)."""
-    plan = first.plan
-    if plan is None or plan.facts.timeline is None or plan.facts.timeline.batch.months:
-        return None
-    return plan.facts.timeline.batch.delta.total_seconds() * (_late_batches(first, uid) + 1)
-
-
-def _microbatch_lookback(first: Finished, uid: str) -> tuple[int | None, int]:
-    """For a microbatch model: the lookback, in its own batches, that covers one game-day batch more than
-    the most batches a row of its inputs arrived late; and the lookback it has. (None, 1) otherwise."""
-    import math
-
-    config = first.project.manifest.nodes[uid].config
-    get = config.get if hasattr(config, "get") else (lambda k, d=None: getattr(config, k, d))
-    if str(get("incremental_strategy") or "").lower() != "microbatch":
-        return None, 1
-    now = get("lookback")
-    now = now if isinstance(now, int) else 1
-    size = SECONDS.get(str(get("batch_size") or "").lower())
-    t = first.plan.facts.timeline if first.plan is not None else None
-    if not size or t is None or t.batch.months or not _late_batches(first, uid):
-        return None, now
-    return math.ceil((_late_batches(first, uid) + 1) * t.batch.delta.total_seconds() / size), now
-
-
 def _target(first: Finished, mv: ModelVerdict, text: str) -> Target:
     plan, uid = first.plan, mv.unique_id
     m = first.project.models[uid]
@@ -423,6 +330,95 @@ def _history_kept(first: Finished, second: Finished, below: list[str]) -> str:
                     "records every run; where one row per run is by design, declare it a log "
                     "(meta.rerun_safety.log_tables)")
     return ""
+
+
+def _judge(first: Finished, report: GamedayReport, second: Finished, again: GamedayReport,
+           below: list[str], root: str = "") -> tuple[str | None, list[str]]:
+    before = {m.unique_id: m for m in report.models}
+    after = {m.unique_id: m for m in again.models}
+    own: list[str] = []  # below the root cause, nondeterministic on their own before and after (_not_safe)
+    for uid in below:
+        was, now = before.get(uid), after.get(uid)
+        name = was.name if was else uid
+        if now is None:
+            return f"{name} was not judged in the game day of the changed project", []
+        why = _not_safe(was, now, root=uid == root)
+        if why:
+            return f"{name} {why}", []
+        if now.verdict == Verdict.NONDETERMINISTIC:
+            own.append(uid)
+    why = _side_changed(first, second, below) or _history_kept(first, second, below)
+    if why:
+        return why, []
+    for uid in below:
+        a, b = first.plan.facts.fingerprints.get(uid), second.plan.facts.fingerprints.get(uid)
+        if a is None or b is None:
+            continue
+        volatile = before[uid].nondeterministic_columns if uid in before else ()
+        if not a.same(b, volatile):
+            name = before[uid].name if uid in before else uid
+            what = (f"{b.rows:,} rows instead of {a.rows:,}" if a.rows != b.rows else
+                    "other values in " + ", ".join(a.differing_columns(b)[:5]))
+            return f"it changes what a clean build of {name} produces ({what})", []
+    return None, [before[u].name if u not in own else f"{before[u].name} (but for its own nondeterminism)"
+                  for u in below if u in before]
+
+
+def _side_changed(first: Finished, second: Finished, below: list[str]) -> str:
+    """Why a relation the models' hooks write holds other rows after a clean build of the changed
+    project ('' when each holds what it held in the first game day's)."""
+    after = {r.label: r for r in (second.plan.facts.side.relations if second.plan.facts.side else ())}
+    for rel in first.plan.facts.side.relations if first.plan.facts.side else ():
+        if rel.fingerprint is None or not set(rel.writers) & set(below):
+            continue
+        now = after.get(rel.label)
+        if now is None or now.fingerprint is None:
+            return f"the clean build of the changed project leaves no {rel.label}"
+        if not rel.fingerprint.same(now.fingerprint):
+            what = (f"{now.fingerprint.rows:,} rows instead of {rel.fingerprint.rows:,}"
+                    if now.fingerprint.rows != rel.fingerprint.rows else "other values")
+            return f"it changes what a clean build writes to {rel.label} ({what})"
+    return ""
+
+
+def _not_safe(was: ModelVerdict | None, now: ModelVerdict, root: bool = True) -> str:
+    """Why a model of the changed project is not shown safe ('' when it is): each scenario must be
+    `safe`, or `untested` where the first game day did not exercise it either (a sparse input whose
+    half-committed batch holds no rows, say): what no replay can show is not held against a fix. A model
+    below the root cause (`root` False) that was nondeterministic in the first game day (its own ties) and
+    is now nondeterministic and nothing else, in the same columns and no others, has a defect of its own,
+    not the fix's: not held against it either."""
+    if now.verdict == Verdict.SAFE:
+        return ""
+    # scenarios the first game day did not exercise: untested there, or no input rows in its deciding step
+    # (its verdict came from the runs around it)
+    idle = {s.name for s in (was.scenarios if was else ()) if s.verdict == Verdict.UNTESTED or s.input_rows == 0}
+    # its own ties, known before the change: the model's verdict is its nondeterminism (what differs anywhere
+    # is in the columns that change between builds), in the same columns as before, and no other
+    if (not root and was is not None and now.verdict == Verdict.NONDETERMINISTIC
+            and any(s.verdict == Verdict.NONDETERMINISTIC for s in was.scenarios)
+            and set(now.nondeterministic_columns) <= set(was.nondeterministic_columns)):
+        return ""
+    for s in sorted(now.scenarios, key=lambda x: x is not now.worst_scenario):
+        if s.verdict == Verdict.SAFE or (s.verdict == Verdict.UNTESTED and s.name in idle):
+            continue
+        if s.verdict == Verdict.UNTESTED:
+            return f"is untested in {s.name}, which the first game day exercised"
+        stays = was is not None and was.verdict == now.verdict
+        return f"{'stays' if stays else 'is'} {now.verdict}{_where(now)}"
+    return "" if now.verdict == Verdict.UNTESTED else f"is {now.verdict}"
+
+
+def _where(m: ModelVerdict) -> str:
+    s = m.worst_scenario
+    if s is None or s.verdict == Verdict.SAFE:
+        return ""
+    parts = [f"{n:,} {what}" for n, what in ((s.extra_rows, "extra"), (s.missing_rows, "missing"),
+                                              (s.duplicate_keys, "dup keys"), (s.changed_rows, "changed")) if n]
+    if not parts and s.verdict == Verdict.ERROR and s.message:  # what failed: the changed model's own error
+        words = " ".join(s.message.split())
+        parts = [words if len(words) <= 200 else words[:199] + "…"]
+    return f" ({s.name}: {', '.join(parts)})" if parts else f" ({s.name})"
 
 
 def _package_note(first: Finished, uid: str, outside: tuple[Path, Path] | None = None) -> str:
@@ -492,38 +488,6 @@ def _verify(first: Finished, report: GamedayReport, changes: list[tuple[_Search,
         lock.close()
 
 
-def _judge(first: Finished, report: GamedayReport, second: Finished, again: GamedayReport,
-           below: list[str], root: str = "") -> tuple[str | None, list[str]]:
-    before = {m.unique_id: m for m in report.models}
-    after = {m.unique_id: m for m in again.models}
-    own: list[str] = []  # below the root cause, nondeterministic on their own before and after (_not_safe)
-    for uid in below:
-        was, now = before.get(uid), after.get(uid)
-        name = was.name if was else uid
-        if now is None:
-            return f"{name} was not judged in the game day of the changed project", []
-        why = _not_safe(was, now, root=uid == root)
-        if why:
-            return f"{name} {why}", []
-        if now.verdict == Verdict.NONDETERMINISTIC:
-            own.append(uid)
-    why = _side_changed(first, second, below) or _history_kept(first, second, below)
-    if why:
-        return why, []
-    for uid in below:
-        a, b = first.plan.facts.fingerprints.get(uid), second.plan.facts.fingerprints.get(uid)
-        if a is None or b is None:
-            continue
-        volatile = before[uid].nondeterministic_columns if uid in before else ()
-        if not a.same(b, volatile):
-            name = before[uid].name if uid in before else uid
-            what = (f"{b.rows:,} rows instead of {a.rows:,}" if a.rows != b.rows else
-                    "other values in " + ", ".join(a.differing_columns(b)[:5]))
-            return f"it changes what a clean build of {name} produces ({what})", []
-    return None, [before[u].name if u not in own else f"{before[u].name} (but for its own nondeterminism)"
-                  for u in below if u in before]
-
-
 def _then(second: Finished, again: GamedayReport, search: _Search, cand: Candidate) -> list[Candidate]:
     """When the change mended the root cause's defect but its model shows another one (a first build that
     failed, then ran and appended what it read again), that defect's candidates on the changed text,
@@ -538,58 +502,3 @@ def _then(second: Finished, again: GamedayReport, search: _Search, cand: Candida
     return [c for c in found if c.text != _lf(cand.text)]
 
 
-def _side_changed(first: Finished, second: Finished, below: list[str]) -> str:
-    """Why a relation the models' hooks write holds other rows after a clean build of the changed
-    project ('' when each holds what it held in the first game day's)."""
-    after = {r.label: r for r in (second.plan.facts.side.relations if second.plan.facts.side else ())}
-    for rel in first.plan.facts.side.relations if first.plan.facts.side else ():
-        if rel.fingerprint is None or not set(rel.writers) & set(below):
-            continue
-        now = after.get(rel.label)
-        if now is None or now.fingerprint is None:
-            return f"the clean build of the changed project leaves no {rel.label}"
-        if not rel.fingerprint.same(now.fingerprint):
-            what = (f"{now.fingerprint.rows:,} rows instead of {rel.fingerprint.rows:,}"
-                    if now.fingerprint.rows != rel.fingerprint.rows else "other values")
-            return f"it changes what a clean build writes to {rel.label} ({what})"
-    return ""
-
-
-def _not_safe(was: ModelVerdict | None, now: ModelVerdict, root: bool = True) -> str:
-    """Why a model of the changed project is not shown safe ('' when it is): each scenario must be
-    `safe`, or `untested` where the first game day did not exercise it either (a sparse input whose
-    half-committed batch holds no rows, say): what no replay can show is not held against a fix. A model
-    below the root cause (`root` False) that was nondeterministic in the first game day (its own ties) and
-    is now nondeterministic and nothing else, in the same columns and no others, has a defect of its own,
-    not the fix's: not held against it either."""
-    if now.verdict == Verdict.SAFE:
-        return ""
-    # scenarios the first game day did not exercise: untested there, or no input rows in its deciding step
-    # (its verdict came from the runs around it)
-    idle = {s.name for s in (was.scenarios if was else ()) if s.verdict == Verdict.UNTESTED or s.input_rows == 0}
-    # its own ties, known before the change: the model's verdict is its nondeterminism (what differs anywhere
-    # is in the columns that change between builds), in the same columns as before, and no other
-    if (not root and was is not None and now.verdict == Verdict.NONDETERMINISTIC
-            and any(s.verdict == Verdict.NONDETERMINISTIC for s in was.scenarios)
-            and set(now.nondeterministic_columns) <= set(was.nondeterministic_columns)):
-        return ""
-    for s in sorted(now.scenarios, key=lambda x: x is not now.worst_scenario):
-        if s.verdict == Verdict.SAFE or (s.verdict == Verdict.UNTESTED and s.name in idle):
-            continue
-        if s.verdict == Verdict.UNTESTED:
-            return f"is untested in {s.name}, which the first game day exercised"
-        stays = was is not None and was.verdict == now.verdict
-        return f"{'stays' if stays else 'is'} {now.verdict}{_where(now)}"
-    return "" if now.verdict == Verdict.UNTESTED else f"is {now.verdict}"
-
-
-def _where(m: ModelVerdict) -> str:
-    s = m.worst_scenario
-    if s is None or s.verdict == Verdict.SAFE:
-        return ""
-    parts = [f"{n:,} {what}" for n, what in ((s.extra_rows, "extra"), (s.missing_rows, "missing"),
-                                              (s.duplicate_keys, "dup keys"), (s.changed_rows, "changed")) if n]
-    if not parts and s.verdict == Verdict.ERROR and s.message:  # what failed: the changed model's own error
-        words = " ".join(s.message.split())
-        parts = [words if len(words) <= 200 else words[:199] + "…"]
-    return f" ({s.name}: {', '.join(parts)})" if parts else f" ({s.name})"

@@ -12,8 +12,10 @@ from typing import Any
 from sqlglot import exp
 
 from ..dbt_invoke import scrub_dbt_environment
-from ..project import display_name, hook_sql
+from ..project import display_name
 from .compile import PLACEHOLDER_COLUMN, CompiledModel, compile_project
+from .nodes import config_get as _config_get, hooks as _hooks, is_incremental as _is_incremental
+from .overlap import overlap_note as _overlap_note
 from .context import ModelContext, ParsedSql, parse_sql, sqlglot_dialect
 from .findings import Finding, LintResult
 from .rules import lint_model, locate, make_finding
@@ -94,14 +96,6 @@ def _meta(node) -> dict:
         if isinstance(section, dict):
             merged.update(section)
     return merged
-
-
-def _config_get(node, key: str) -> Any:
-    cfg = node.config
-    value = getattr(cfg, key, None)
-    if value is None and hasattr(cfg, "get"):
-        value = cfg.get(key)
-    return value
 
 
 def _source_load_times(manifest) -> dict[str, tuple[str, str, str]]:
@@ -185,40 +179,6 @@ def _upstream(uid: str, manifest, cache: dict) -> frozenset:
         found |= _upstream(parent, manifest, cache)
     cache[uid] = frozenset(found)
     return cache[uid]
-
-
-def _overlap_note(manifest, selected, adapter: str) -> str | None:
-    """On an engine where two runs of one model can overlap (PostgreSQL), the incremental models whose writes
-    do not wait for one another: two runs of a batch at once keep it twice with dbt's delete+insert, merge,
-    append or microbatch (tests/strategy/test_overlap.py). A note, not a finding: whether runs overlap is the
-    orchestrator's, not the SQL's."""
-    from ..warehouse.dialects import dialect_for
-
-    dialect = dialect_for(adapter)
-    if dialect.overlapping_runs is not None:
-        return None
-    open_ = []
-    for uid in sorted(selected):
-        node = manifest.nodes.get(uid)
-        if not _is_incremental(node):
-            continue
-        strategy = str(_config_get(node, "incremental_strategy") or "append").lower()
-        if strategy == "partition_overwrite" and _config_get(node, "serialize_runs") is not False:
-            continue  # it takes the run lock itself
-        if any("serialize_runs" in h for h in _hooks(node, "pre_hook")):
-            continue
-        open_.append(f"{display_name(node)} ({strategy})")
-    if not open_:
-        return None
-    shown = ", ".join(open_[:10]) + (f" and {len(open_) - 10} more" if len(open_) > 10 else "")
-    return (f"two runs at once ({dialect.display_name}): {len(open_)} incremental model(s) whose runs do not wait for "
-            f"one another keep a batch twice when two runs of it overlap (a retry beside a run that did not die, "
-            f"a backfill during the schedule): {shown}; `pre_hook='{{{{ rerun_safety.serialize_runs() }}}}'` (or "
-            "partition_overwrite) makes a second run wait; the game day's concurrent scenario replays it")
-
-
-def _hooks(node, key: str) -> list[str]:
-    return hook_sql(_config_get(node, key))
 
 
 def _parse(sql: str | None, dialect: str | None, cache: dict) -> ParsedSql | None:
@@ -473,10 +433,6 @@ def _identifiers(python: bool, full: ParsedSql | None, incr: ParsedSql | None) -
                 return None
             names |= {i.name.lower() for i in stmt.find_all(exp.Identifier)}
     return frozenset(names)
-
-
-def _is_incremental(node) -> bool:
-    return node is not None and getattr(node.config, "materialized", None) == "incremental"
 
 
 def _feeding_incremental(manifest) -> set[str]:
